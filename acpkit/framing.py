@@ -1,0 +1,210 @@
+"""
+Newline-delimited framing for ACP: one JSON-RPC message per line.
+
+:class:`NDJSONProtocol` is a :class:`twisted.protocols.basic.LineReceiver` with the
+same names (``delimiter``, ``MAX_LENGTH``, ``lineReceived``, ``lineLengthExceeded``,
+``sendLine``) and a ``dataReceived`` that is linear in its input: bytes are appended
+to one ``bytearray`` and only the new bytes are searched for the delimiter.  Stock
+``LineReceiver`` re-copies and re-scans its whole buffer on every read, which makes a
+10 MB line (a base64 image) cost seconds.
+
+Behaviour, in one table:
+
+======================================  ==========================================
+input                                   what happens
+======================================  ==========================================
+``b"...\\n"``                            ``lineReceived(b"...")``
+``b"...\\r\\n"``                          one trailing ``\\r`` is stripped
+U+2028 / U+2029 inside a line           part of the line (only ``\\n`` splits)
+a multi-byte character split by reads   delivered whole: lines stay bytes until
+                                        complete, decoding is the caller's job on
+                                        whole lines
+a line longer than ``MAX_LENGTH``       never buffered past the limit: discarded up
+                                        to its newline, ``lineLengthExceeded`` is
+                                        called once with its first bytes, and the
+                                        lines after it are delivered as usual
+the peer closes our input (half-close)  a last line without newline is delivered,
+                                        then ``inputEnded()`` (default: close once
+                                        queued output is written)
+======================================  ==========================================
+"""
+
+from __future__ import annotations
+
+from typing import Protocol as TypingProtocol
+
+from twisted.internet.interfaces import IHalfCloseableProtocol
+from twisted.internet.protocol import connectionDone
+from twisted.logger import Logger
+from twisted.protocols.basic import LineReceiver
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+__all__ = ["DEFAULT_MAX_LENGTH", "LineTracer", "NDJSONProtocol"]
+
+#: Default largest accepted line, in raw bytes before decoding (64 MiB: room for images).
+DEFAULT_MAX_LENGTH = 64 * 1024 * 1024
+
+#: How many leading bytes of an oversized line are kept for diagnostics.
+OVERSIZED_HEAD = 4096
+
+
+class LineTracer(TypingProtocol):
+    """Something that records every complete line in both directions (see ``acpkit.trace``)."""
+
+    def received(self, line: bytes) -> None:
+        """A complete inbound line (without its delimiter) was read."""
+
+    def sent(self, line: bytes) -> None:
+        """A complete outbound line (without its delimiter) is being written."""
+
+
+@implementer(IHalfCloseableProtocol)
+class NDJSONProtocol(LineReceiver):
+    """
+    Linear-time newline framing with half-close support.
+
+    Subclasses implement :meth:`lineReceived` (bytes, without the delimiter and without
+    one trailing ``\\r``) and may override :meth:`lineLengthExceeded` and
+    :meth:`inputEnded`.
+    """
+
+    delimiter = b"\n"
+    MAX_LENGTH = DEFAULT_MAX_LENGTH
+
+    #: Records complete lines in both directions when set.
+    tracer: LineTracer | None = None
+
+    _log = Logger()
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        # While discarding an oversized line: how many of its bytes were dropped so far.
+        self._discarding: int | None = None
+        self._inputEnded = False
+
+    # -- reading -----------------------------------------------------------------
+
+    def dataReceived(self, data: bytes) -> None:
+        """
+        Split ``data`` (appended to what is buffered) into lines.
+
+        Only the bytes that arrived in this call are searched for the delimiter, so the
+        cost of a line is proportional to its length whatever the read sizes.
+        """
+        if self._discarding is not None:
+            end = data.find(b"\n")
+            if end == -1:
+                self._discarding += len(data)
+                return
+            self._discarding = None
+            data = data[end + 1 :]
+        buf = self._buffer
+        search = len(buf)
+        buf += data
+        start = 0
+        limit = self.MAX_LENGTH
+        while not self.paused and self.line_mode:
+            end = buf.find(b"\n", search)
+            if end == -1:
+                break
+            lineEnd = end - 1 if end > start and buf[end - 1] == 0x0D else end
+            if lineEnd - start > limit:
+                head = bytes(buf[start : min(lineEnd, start + OVERSIZED_HEAD)])
+                start = search = end + 1
+                self.lineLengthExceeded(head)
+            else:
+                line = bytes(buf[start:lineEnd])
+                start = search = end + 1
+                tracer = self.tracer
+                if tracer is not None:
+                    tracer.received(line)
+                self.lineReceived(line)
+            if self.transport is not None and getattr(self.transport, "disconnecting", False):
+                # Mirror LineReceiver: stop delivering once we are closing.
+                break
+        if start:
+            del buf[:start]
+        if not self.line_mode:
+            rest = bytes(buf)
+            buf.clear()
+            if rest:
+                self.rawDataReceived(rest)
+            return
+        if len(buf) > limit + 1:
+            # The current line is already too long: stop buffering it.
+            head = bytes(buf[:OVERSIZED_HEAD])
+            self._discarding = len(buf)
+            buf.clear()
+            self.lineLengthExceeded(head)
+
+    def lineReceived(self, line: bytes) -> None:
+        """One complete line arrived (bytes, delimiter and one trailing ``\\r`` removed)."""
+        raise NotImplementedError
+
+    def lineLengthExceeded(self, line: bytes) -> None:
+        """
+        A line longer than ``MAX_LENGTH`` was discarded; ``line`` is its first bytes.
+
+        Unlike ``LineReceiver`` this does not drop the connection: the stream goes on
+        with the next line.  Subclasses report the problem to the peer.
+        """
+        self._log.warn(
+            "discarded an incoming line longer than {limit} bytes (starts {head!r})",
+            limit=self.MAX_LENGTH,
+            head=line[:80],
+        )
+
+    def clearLineBuffer(self) -> bytes:
+        """Clear and return what is buffered of an incomplete line."""
+        rest = bytes(self._buffer)
+        self._buffer.clear()
+        return rest
+
+    def resumeProducing(self) -> None:
+        """Resume delivering lines, including any that arrived while paused."""
+        self.paused = False
+        self.dataReceived(b"")
+
+    # -- writing -----------------------------------------------------------------
+
+    def sendLine(self, line: bytes) -> None:
+        """Write ``line`` followed by the delimiter.  ``line`` must not contain ``\\n``."""
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.sent(line)
+        assert self.transport is not None
+        self.transport.writeSequence([line, self.delimiter])
+
+    # -- end of input --------------------------------------------------------------
+
+    def _flushLastLine(self) -> None:
+        """Deliver a final line that ended without a newline."""
+        if self._inputEnded:
+            return
+        self._inputEnded = True
+        if self._discarding is not None:
+            self._discarding = None
+            return
+        if self._buffer and self.line_mode:
+            self.dataReceived(b"\n")
+
+    def readConnectionLost(self) -> None:
+        """The peer closed our input: deliver a last unterminated line, then ``inputEnded``."""
+        self._flushLastLine()
+        self.inputEnded()
+
+    def writeConnectionLost(self) -> None:
+        """The peer will read nothing more; nothing to do by default."""
+
+    def inputEnded(self) -> None:
+        """
+        No more input will come.  By default, close once queued output is written
+        (``loseConnection`` flushes the transport's write buffer first).
+        """
+        if self.transport is not None:
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        """The connection is gone: a last unterminated line is still delivered."""
+        self._flushLastLine()

@@ -1,0 +1,1 @@
+"""The official ACP JSON schemas, vendored as package data."""

@@ -1,0 +1,1 @@
+"""The reference ACP agent "bob", built on acpkit's public API."""

@@ -1,0 +1,1 @@
+"""The reference ACP client, built on acpkit's public API."""
