@@ -78,10 +78,14 @@ class NDJSONProtocol(LineReceiver):
     _log = Logger()
 
     def __init__(self) -> None:
-        self._buffer = bytearray()
+        self._pending = bytearray()
+        # How many leading bytes of ``_buffer`` are known to hold no delimiter.
+        self._scanned = 0
         # While discarding an oversized line: how many of its bytes were dropped so far.
         self._discarding: int | None = None
         self._inputEnded = False
+        # True while ``dataReceived`` runs (a re-entrant call only appends).
+        self._busyReceiving = False
 
     # -- reading -----------------------------------------------------------------
 
@@ -89,8 +93,12 @@ class NDJSONProtocol(LineReceiver):
         """
         Split ``data`` (appended to what is buffered) into lines.
 
-        Only the bytes that arrived in this call are searched for the delimiter, so the
-        cost of a line is proportional to its length whatever the read sizes.
+        Each byte is searched for the delimiter once, so the cost of a line is
+        proportional to its length whatever the read sizes.  While the protocol is
+        paused, complete lines stay buffered and are delivered by :meth:`resumeProducing`.
+        A call made from inside :meth:`lineReceived` (for example by ``resumeProducing``
+        or by an in-memory peer answering synchronously) only appends: the outer call
+        delivers the lines, in order.
         """
         if self._discarding is not None:
             end = data.find(b"\n")
@@ -99,14 +107,26 @@ class NDJSONProtocol(LineReceiver):
                 return
             self._discarding = None
             data = data[end + 1 :]
-        buf = self._buffer
-        search = len(buf)
+        buf = self._pending
         buf += data
+        if self._busyReceiving:
+            return
+        self._busyReceiving = True
+        try:
+            self._deliverLines()
+        finally:
+            self._busyReceiving = False
+
+    def _deliverLines(self) -> None:
+        """Deliver every complete line in the buffer (stopping when paused or closing)."""
+        buf = self._pending
         start = 0
+        search = self._scanned
         limit = self.MAX_LENGTH
         while not self.paused and self.line_mode:
             end = buf.find(b"\n", search)
             if end == -1:
+                search = len(buf)
                 break
             lineEnd = end - 1 if end > start and buf[end - 1] == 0x0D else end
             if lineEnd - start > limit:
@@ -121,21 +141,27 @@ class NDJSONProtocol(LineReceiver):
                     tracer.received(line)
                 self.lineReceived(line)
             if self.transport is not None and getattr(self.transport, "disconnecting", False):
-                # Mirror LineReceiver: stop delivering once we are closing.
+                # Mirror LineReceiver: deliver nothing more once we are closing.
                 break
         if start:
             del buf[:start]
+        self._scanned = max(search - start, 0)
         if not self.line_mode:
             rest = bytes(buf)
             buf.clear()
+            self._scanned = 0
             if rest:
-                self.rawDataReceived(rest)
+                self.rawDataReceived(rest)  # type: ignore[no-untyped-call]
             return
-        if len(buf) > limit + 1:
-            # The current line is already too long: stop buffering it.
+        if self._scanned > limit + 1:
+            # The current line (no delimiter in it yet) is already too long: stop
+            # buffering it and drop the rest of it as it arrives.
             head = bytes(buf[:OVERSIZED_HEAD])
+            if len(buf) <= OVERSIZED_HEAD and head.endswith(b"\r"):
+                head = head[:-1]  # may be the first half of a CRLF
             self._discarding = len(buf)
             buf.clear()
+            self._scanned = 0
             self.lineLengthExceeded(head)
 
     def lineReceived(self, line: bytes) -> None:
@@ -155,15 +181,23 @@ class NDJSONProtocol(LineReceiver):
             head=line[:80],
         )
 
+    @property
+    def pendingBytes(self) -> int:
+        """How many received bytes are buffered (an incomplete line, or lines held by a pause)."""
+        return len(self._pending)
+
     def clearLineBuffer(self) -> bytes:
-        """Clear and return what is buffered of an incomplete line."""
-        rest = bytes(self._buffer)
-        self._buffer.clear()
+        """Clear and return what is buffered (lines not delivered yet included)."""
+        rest = bytes(self._pending)
+        self._pending.clear()
+        self._scanned = 0
         return rest
 
     def resumeProducing(self) -> None:
-        """Resume delivering lines, including any that arrived while paused."""
+        """Resume the transport and deliver the lines that arrived while paused."""
         self.paused = False
+        if self.transport is not None:
+            self.transport.resumeProducing()  # type: ignore[attr-defined]
         self.dataReceived(b"")
 
     # -- writing -----------------------------------------------------------------
@@ -186,7 +220,7 @@ class NDJSONProtocol(LineReceiver):
         if self._discarding is not None:
             self._discarding = None
             return
-        if self._buffer and self.line_mode:
+        if self._pending and self.line_mode:
             self.dataReceived(b"\n")
 
     def readConnectionLost(self) -> None:
