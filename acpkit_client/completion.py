@@ -32,9 +32,9 @@ Mentions at send time (:func:`find_mentions`)
 Replacement spans
     A completion replaces the whole word the cursor is in (from ``/`` or ``@`` to the next
     whitespace; for a mention, closing punctuation ending the word is left in place, as long
-    as it lies after the cursor). When the replacement ends with a space and a space already follows the word, that
-    space is taken into the span, so no double space appears; the caret goes after
-    ``start + len(replacement)``.
+    as it lies after the cursor). When the replacement ends with a space and a space
+    already follows the word, that space is taken into the span, so no double space
+    appears; the caret goes after ``start + len(replacement)``.
 """
 
 from __future__ import annotations

@@ -620,3 +620,50 @@ def test_permission_error_reported_even_as_root(
     assert str(caught.value) == f"reading {path}: Permission denied"
     config = load_agents(str(tmp_path), {"ACPKIT_DIR": str(tmp_path)})
     assert [e.reason for e in config.errors] == ["Permission denied", "Permission denied"]
+
+
+def test_dot_acpkit_being_a_file_is_an_error(tmp_path: Path) -> None:
+    """A file named .acpkit in the project makes the project file unusable: reported."""
+    (tmp_path / ".acpkit").write_text("oops", encoding="utf-8")
+    config = load_agents(str(tmp_path), {"ACPKIT_DIR": str(tmp_path / "nouser")})
+    assert [e.reason for e in config.errors] == ["Not a directory"]
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "reference" / "agents-file.md"
+
+DOC_CASES = [
+    '[[agent]]\ncommand = "x"\n',
+    '[[agent]]\nname = "Bob"\n',
+    agent_block("Bob") + agent_block("Bob"),
+    '[[agent]]\nname = "Bob"\ncomand = "x"\n',
+    "[[agents]]\n",
+    'agent = "x"\n',
+    "agent = [1]\n",
+    '[[agent]]\nname = 1\ncommand = "x"\n',
+    '[[agent]]\nname = "Bob"\ncommand = 1\n',
+    agent_block("Bob", args="[1]"),
+    agent_block("Bob", env="1"),
+    agent_block("Bob", env="{ FOO = 1 }"),
+    agent_block("Bob", cwd="1"),
+    agent_block("Bob") + "[[agent]\n",
+]
+
+
+@pytest.mark.parametrize("text", DOC_CASES)
+def test_documented_messages_are_the_real_ones(tmp_path: Path, text: str) -> None:
+    """Each message in docs/reference/agents-file.md is exactly what the code says."""
+    path = write(tmp_path / "acp.toml", text)
+    with pytest.raises(AgentsFileError) as caught:
+        load_agents_file(path)
+    shown = str(caught.value).replace(str(tmp_path), "…")
+    assert f"`{shown}`" in DOC.read_text(encoding="utf-8")
+
+
+def test_documented_not_utf8_message(tmp_path: Path) -> None:
+    """The documented not-UTF-8 message is the real one."""
+    path = tmp_path / "acp.toml"
+    path.write_bytes(b'[[agent]]\nname = "B\xe9b"\n')
+    with pytest.raises(AgentsFileError) as caught:
+        load_agents_file(str(path))
+    shown = str(caught.value).replace(str(tmp_path), "…")
+    assert f"`{shown}`" in DOC.read_text(encoding="utf-8")
