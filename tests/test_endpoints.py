@@ -1,0 +1,344 @@
+"""Tests for acpkit.endpoints: spawned agents (real child processes), endpoint strings."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+
+from twisted.internet import defer, reactor
+from twisted.internet.protocol import Factory
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+from acpkit.endpoints import (
+    AgentExited,
+    AgentNotFoundError,
+    AgentProcess,
+    connect,
+    serve,
+    spawn_agent,
+)
+from acpkit.framing import NDJSONProtocol
+
+FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "agent_fixture.py")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHONPATH = {"PYTHONPATH": REPO_ROOT}
+
+
+class Recorder(NDJSONProtocol):
+    """Records lines and the connection loss; fires ``lost`` with the reason."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[bytes] = []
+        self.input_ended = 0
+        #: Fires with the exception of the connectionLost reason.
+        self.lost: defer.Deferred[BaseException] = defer.Deferred()
+        self.line_waiters: list[tuple[int, defer.Deferred[None]]] = []
+
+    def lineReceived(self, line: bytes) -> None:
+        self.lines.append(line)
+        for entry in list(self.line_waiters):
+            if len(self.lines) >= entry[0]:
+                self.line_waiters.remove(entry)
+                entry[1].callback(None)
+
+    def wait_lines(self, count: int) -> defer.Deferred[None]:
+        """Fires once ``count`` lines have arrived."""
+        d: defer.Deferred[None] = defer.Deferred()
+        if len(self.lines) >= count:
+            d.callback(None)
+        else:
+            self.line_waiters.append((count, d))
+        return d
+
+    def inputEnded(self) -> None:
+        self.input_ended += 1
+
+    def connectionLost(self, reason: Failure = Failure(Exception("lost"))) -> None:  # noqa: B008
+        super().connectionLost(reason)
+        if not self.lost.called:
+            self.lost.callback(reason.value)
+
+
+class EchoServer(NDJSONProtocol):
+    """Echoes each line back."""
+
+    def lineReceived(self, line: bytes) -> None:
+        self.sendLine(line)
+
+
+def python_agent(protocol: NDJSONProtocol, *args: str, **kwargs: object) -> AgentProcess:
+    """Spawn the fixture agent with the current interpreter."""
+    env = dict(PYTHONPATH)
+    env.update(kwargs.pop("env", {}))  # type: ignore[arg-type]
+    return spawn_agent(
+        reactor,
+        protocol,
+        sys.executable,
+        [FIXTURE, *args],
+        env=env,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+def alive(pid: int) -> bool:
+    """True if ``pid`` runs (zombies count as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def poll_until(condition: object, timeout: float = 5.0) -> defer.Deferred[bool]:
+    """Fires True as soon as ``condition()`` holds (checked every 20 ms), False at timeout."""
+    from twisted.internet.task import LoopingCall
+
+    deadline = time.monotonic() + timeout
+    result: defer.Deferred[bool] = defer.Deferred()
+
+    def check() -> None:
+        if condition():  # type: ignore[operator]
+            loop.stop()
+            result.callback(True)
+        elif time.monotonic() > deadline:
+            loop.stop()
+            result.callback(False)
+
+    loop = LoopingCall(check)
+    loop.start(0.02)
+    return result
+
+
+class SpawnAgentTests(TestCase):
+    """spawn_agent with real child processes."""
+
+    timeout = 30
+
+    @defer.inlineCallbacks
+    def test_echo_round_trip(self):  # type: ignore[no-untyped-def]
+        """Lines written to the agent come back; stdout EOF half-closes; exit is reported."""
+        proto = Recorder()
+        agent = python_agent(proto, "echo", name="bob")
+        self.assertIs(agent.protocol, proto)
+        self.assertIsInstance(agent.pid, int)
+        proto.sendLine(b'{"jsonrpc":"2.0","id":1,"method":"x"}')
+        assert proto.transport is not None
+        proto.transport.writeSequence([b'{"a":', b"2}\n"])
+        yield proto.wait_lines(2)
+        self.assertEqual(proto.lines, [b'{"jsonrpc":"2.0","id":1,"method":"x"}', b'{"a":2}'])
+        self.assertEqual(proto.transport.getPeer().name, "bob")
+        proto.transport.loseConnection()
+        reason = yield proto.lost
+        self.assertIsInstance(reason, AgentExited)
+        self.assertEqual((reason.exit_code, reason.signal), (0, None))
+        self.assertEqual(proto.input_ended, 1)
+        exited = yield agent.exited
+        self.assertIs(exited, reason)
+
+    @defer.inlineCallbacks
+    def test_environment_inherited_and_added(self):  # type: ignore[no-untyped-def]
+        """The child sees our environment plus the given variables; cwd is honoured."""
+        os.environ["ACPKIT_TEST_INHERITED"] = "from-parent"
+        self.addCleanup(os.environ.pop, "ACPKIT_TEST_INHERITED")
+        directory = tempfile.mkdtemp()
+        proto = Recorder()
+        python_agent(
+            proto,
+            "info",
+            "ACPKIT_TEST_INHERITED",
+            "ACPKIT_TEST_ADDED",
+            env={"ACPKIT_TEST_ADDED": "added"},
+            cwd=directory,
+        )
+        yield proto.lost
+        info = json.loads(proto.lines[0])
+        self.assertEqual(
+            info["env"], {"ACPKIT_TEST_INHERITED": "from-parent", "ACPKIT_TEST_ADDED": "added"}
+        )
+        self.assertEqual(os.path.realpath(info["cwd"]), os.path.realpath(directory))
+
+    @defer.inlineCallbacks
+    def test_command_found_in_path_without_shell(self):  # type: ignore[no-untyped-def]
+        """A bare command name is looked up in the child's PATH and run with its args as-is."""
+        proto = Recorder()
+        bindir = os.path.dirname(sys.executable)
+        spawn_agent(
+            reactor,
+            proto,
+            os.path.basename(sys.executable),
+            ["-c", "import sys; print(sys.argv[1:])", "$HOME", "a b"],
+            env={"PATH": bindir},
+        )
+        yield proto.lost
+        self.assertEqual(proto.lines, [b"['$HOME', 'a b']"])
+
+    def test_command_not_found(self) -> None:
+        """A missing command raises AgentNotFoundError (a FileNotFoundError) naming it."""
+        with self.assertRaises(AgentNotFoundError) as caught:
+            spawn_agent(reactor, Recorder(), "no-such-agent-xyz", env={"PATH": "/nonexistent"})
+        self.assertIsInstance(caught.exception, FileNotFoundError)
+        self.assertIn("no-such-agent-xyz", str(caught.exception))
+        with self.assertRaises(FileNotFoundError):
+            spawn_agent(reactor, Recorder(), "./missing/agent")
+
+    @defer.inlineCallbacks
+    def test_stderr_drained_past_64k(self):  # type: ignore[no-untyped-def]
+        """An agent writing 1 MB to stderr does not freeze; the tail keeps the last lines."""
+        proto = Recorder()
+        agent = python_agent(proto, "stderr-flood", str(1024 * 1024), stderr_tail_lines=3)
+        reason = yield proto.lost
+        self.assertEqual(proto.lines, [b'{"done": true}'])
+        tail = agent.stderr_tail().splitlines()
+        self.assertEqual(len(tail), 3)
+        self.assertTrue(all(line.startswith("stderr line ") for line in tail))
+        self.assertEqual(reason.stderr_tail, agent.stderr_tail())
+
+    @defer.inlineCallbacks
+    def test_crash_mid_stream_reports_promptly(self):  # type: ignore[no-untyped-def]
+        """
+        A crash mid-line delivers the complete line, the partial last line, then
+        AgentExited with status and stderr tail, promptly although a grandchild keeps
+        stdout open.
+        """
+        proto = Recorder()
+        agent = python_agent(proto, "crash", "3", name="bob")
+        started = time.monotonic()
+        reason = yield proto.lost
+        self.assertLess(time.monotonic() - started, 5.0)
+        exited = reason
+        self.assertIsInstance(exited, AgentExited)
+        self.assertEqual(exited.exit_code, 3)
+        self.assertIn("boom 4", exited.stderr_tail)
+        self.assertEqual(proto.lines[0], b'{"first": 1}')
+        self.assertTrue(str(exited).startswith('agent "bob" exited with status 3; last stderr'))
+        yield agent.stop(grace=0.5)
+
+    @defer.inlineCallbacks
+    def test_stop_kills_stubborn_agent_and_grandchild(self):  # type: ignore[no-untyped-def]
+        """stop() escalates to SIGKILL of the group: agent and grandchild both die."""
+        proto = Recorder()
+        agent = python_agent(proto, "stubborn", name="mule")
+        yield proto.wait_lines(1)
+        grandchild = json.loads(proto.lines[0])["grandchild"]
+        self.assertTrue(alive(grandchild))
+        exited = yield agent.stop(grace=0.3)
+        self.assertEqual(exited.signal, signal.SIGKILL)
+        self.assertIn("killed by signal 9", str(exited))
+        gone = yield poll_until(lambda: not alive(grandchild))
+        self.assertTrue(gone, "grandchild survived")
+        again = yield agent.stop()
+        self.assertIs(again, exited)
+
+    @defer.inlineCallbacks
+    def test_stop_polite_agent_exits_on_stdin_eof(self):  # type: ignore[no-untyped-def]
+        """stop() on an agent that exits at stdin EOF ends it without signals."""
+        proto = Recorder()
+        agent = python_agent(proto, "echo")
+        exited = yield agent.stop(grace=5.0)
+        self.assertEqual((exited.exit_code, exited.signal), (0, None))
+
+    @defer.inlineCallbacks
+    def test_pause_stops_reading_stdout(self):  # type: ignore[no-untyped-def]
+        """pauseProducing/resumeProducing on the protocol pause and resume stdout reading."""
+        proto = Recorder()
+        agent = python_agent(proto, "echo")
+        proto.sendLine(b"one")
+        yield proto.wait_lines(1)
+        proto.pauseProducing()
+        proto.sendLine(b"two")
+        proto.resumeProducing()
+        yield proto.wait_lines(2)
+        self.assertEqual(proto.lines, [b"one", b"two"])
+        yield agent.stop()
+
+
+class AgentExitedTests(SynchronousTestCase):
+    """The AgentExited message."""
+
+    def test_messages(self) -> None:
+        """str() names the agent, the status or signal, and the stderr tail."""
+        self.assertEqual(
+            str(AgentExited("bob", 3, None, "oops\nbad")),
+            'agent "bob" exited with status 3; last stderr lines:\noops\nbad',
+        )
+        self.assertEqual(str(AgentExited("bob", None, 9, "")), 'agent "bob" was killed by signal 9')
+
+
+class StderrTailTests(SynchronousTestCase):
+    """Bounded stderr tail, fed in arbitrary chunks."""
+
+    def test_tail_lines_and_cap(self) -> None:
+        """Only the last N lines are kept; an overlong line is cut; a partial line is kept."""
+        from acpkit.endpoints import STDERR_LINE_CAP, _StderrTail
+
+        tail = _StderrTail("bob", 2)
+        tail.feed(b"one\ntw")
+        tail.feed(b"o\r\n" + b"x" * (STDERR_LINE_CAP * 3) + b"\nthr")
+        tail.flush()
+        lines = tail.text().split("\n")
+        self.assertEqual(len(lines), 2)
+        self.assertEqual(lines[0], "x" * STDERR_LINE_CAP + " [...]")
+        self.assertEqual(lines[1], "thr")
+
+
+class EndpointStringTests(TestCase):
+    """serve() and connect() over real loopback sockets."""
+
+    timeout = 20
+
+    @defer.inlineCallbacks
+    def _round_trip(self, server_description, client_description_for):  # type: ignore[no-untyped-def]
+        port = yield serve(reactor, server_description, Factory.forProtocol(EchoServer))
+        self.addCleanup(port.stopListening)
+        client = Recorder()
+        connected = yield connect(reactor, client_description_for(port), client)
+        self.assertIs(connected, client)
+        client.sendLine(b'{"hello":"w\xc3\xa9"}')
+        yield client.wait_lines(1)
+        self.assertEqual(client.lines, [b'{"hello":"w\xc3\xa9"}'])
+        assert client.transport is not None
+        client.transport.loseConnection()
+        yield client.lost
+
+    def test_tcp(self):  # type: ignore[no-untyped-def]
+        """An NDJSON echo over tcp:0 (port chosen by the system)."""
+        return self._round_trip(
+            "tcp:0:interface=127.0.0.1",
+            lambda port: f"tcp:host=127.0.0.1:port={port.getHost().port}",
+        )
+
+    def test_unix(self):  # type: ignore[no-untyped-def]
+        """An NDJSON echo over a unix socket."""
+        path = os.path.join(tempfile.mkdtemp(), "acp.sock")
+        return self._round_trip(f"unix:{path}", lambda port: f"unix:path={path}")
+
+
+class TransportUnitTests(SynchronousTestCase):
+    """The agent transport's producer plumbing, with a fake process transport."""
+
+    def test_register_producer_and_write_sequence(self) -> None:
+        """registerProducer, writeSequence and loseConnection reach the process transport."""
+        from acpkit.endpoints import AgentTransport
+
+        fake = StringTransport()
+        closed: list[bool] = []
+        fake.closeStdin = lambda: closed.append(True)  # type: ignore[attr-defined]
+        agent = AgentProcess(reactor, Recorder(), "bob", 5)
+        transport = AgentTransport(agent, fake)  # type: ignore[arg-type]
+        transport.writeSequence(iter([b"a", b"b\n"]))
+        self.assertEqual(fake.value(), b"ab\n")
+        producer = StringTransport()
+        transport.registerProducer(producer, True)
+        self.assertIs(fake.producer, producer)
+        transport.unregisterProducer()
+        self.assertIsNone(fake.producer)
+        transport.loseConnection()
+        self.assertEqual(closed, [True])
+        self.assertFalse(transport.disconnecting)
