@@ -1,0 +1,1089 @@
+"""
+JSON-RPC 2.0 over newline-delimited JSON, untyped: params and results are JSON builtins.
+
+:class:`JSONRPCProtocol` sits on :class:`acpkit.framing.NDJSONProtocol`.  It classifies
+each line once by its keys (``id`` + ``method``: request; ``id`` + ``result`` xor
+``error``: response; ``method`` alone: notification), correlates our outgoing requests
+with their responses, dispatches inbound requests and notifications to a
+:class:`MethodRegistry`, and implements ``$/cancel_request`` both ways.
+
+Error replies
+=============
+
+- invalid UTF-8 or invalid JSON: -32700, id ``null``;
+- a scalar, an array (ACP has no batches), an object that is no envelope: -32600, id
+  ``null``;
+- a request with a missing/wrong ``jsonrpc`` or a non-string ``method``: -32600 with its
+  id; with an invalid id (float, bool, object, array, null): -32600, id ``null``;
+- an unknown method: -32601 with ``data.method``;
+- params absent or not an object: -32602 with ``data.path == "$.params"``;
+- a handler raising an :class:`RPCError`: that error; raising anything else: -32603
+  ``Internal error`` (the exception is logged, never sent);
+- more requests than running and queue slots: -32603 ``Internal error: too many
+  concurrent requests``;
+- a line longer than ``max_line_length``: -32600 with id ``null`` and ``data.limit``; if
+  its head shows a response to one of our pending requests, that request fails with
+  :class:`MessageTooLarge`;
+- a malformed response: -32600 with id ``null`` (never the response's id, which names
+  one of OUR requests); the pending request it names fails with :class:`InvalidRequest`.
+
+Notifications are never answered, not even when invalid (they are logged).  Error
+responses with id ``null`` from the peer are logged and never answered (so two peers
+cannot bounce errors forever).  A response with an unknown id is logged and dropped
+(quietly, at debug level, when it answers a request we cancelled or timed out).  Ids
+are echoed exactly as received; ours are ints, and a response whose id is the decimal
+string of a pending id is accepted with a warning.
+
+Ordering and concurrency
+========================
+
+Inbound messages are processed strictly in wire order, also when several arrive in one
+read.  A notification handler may return an unfired ``Deferred`` (or a coroutine that
+does not finish at once): until it fires, every *later* message (notifications,
+responses, requests) waits in a backlog and reading from the transport is paused, so a
+``session/update`` that arrived before a response is handled before the response's
+``Deferred`` fires.  Request handlers never hold the stream: a request is started, or
+queued, in order, and the stream moves on; so a handler can make a nested request to
+the peer and get its answer.  At most ``max_concurrent_requests`` handlers run at once;
+further requests wait in FIFO order in a queue of at most ``max_queued_requests``;
+beyond that a request is answered -32603 at once.
+
+Cancellation
+============
+
+Inbound ``$/cancel_request {"requestId": id}`` calls :meth:`InboundRequest.cancel`: a
+queued request is answered at once; a running handler's ``Deferred`` is cancelled (an
+``async def`` handler sees ``CancelledError`` at its ``await``).  A request is answered
+exactly once: with the handler's result if it produced one anyway, else the method's
+``cancelled_result``, else -32800.  A cancel for an unknown or answered id is ignored.
+Outgoing: ``d.cancel()`` on a :meth:`JSONRPCProtocol.request` Deferred sends
+``$/cancel_request`` and fails ``d`` with ``CancelledError`` at once; the peer's late
+answer is dropped.  A timeout does the same with :class:`RequestTimeout`.
+
+Back-pressure
+=============
+
+The protocol registers itself with its transport as a streaming producer.  When the
+transport pauses it (the peer is not reading our output), it stops reading input too
+(no new requests arrive to produce more output), and :meth:`JSONRPCProtocol.writable`
+returns Deferreds that wait until the transport resumes it.  So a slow reader cannot
+make us buffer without bound, as long as code that writes much (streams of
+notifications) awaits ``writable()`` before each write.
+
+End of input and connection loss
+================================
+
+When the peer closes our input (half-close), responses still in the backlog are
+processed, then every pending outgoing request fails with :class:`ConnectionLost` (no
+answer can come), and the connection is closed (flushing output) once every inbound
+request has been answered.  On ``connectionLost`` every pending outgoing request fails
+with :class:`ConnectionLost` carrying the reason's text, every running or queued
+inbound handler is cancelled (its reply is dropped), and later :meth:`request` calls
+fail at once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Any
+
+import attrs
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
+from twisted.internet.protocol import connectionDone
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from acpkit.errors import (
+    ConnectionLost,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MessageTooLarge,
+    MethodNotFound,
+    ParseError,
+    RequestCancelled,
+    RequestTimeout,
+    RPCError,
+    clip,
+)
+from acpkit.framing import NDJSONProtocol
+
+__all__ = [
+    "CANCEL_REQUEST",
+    "InboundRequest",
+    "JSONRPCProtocol",
+    "MethodRegistry",
+    "RequestId",
+    "encode_message",
+]
+
+#: A JSON-RPC request id as acpkit accepts it.
+RequestId = int | str
+
+#: The protocol-level notification that cancels a request.
+CANCEL_REQUEST = "$/cancel_request"
+
+_BOM = b"\xef\xbb\xbf"
+_DECIMAL_ID = re.compile(r"-?(0|[1-9][0-9]*)")
+#: How many ids of requests we gave up on (cancelled, timed out) are remembered, so that
+#: their late answers are dropped quietly.
+_FORGOTTEN_IDS = 1024
+
+log = Logger()
+
+RequestHandler = Callable[["InboundRequest"], Any]
+NotificationHandler = Callable[[Any, "Mapping[str, Any] | None"], Any]
+CancelledResult = Callable[["InboundRequest"], Any]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def encode_message(obj: Any) -> bytes:
+    """
+    Serialise one message as compact UTF-8 JSON without newlines.
+
+    ``ensure_ascii=False`` for compactness; text with lone surrogates (which UTF-8
+    cannot carry) falls back to ``ensure_ascii=True``.  Raises ``TypeError`` or
+    ``ValueError`` (NaN, infinities) for what is not JSON.
+    """
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode(
+            "ascii"
+        )
+
+
+def _valid_id(value: object) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
+def _as_deferred(value: Any) -> Deferred[Any]:
+    """A handler's return value as a Deferred (coroutines are wrapped)."""
+    if isinstance(value, Deferred):
+        return value
+    if inspect.iscoroutine(value):
+        return Deferred.fromCoroutine(value)
+    return succeed(value)
+
+
+def _call_handler(fn: Callable[..., Any], *args: Any) -> Deferred[Any]:
+    try:
+        return _as_deferred(fn(*args))
+    except BaseException:
+        return fail()
+
+
+class _State(Enum):
+    NEW = "new"
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+
+
+@attrs.define(eq=False)
+class InboundRequest:
+    """
+    A request from the peer, from arrival until it is answered.
+
+    ``params`` is exactly what was received (a dict, or ``None`` when absent, for
+    methods registered with ``params_optional``); ``_meta`` stays inside it and is also
+    handed separately as ``meta`` (``None`` when absent or not an object).
+    """
+
+    id: RequestId
+    method: str
+    params: Any
+    meta: Mapping[str, Any] | None
+    #: True once the request is answered (or abandoned because the connection was lost).
+    answered: bool = False
+    _protocol: JSONRPCProtocol | None = attrs.field(default=None, repr=False, alias="protocol")
+    _state: _State = attrs.field(default=_State.NEW, init=False)
+    _deferred: Deferred[Any] | None = attrs.field(default=None, init=False, repr=False)
+    _after: list[Callable[[], None]] = attrs.field(factory=list, init=False, repr=False)
+    _cancelled_result: CancelledResult | None = attrs.field(default=None, init=False, repr=False)
+    #: True once cancel() was called.
+    cancel_requested: bool = attrs.field(default=False, init=False)
+
+    def cancel(self) -> None:
+        """
+        Cancel the request whether it is queued (answered at once, never started) or
+        running (its handler's Deferred is cancelled).  No effect once answered.
+        """
+        if self.answered or self._state is _State.DONE:
+            return
+        self.cancel_requested = True
+        if self._state is _State.RUNNING:
+            if self._deferred is not None:
+                self._deferred.cancel()
+            return
+        if self._protocol is not None:
+            self._protocol._answer_cancelled(self)
+
+    def after_reply(self, fn: Callable[[], None]) -> None:
+        """
+        Run ``fn`` right after the reply is written (at once if it already was).
+
+        Not run when the reply could not be written because the connection was lost.
+        """
+        if self.answered:
+            fn()
+        else:
+            self._after.append(fn)
+
+
+@attrs.define
+class _RequestMethod:
+    handler: RequestHandler
+    cancelled_result: CancelledResult | None
+    params_optional: bool
+
+
+@attrs.define
+class _NotificationMethod:
+    handler: NotificationHandler
+    params_optional: bool
+
+
+class MethodRegistry:
+    """
+    The methods one side handles.  Extension methods (``_vendor/...``) are registered
+    the same way as ACP methods.
+    """
+
+    def __init__(self) -> None:
+        self._requests: dict[str, _RequestMethod] = {}
+        self._notifications: dict[str, _NotificationMethod] = {}
+
+    def add_request(
+        self,
+        method: str,
+        handler: RequestHandler,
+        *,
+        cancelled_result: CancelledResult | None = None,
+        params_optional: bool = False,
+    ) -> None:
+        """
+        Handle requests for ``method`` with ``handler(request)``.
+
+        The handler returns a value, a Deferred or a coroutine; it raises (or fails
+        with) an :class:`RPCError` to answer with that error.  ``cancelled_result``:
+        when the request is cancelled (queued, or running and the handler ended with
+        ``CancelledError``) answer with ``cancelled_result(request)`` as the RESULT
+        instead of -32800.  ``params_optional``: accept a request without params
+        (``request.params is None``) instead of answering -32602.
+        """
+        self._requests[method] = _RequestMethod(handler, cancelled_result, params_optional)
+
+    def add_notification(
+        self, method: str, handler: NotificationHandler, *, params_optional: bool = False
+    ) -> None:
+        """
+        Handle notifications for ``method`` with ``handler(params, meta)``.
+
+        A returned unfired Deferred (or unfinished coroutine) holds the processing of
+        later messages until it fires.  Notifications without an object ``params`` are
+        dropped (logged) unless ``params_optional``.
+        """
+        self._notifications[method] = _NotificationMethod(handler, params_optional)
+
+    def request_method(self, method: str) -> _RequestMethod | None:
+        """The registration for request ``method``, if any."""
+        return self._requests.get(method)
+
+    def notification_method(self, method: str) -> _NotificationMethod | None:
+        """The registration for notification ``method``, if any."""
+        return self._notifications.get(method)
+
+    def request_methods(self) -> frozenset[str]:
+        """Names of the registered request methods."""
+        return frozenset(self._requests)
+
+    def notification_methods(self) -> frozenset[str]:
+        """Names of the registered notification methods."""
+        return frozenset(self._notifications)
+
+
+@attrs.define
+class _Outgoing:
+    method: str
+    deferred: Deferred[Any]
+    timer: IDelayedCall | None = None
+
+
+@attrs.define
+class _Line:
+    data: bytes
+    oversized: bool = False
+
+
+def _scan_head(head: bytes) -> tuple[object, list[str]]:
+    """
+    Read the top-level keys at the start of a truncated JSON object.
+
+    Returns the top-level ``id`` value if it was seen (``None`` otherwise) and the
+    top-level keys seen, in order, including the key whose value was cut off.
+    """
+    text = head.decode("utf-8", errors="replace")
+    decoder = json.JSONDecoder()
+    keys: list[str] = []
+    found_id: object = None
+    pos = 0
+    n = len(text)
+
+    def skip(p: int) -> int:
+        while p < n and text[p] in " \t\r\n":
+            p += 1
+        return p
+
+    pos = skip(pos)
+    if pos >= n or text[pos] != "{":
+        return None, keys
+    pos += 1
+    while True:
+        pos = skip(pos)
+        if pos >= n or text[pos] != '"':
+            return found_id, keys
+        try:
+            key, pos = decoder.raw_decode(text, pos)
+        except ValueError:
+            return found_id, keys
+        pos = skip(pos)
+        if pos >= n or text[pos] != ":":
+            return found_id, keys
+        keys.append(key)
+        pos = skip(pos + 1)
+        try:
+            value, pos = decoder.raw_decode(text, pos)
+        except ValueError:
+            return found_id, keys
+        if key == "id":
+            found_id = value
+        pos = skip(pos)
+        if pos >= n or text[pos] != ",":
+            return found_id, keys
+        pos += 1
+
+
+@implementer(IPushProducer)
+class JSONRPCProtocol(NDJSONProtocol):
+    """
+    One JSON-RPC 2.0 peer connection (see the module docstring for the policies).
+
+    ``registry`` holds the methods this side handles; ``clock`` drives timeouts
+    (default: the global reactor); ``name`` labels log lines.
+    """
+
+    _log = Logger()
+
+    #: Called with each accepted inbound request, in wire order, before it may wait
+    #: for a slot (not called for requests answered with an error at once).
+    on_request_received: Callable[[InboundRequest], None] | None = None
+
+    def __init__(
+        self,
+        registry: MethodRegistry | None = None,
+        *,
+        clock: IReactorTime | None = None,
+        max_concurrent_requests: int = 32,
+        max_queued_requests: int = 1024,
+        max_line_length: int | None = None,
+        name: str = "peer",
+    ) -> None:
+        super().__init__()
+        if max_concurrent_requests < 1:
+            raise ValueError("max_concurrent_requests must be at least 1")
+        if max_queued_requests < 0:
+            raise ValueError("max_queued_requests must not be negative")
+        self.registry = registry if registry is not None else MethodRegistry()
+        self.name = name
+        if clock is None:
+            from twisted.internet import reactor
+
+            clock = reactor
+        self._clock: IReactorTime = clock
+        self.max_concurrent_requests = max_concurrent_requests
+        self.max_queued_requests = max_queued_requests
+        if max_line_length is not None:
+            if max_line_length < 1:
+                raise ValueError("max_line_length must be positive")
+            self.MAX_LENGTH = max_line_length
+        self.connected = False
+        # outgoing
+        self._next_id = 1
+        self._outgoing: dict[int, _Outgoing] = {}
+        self._forgotten: OrderedDict[int, None] = OrderedDict()
+        # inbound
+        self._inbound: dict[RequestId, InboundRequest] = {}
+        self._queue: deque[InboundRequest] = deque()
+        self._running = 0
+        self._pumping = False
+        self._backlog: deque[_Line] = deque()
+        self._draining = False
+        self._held: Deferred[Any] | None = None
+        # input end, flow control, close
+        self._eof = False
+        self._eof_handled = False
+        self._closing = False
+        self._closed_reason: Failure | None = None
+        self._close_waiters: list[Deferred[Failure]] = []
+        self._write_paused = False
+        self._reading_paused = False
+        self._writable_waiters: list[Deferred[None]] = []
+
+    # -- connection ---------------------------------------------------------------
+
+    def connectionMade(self) -> None:
+        """Register as a streaming producer with the transport when it supports it."""
+        self.connected = True
+        register = getattr(self.transport, "registerProducer", None)
+        if register is not None:
+            try:
+                register(self, True)
+            except RuntimeError as e:
+                self._log.warn("{peer}: could not register as producer: {e}", peer=self.name, e=e)
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        """Fail pending requests, cancel running handlers, fire ``when_closed``."""
+        super().connectionLost(reason)
+        self.connected = False
+        self._closed_reason = reason
+        why = ConnectionLost.because(reason.value)
+        self._log.info("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
+        self.fail_all_outgoing(why)
+        dropped = len(self._backlog)
+        self._backlog.clear()
+        if dropped:
+            self._log.info(
+                "{peer}: {n} unprocessed messages dropped on connection loss",
+                peer=self.name,
+                n=dropped,
+            )
+        held, self._held = self._held, None
+        if held is not None:
+            held.cancel()
+        for request in list(self._queue):
+            self._finish(request)
+        self._queue.clear()
+        for request in list(self._inbound.values()):
+            request.cancel()
+            if not request.answered:
+                self._finish(request)
+        waiters, self._writable_waiters = self._writable_waiters, []
+        for w in waiters:
+            w.errback(why)
+        closers, self._close_waiters = self._close_waiters, []
+        for c in closers:
+            c.errback(reason)
+
+    def when_closed(self) -> Deferred[Failure]:
+        """
+        A Deferred that fires with the ``connectionLost`` reason (a ``Failure``).
+
+        Twisted runs a Deferred fired with a ``Failure`` down its ERRBACK chain, so
+        use ``addErrback``/``addBoth`` (``await`` raises the reason's exception,
+        ``ConnectionDone`` for a clean close).  :attr:`closed_reason` holds it too.
+        """
+        if self._closed_reason is not None:
+            return fail(self._closed_reason)
+        d: Deferred[Failure] = Deferred()
+        self._close_waiters.append(d)
+        return d
+
+    @property
+    def closed_reason(self) -> Failure | None:
+        """The ``connectionLost`` reason once the connection is gone, else ``None``."""
+        return self._closed_reason
+
+    # -- flow control (IPushProducer, called by the transport) -------------------------
+
+    def pauseProducing(self) -> None:
+        """The peer is not reading our output: stop reading its input, hold writers."""
+        self._write_paused = True
+        self.paused = True
+        self._update_reading()
+
+    def resumeProducing(self) -> None:
+        """The peer reads again: deliver buffered input, resume reading and writers."""
+        self._write_paused = False
+        self.paused = False
+        self.dataReceived(b"")
+        self._update_reading()
+        waiters, self._writable_waiters = self._writable_waiters, []
+        for w in waiters:
+            w.callback(None)
+
+    def stopProducing(self) -> None:
+        """The transport is going away; ``connectionLost`` does the cleanup."""
+
+    def writable(self) -> Deferred[None]:
+        """Fires now, or when the transport resumes us (back-pressure)."""
+        if not self._write_paused:
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._writable_waiters.append(d)
+        return d
+
+    def _update_reading(self) -> None:
+        want = self._write_paused or self._held is not None
+        if want == self._reading_paused or not self.connected or self.transport is None:
+            return
+        if getattr(self.transport, "disconnecting", False):
+            return
+        self._reading_paused = want
+        toggle = getattr(self.transport, "pauseProducing" if want else "resumeProducing", None)
+        if toggle is not None:
+            toggle()
+
+    # -- writing ------------------------------------------------------------------
+
+    def _write(self, line: bytes) -> bool:
+        if not self.connected or self.transport is None:
+            self._log.debug(
+                "{peer}: not connected, dropped {line!r}", peer=self.name, line=line[:80]
+            )
+            return False
+        self.sendLine(line)
+        return True
+
+    def request(
+        self, method: str, params: Any = None, *, timeout: float | None = None
+    ) -> Deferred[Any]:
+        """
+        Send a request; the Deferred fires with the raw ``result``.
+
+        It fails with the peer's error as an :class:`RPCError` subclass, with
+        :class:`RequestTimeout` after ``timeout`` seconds, with :class:`ConnectionLost`,
+        or with ``TypeError``/``ValueError`` when ``params`` is not JSON.
+        ``d.cancel()`` sends ``$/cancel_request`` and fails ``d`` with
+        ``CancelledError`` at once.
+        """
+        if not self.connected or self.transport is None:
+            if self._closed_reason is not None:
+                return fail(ConnectionLost.because(self._closed_reason.value))
+            return fail(ConnectionLost("not connected"))
+        if self._eof:
+            return fail(ConnectionLost("the peer closed its output; no answer can come"))
+        request_id = self._next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            line = encode_message(message)
+        except (TypeError, ValueError) as e:
+            return fail(e)
+        self._next_id += 1
+
+        def canceller(_: Deferred[Any]) -> None:
+            self._give_up(request_id)
+
+        d: Deferred[Any] = Deferred(canceller)
+        outgoing = _Outgoing(method, d)
+        self._outgoing[request_id] = outgoing
+        if timeout is not None:
+            outgoing.timer = self._clock.callLater(timeout, self._timed_out, request_id, timeout)
+        self._write(line)
+        return d
+
+    def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification (dropped with a log line when not connected)."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self._write(encode_message(message))
+
+    def fail_all_outgoing(self, reason: Exception) -> None:
+        """Fail every pending outgoing request with ``reason``."""
+        pending, self._outgoing = self._outgoing, {}
+        for outgoing in pending.values():
+            if outgoing.timer is not None and outgoing.timer.active():
+                outgoing.timer.cancel()
+            outgoing.deferred.errback(reason)
+
+    def _forget(self, request_id: int) -> None:
+        self._forgotten[request_id] = None
+        while len(self._forgotten) > _FORGOTTEN_IDS:
+            self._forgotten.popitem(last=False)
+
+    def _give_up(self, request_id: int) -> None:
+        """Our caller cancelled: tell the peer; the Deferred fails with CancelledError."""
+        outgoing = self._outgoing.pop(request_id, None)
+        if outgoing is None:
+            return
+        if outgoing.timer is not None and outgoing.timer.active():
+            outgoing.timer.cancel()
+        self._forget(request_id)
+        if self.connected and not self._eof:
+            self.notify(CANCEL_REQUEST, {"requestId": request_id})
+
+    def _timed_out(self, request_id: int, timeout: float) -> None:
+        outgoing = self._outgoing.pop(request_id, None)
+        if outgoing is None:
+            return
+        self._forget(request_id)
+        self._log.warn(
+            "{peer}: request {id} ({method}) timed out after {timeout} s",
+            peer=self.name,
+            id=request_id,
+            method=outgoing.method,
+            timeout=timeout,
+        )
+        if self.connected:
+            self.notify(CANCEL_REQUEST, {"requestId": request_id})
+        outgoing.deferred.errback(RequestTimeout(outgoing.method, request_id, timeout))
+
+    # -- reading: ordered backlog -------------------------------------------------------
+
+    def lineReceived(self, line: bytes) -> None:
+        """Queue one line for in-order processing."""
+        self._backlog.append(_Line(line))
+        self._drain()
+
+    def lineLengthExceeded(self, line: bytes) -> None:
+        """Queue the head of an oversized line for in-order processing."""
+        self._backlog.append(_Line(line, oversized=True))
+        self._drain()
+
+    def inputEnded(self) -> None:
+        """The peer closed our input: finish in-flight work, then close."""
+        self._eof = True
+        self._drain()
+
+    def _drain(self) -> None:
+        if self._draining:
+            return
+        self._draining = True
+        try:
+            while self._backlog and self._held is None:
+                item = self._backlog.popleft()
+                if item.oversized:
+                    self._process_oversized(item.data)
+                else:
+                    self._process_line(item.data)
+        finally:
+            self._draining = False
+        self._update_reading()
+        self._check_eof()
+
+    def _check_eof(self) -> None:
+        if not self._eof or self._backlog or self._held is not None:
+            return
+        if not self._eof_handled:
+            self._eof_handled = True
+            if self._outgoing:
+                self.fail_all_outgoing(
+                    ConnectionLost("the peer closed its output before answering")
+                )
+        if self._inbound or self._queue or self._closing:
+            return
+        if self.connected and self.transport is not None:
+            self._closing = True
+            self.transport.loseConnection()
+
+    def _hold(self, d: Deferred[Any], method: str) -> None:
+        self._held = d
+        self._update_reading()
+
+        def release(result: object) -> None:
+            if isinstance(result, Failure) and not isinstance(result.value, CancelledError):
+                self._log.failure(
+                    "{peer}: notification handler for {method} failed",
+                    result,
+                    peer=self.name,
+                    method=method,
+                )
+            if self._held is d:
+                self._held = None
+                self._drain()
+
+        d.addBoth(release)
+
+    # -- reading: classification ----------------------------------------------------------
+
+    def _process_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        if line.startswith(_BOM):
+            line = line[len(_BOM) :]
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self._log.warn("{peer}: invalid UTF-8 line: {e}", peer=self.name, e=e)
+            self._send_error(None, ParseError(f"invalid UTF-8 at byte {e.start}"))
+            return
+        try:
+            obj = json.loads(text, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as e:
+            self._log.warn(
+                "{peer}: not JSON ({e}): {line!r}", peer=self.name, e=e, line=clip(text, 80)
+            )
+            self._send_error(None, ParseError(str(e)))
+            return
+        if isinstance(obj, list):
+            self._invalid(None, "batches are not supported", obj)
+            return
+        if not isinstance(obj, dict):
+            self._invalid(None, "a message must be a JSON object", obj)
+            return
+        if "method" in obj:
+            if "id" in obj:
+                self._process_request(obj)
+            else:
+                self._process_notification(obj)
+        elif "result" in obj or "error" in obj:
+            self._process_response(obj)
+        else:
+            self._invalid(None, "not a request, notification or response", obj)
+
+    def _invalid(self, request_id: RequestId | None, reason: str, obj: object) -> None:
+        self._log.warn(
+            "{peer}: invalid message ({reason}): {obj}",
+            peer=self.name,
+            reason=reason,
+            obj=clip(repr(obj), 200),
+        )
+        self._send_error(request_id, InvalidRequest(reason))
+
+    def _send_error(self, request_id: RequestId | None, error: RPCError) -> None:
+        self._write(encode_message({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}))
+
+    def _process_request(self, obj: dict[str, Any]) -> None:
+        request_id = obj["id"]
+        if not _valid_id(request_id):
+            self._invalid(None, "the id must be a string or an integer", obj)
+            return
+        if obj.get("jsonrpc") != "2.0":
+            self._invalid(request_id, 'the "jsonrpc" member must be "2.0"', obj)
+            return
+        method = obj["method"]
+        if not isinstance(method, str):
+            self._invalid(request_id, "the method must be a string", obj)
+            return
+        if request_id in self._inbound:
+            self._invalid(request_id, "this id belongs to a request still in progress", obj)
+            return
+        registration = self.registry.request_method(method)
+        if registration is None:
+            self._log.info(
+                "{peer}: unknown method {method}", peer=self.name, method=clip(method, 80)
+            )
+            self._send_error(request_id, MethodNotFound(method))
+            return
+        params = obj.get("params")
+        if not isinstance(params, dict) and not (params is None and registration.params_optional):
+            self._send_error(request_id, InvalidParams("$.params", "must be an object"))
+            return
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        request = InboundRequest(
+            request_id,
+            method,
+            params,
+            meta if isinstance(meta, dict) else None,
+            protocol=self,
+        )
+        request._cancelled_result = registration.cancelled_result
+        if self._running >= self.max_concurrent_requests and (
+            len(self._queue) >= self.max_queued_requests
+        ):
+            self._log.warn(
+                "{peer}: refused {method} (id {id}): {running} running, {queued} queued",
+                peer=self.name,
+                method=method,
+                id=request_id,
+                running=self._running,
+                queued=len(self._queue),
+            )
+            self._send_error(request_id, InternalError("too many concurrent requests"))
+            return
+        self._inbound[request_id] = request
+        callback = self.on_request_received
+        if callback is not None:
+            try:
+                callback(request)
+            except Exception:
+                self._log.failure("{peer}: on_request_received failed", peer=self.name)
+        if request.answered:
+            return
+        request._state = _State.QUEUED
+        self._queue.append(request)
+        self._pump_queue()
+
+    def _process_notification(self, obj: dict[str, Any]) -> None:
+        method = obj["method"]
+        if obj.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            self._log.warn(
+                "{peer}: invalid notification dropped: {obj}",
+                peer=self.name,
+                obj=clip(repr(obj), 200),
+            )
+            return
+        params = obj.get("params")
+        if method == CANCEL_REQUEST:
+            self._cancel_inbound(params)
+            return
+        registration = self.registry.notification_method(method)
+        if registration is None:
+            self._log.debug(
+                "{peer}: unknown notification {method} ignored",
+                peer=self.name,
+                method=clip(method, 80),
+            )
+            return
+        if not isinstance(params, dict) and not (params is None and registration.params_optional):
+            self._log.warn(
+                "{peer}: notification {method} dropped: params must be an object",
+                peer=self.name,
+                method=method,
+            )
+            return
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        d = _call_handler(registration.handler, params, meta if isinstance(meta, dict) else None)
+        if d.called:
+            d.addErrback(
+                lambda f: self._log.failure(
+                    "{peer}: notification handler for {method} failed",
+                    f,
+                    peer=self.name,
+                    method=method,
+                )
+            )
+        else:
+            self._hold(d, method)
+
+    def _cancel_inbound(self, params: object) -> None:
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if not _valid_id(request_id):
+            self._log.warn(
+                "{peer}: $/cancel_request without a valid requestId ignored", peer=self.name
+            )
+            return
+        request = self._inbound.get(request_id)  # type: ignore[arg-type]
+        if request is None:
+            self._log.debug(
+                "{peer}: $/cancel_request for unknown or answered id {id} ignored",
+                peer=self.name,
+                id=request_id,
+            )
+            return
+        request.cancel()
+
+    def _process_response(self, obj: dict[str, Any]) -> None:
+        response_id = obj.get("id", None)
+        has_result, has_error = "result" in obj, "error" in obj
+        error = obj.get("error")
+        problem: str | None = None
+        if "id" not in obj:
+            problem = "a response must have an id"
+        elif obj.get("jsonrpc") != "2.0":
+            problem = 'the "jsonrpc" member must be "2.0"'
+        elif has_result and has_error:
+            problem = "a response must not have both result and error"
+        elif has_error and not (
+            isinstance(error, dict)
+            and isinstance(error.get("code"), int)
+            and not isinstance(error.get("code"), bool)
+        ):
+            problem = "the error must be an object with an integer code"
+        elif response_id is None and has_error:
+            self._log.warn(
+                "{peer}: the peer reported an error about a message it could not identify: {error}",
+                peer=self.name,
+                error=clip(repr(error), 300),
+            )
+            return
+        elif not _valid_id(response_id):
+            problem = "the id must be a string or an integer"
+        outgoing, request_id = self._match(response_id)
+        if problem is not None:
+            # Never echo the id: it names one of OUR requests, not one of the peer's.
+            self._invalid(None, f"malformed response: {problem}", obj)
+            if outgoing is not None:
+                del self._outgoing[request_id]
+                if outgoing.timer is not None and outgoing.timer.active():
+                    outgoing.timer.cancel()
+                outgoing.deferred.errback(InvalidRequest(f"malformed response: {problem}"))
+            return
+        if outgoing is None:
+            if response_id in self._forgotten:
+                self._log.debug(
+                    "{peer}: late response to given-up request {id} dropped",
+                    peer=self.name,
+                    id=response_id,
+                )
+            else:
+                self._log.warn(
+                    "{peer}: response to unknown id {id} dropped",
+                    peer=self.name,
+                    id=clip(repr(response_id), 80),
+                )
+            return
+        del self._outgoing[request_id]
+        if outgoing.timer is not None and outgoing.timer.active():
+            outgoing.timer.cancel()
+        if has_error:
+            assert isinstance(error, dict)
+            outgoing.deferred.errback(RPCError.from_json(error))
+        else:
+            outgoing.deferred.callback(obj["result"])
+
+    def _match(self, response_id: object) -> tuple[_Outgoing | None, int]:
+        if isinstance(response_id, int) and not isinstance(response_id, bool):
+            return self._outgoing.get(response_id), response_id
+        if isinstance(response_id, str) and _DECIMAL_ID.fullmatch(response_id):
+            number = int(response_id)
+            outgoing = self._outgoing.get(number)
+            if outgoing is not None:
+                self._log.warn(
+                    "{peer}: response id {id!r} is a string; accepted for request {number}",
+                    peer=self.name,
+                    id=response_id,
+                    number=number,
+                )
+            return outgoing, number
+        return None, 0
+
+    def _process_oversized(self, head: bytes) -> None:
+        limit = self.MAX_LENGTH
+        found_id, keys = _scan_head(head)
+        self._log.warn(
+            "{peer}: discarded an incoming line longer than {limit} bytes (starts {head!r})",
+            peer=self.name,
+            limit=limit,
+            head=head[:80],
+        )
+        self._send_error(None, MessageTooLarge(limit))
+        if "method" in keys or not ("result" in keys or "error" in keys):
+            return
+        outgoing, request_id = self._match(found_id)
+        if outgoing is None:
+            return
+        del self._outgoing[request_id]
+        if outgoing.timer is not None and outgoing.timer.active():
+            outgoing.timer.cancel()
+        outgoing.deferred.errback(
+            MessageTooLarge(
+                limit,
+                f"the response to request {request_id} ({outgoing.method}) exceeded the "
+                f"{limit}-byte message limit and was discarded",
+            )
+        )
+
+    # -- inbound requests: slots, answers ---------------------------------------------------
+
+    def _pump_queue(self) -> None:
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            while self._queue and self._running < self.max_concurrent_requests:
+                self._start(self._queue.popleft())
+        finally:
+            self._pumping = False
+
+    def _start(self, request: InboundRequest) -> None:
+        registration = self.registry.request_method(request.method)
+        assert registration is not None
+        request._state = _State.RUNNING
+        self._running += 1
+        d = _call_handler(registration.handler, request)
+        request._deferred = d
+        d.addBoth(self._handler_done, request)
+
+    def _handler_done(self, result: object, request: InboundRequest) -> None:
+        if request.answered:
+            return
+        if not isinstance(result, Failure):
+            self._answer(request, result=result)
+        elif isinstance(result.value, CancelledError):
+            self._answer_cancelled(request)
+        elif isinstance(result.value, RPCError):
+            self._answer(request, error=result.value)
+        else:
+            self._log.failure(
+                "{peer}: handler for {method} (id {id}) failed",
+                result,
+                peer=self.name,
+                method=request.method,
+                id=request.id,
+            )
+            self._answer(request, error=InternalError())
+
+    def _answer_cancelled(self, request: InboundRequest) -> None:
+        """Answer a cancelled request: its ``cancelled_result`` or -32800."""
+        make = request._cancelled_result
+        if make is None:
+            self._answer(request, error=RequestCancelled())
+            return
+        try:
+            value = make(request)
+        except RPCError as e:
+            self._answer(request, error=e)
+        except Exception:
+            self._log.failure(
+                "{peer}: cancelled_result for {method} failed",
+                peer=self.name,
+                method=request.method,
+            )
+            self._answer(request, error=RequestCancelled())
+        else:
+            self._answer(request, result=value)
+
+    def _answer(
+        self, request: InboundRequest, *, result: Any = None, error: RPCError | None = None
+    ) -> None:
+        if request.answered:
+            return
+        if error is not None:
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": request.id, "error": error.to_json()}
+        else:
+            message = {"jsonrpc": "2.0", "id": request.id, "result": result}
+        try:
+            line = encode_message(message)
+        except (TypeError, ValueError) as e:
+            self._log.error(
+                "{peer}: reply to {method} (id {id}) is not JSON: {e}",
+                peer=self.name,
+                method=request.method,
+                id=request.id,
+                e=e,
+            )
+            line = encode_message(
+                {"jsonrpc": "2.0", "id": request.id, "error": InternalError().to_json()}
+            )
+        written = self._write(line)
+        self._finish(request)
+        if written:
+            after, request._after = request._after, []
+            for fn in after:
+                try:
+                    fn()
+                except Exception:
+                    self._log.failure("{peer}: after_reply callback failed", peer=self.name)
+        self._pump_queue()
+        self._check_eof()
+
+    def _finish(self, request: InboundRequest) -> None:
+        """Mark ``request`` answered and free its slot (no reply written here)."""
+        if request.answered:
+            return
+        request.answered = True
+        if request._state is _State.RUNNING:
+            self._running -= 1
+        elif request._state is _State.QUEUED:
+            try:
+                self._queue.remove(request)
+            except ValueError:
+                pass
+        request._state = _State.DONE
+        if self._inbound.get(request.id) is request:
+            del self._inbound[request.id]
