@@ -27,7 +27,8 @@ Fault keys of a turn (for error-path tests):
 - ``status = 503`` (with optional ``body``): the server answers that HTTP status;
 - ``garbage = "text"``: the server answers 200 with that text instead of a valid stream;
 - ``cut_after = N``: the stream stops (connection dropped) after N events;
-- ``delay = 0.5``: seconds before each streamed event (via the reactor's clock);
+- ``delay = 0.5``: seconds between streamed events (the first one is sent at once), via
+  the reactor's clock: a slow model, or a stalled one for cancellation tests;
 - ``split_bytes = N``: the server writes the stream in pieces of N bytes (cuts SSE lines
   and UTF-8 sequences anywhere).
 
@@ -138,11 +139,11 @@ class Turn:
 
     def deltas(self, turn_number: int) -> list[tuple[dict[str, Any], str | None]]:
         """
-        The turn as streamed ``(delta, finish_reason)`` pairs, in order: a role delta,
-        reasoning, text, tool calls (name first, then argument fragments), and a final empty
-        delta with the finish reason.
+        The turn as streamed ``(delta, finish_reason)`` pairs, in order: reasoning, text,
+        tool calls (name first, then argument fragments), and a final empty delta with the
+        finish reason. The first delta also carries ``"role": "assistant"``.
         """
-        events: list[tuple[dict[str, Any], str | None]] = [({"role": "assistant"}, None)]
+        events: list[tuple[dict[str, Any], str | None]] = []
         events += [({"reasoning_content": piece}, None) for piece in self.reasoning]
         events += [({"content": piece}, None) for piece in self.chunks]
         for position, call in enumerate(self.tool_calls):
@@ -157,6 +158,7 @@ class Turn:
                 fragment = {"index": position, "function": {"arguments": piece}}
                 events.append(({"tool_calls": [fragment]}, None))
         events.append(({}, self.effective_finish_reason))
+        events[0] = ({"role": "assistant", **events[0][0]}, events[0][1])
         return events
 
     def message(self, turn_number: int) -> dict[str, Any]:

@@ -145,19 +145,13 @@ class _TurnPlayer:
         self._done: Deferred[ModelReply] = Deferred(self._cancel)
 
     def start(self) -> Deferred[ModelReply]:
-        self._schedule_or_step()
+        self._step()
         return self._done
 
     def _cancel(self, _: Deferred[ModelReply]) -> None:
         if self._pending is not None and self._pending.active():
             self._pending.cancel()
         self._pending = None
-
-    def _schedule_or_step(self) -> None:
-        if self._turn.delay > 0 and self._position < len(self._events):
-            self._pending = self._clock.callLater(self._turn.delay, self._step)
-        else:
-            self._step()
 
     def _step(self) -> None:
         """Play the next event (all of them when there is no delay), then finish."""
