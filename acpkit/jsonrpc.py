@@ -136,8 +136,6 @@ _DECIMAL_ID = re.compile(r"-?(0|[1-9][0-9]*)")
 #: their late answers are dropped quietly.
 _FORGOTTEN_IDS = 1024
 
-log = Logger()
-
 RequestHandler = Callable[["InboundRequest"], Any]
 NotificationHandler = Callable[[Any, "Mapping[str, Any] | None"], Any]
 CancelledResult = Callable[["InboundRequest"], Any]
@@ -596,7 +594,11 @@ class JSONRPCProtocol(NDJSONProtocol):
         return d
 
     def notify(self, method: str, params: Any = None) -> None:
-        """Send a notification (dropped with a log line when not connected)."""
+        """
+        Send a notification (dropped with a log line when not connected).
+
+        Raises ``TypeError``/``ValueError`` at once when ``params`` is not JSON.
+        """
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
@@ -998,6 +1000,9 @@ class JSONRPCProtocol(NDJSONProtocol):
         d = _call_handler(registration.handler, request)
         request._deferred = d
         d.addBoth(self._handler_done, request)
+        if request.cancel_requested and not request.answered:
+            # The handler cancelled its own request while it was starting.
+            d.cancel()
 
     def _handler_done(self, result: object, request: InboundRequest) -> None:
         if request.answered:
