@@ -106,25 +106,19 @@ def serve_stdio(protocol: IProtocol, reactor: Any = None, *, name: str = "client
     protocols get ``connectionLost``.  ``name`` is the peer name used in traces.
     """
     _attach_tracer(protocol, name)
-    return StandardIO(protocol, reactor=reactor)  # type: ignore[no-untyped-call]
+    return StandardIO(protocol, reactor=reactor)
 
 
 def serve(reactor: Any, description: str, factory: IProtocolFactory) -> Deferred[IListeningPort]:
     """Listen on a server endpoint string (``"tcp:0"``, ``"unix:/path/sock"``...)."""
-    endpoint: IStreamServerEndpoint = serverFromString(  # type: ignore[no-untyped-call]
-        reactor, description
-    )
+    endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
     return endpoint.listen(factory)
 
 
 def connect(reactor: Any, description: str, protocol: IProtocol) -> Deferred[IProtocol]:
     """Connect ``protocol`` to a client endpoint string; fires with the protocol."""
-    endpoint: IStreamClientEndpoint = clientFromString(  # type: ignore[no-untyped-call]
-        reactor, description
-    )
-    connected: Deferred[IProtocol] = connectProtocol(  # type: ignore[no-untyped-call]
-        endpoint, protocol
-    )
+    endpoint: IStreamClientEndpoint = clientFromString(reactor, description)
+    connected: Deferred[IProtocol] = connectProtocol(endpoint, protocol)
     return connected
 
 
@@ -470,7 +464,7 @@ class AgentProcess:
         if not self._leader_exited:
             self._process_exited_late()
         try:
-            self.protocol.connectionLost(Failure(result))  # type: ignore[no-untyped-call]
+            self.protocol.connectionLost(Failure(result))
         except Exception:
             _log.failure("connectionLost of agent {agent}'s protocol failed", agent=self.name)
         waiters, self._ended_waiters = self._ended_waiters, []

@@ -151,7 +151,7 @@ class NDJSONProtocol(LineReceiver):
             buf.clear()
             self._scanned = 0
             if rest:
-                self.rawDataReceived(rest)  # type: ignore[no-untyped-call]
+                self.rawDataReceived(rest)
             return
         if self._scanned > limit + 1:
             # The current line (no delimiter in it yet) is already too long: stop
