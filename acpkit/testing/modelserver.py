@@ -1,5 +1,3 @@
-# twisted.web (Request, Site, HTTPChannel) is not annotated:
-# mypy: disable-error-code="no-untyped-call"
 """
 A scripted OpenAI-compatible model server on loopback, for tests and the conformance tester.
 
