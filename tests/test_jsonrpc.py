@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.error import ConnectionDone, ProcessTerminated
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
+from twisted.trial.unittest import TestCase as TrialTestCase
 
 from acpkit.errors import (
     AuthRequired,
@@ -907,3 +908,101 @@ def test_connection_done_reason_text() -> None:
     failures: list[Failure] = []
     d.addErrback(failures.append)
     assert "bye" in str(failures[0].value)
+
+
+def test_requests_after_end_of_input_fail_at_once() -> None:
+    """Once the peer closed our input, request() fails with ConnectionLost immediately."""
+    gate: Deferred[Any] = Deferred()
+    registry = MethodRegistry()
+    registry.add_request("slow", lambda r: gate)
+    proto, _ = make(registry)
+    t = connect(proto)
+    proto.dataReceived(b'{"jsonrpc":"2.0","id":1,"method":"slow","params":{}}\n')
+    proto.readConnectionLost()
+    failures: list[Failure] = []
+    proto.request("fs/read_text_file", {}).addErrback(failures.append)
+    assert isinstance(failures[0].value, ConnectionLost)
+    assert "closed its output" in str(failures[0].value)
+    proto.notify("session/update", {"n": 1})
+    assert t.value().endswith(b'{"jsonrpc":"2.0","method":"session/update","params":{"n":1}}\n')
+
+
+def test_leading_bom_and_crlf_are_tolerated(server: Any) -> None:
+    """A UTF-8 BOM before a message and a CRLF line end are accepted."""
+    proto, t = server
+    proto.dataReceived(b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"echo","params":{}}\r\n')
+    assert t.value() == b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+
+
+def test_held_stream_keeps_requests_in_order_behind_notification() -> None:
+    """Requests that arrive behind a held notification start only after it is released."""
+    events: list[str] = []
+    gate: Deferred[None] = Deferred()
+    registry = MethodRegistry()
+    registry.add_notification("n", lambda p, m: gate)
+    registry.add_request("r", lambda r: events.append("request started"))
+    proto, _ = make(registry)
+    t = connect(proto)
+    proto.dataReceived(
+        b'{"jsonrpc":"2.0","method":"n","params":{}}\n'
+        b'{"jsonrpc":"2.0","id":1,"method":"r","params":{}}\n'
+    )
+    proto.dataReceived(b"junk\n")
+    assert events == [] and t.value() == b""
+    gate.callback(None)
+    assert events == ["request started"]
+    assert [m["id"] for m in take_json(t)] == [1, None]
+
+
+class LoopbackBackPressureTests(TrialTestCase):
+    """Back-pressure through a real TCP loopback connection."""
+
+    def test_slow_reader_pauses_writer(self) -> Deferred[None]:
+        """A peer that stops reading makes writable() wait; reading again releases it."""
+        from twisted.internet import reactor
+        from twisted.internet.protocol import Factory, Protocol
+
+        server_protos: list[JSONRPCProtocol] = []
+        received = bytearray()
+
+        class Reader(Protocol):
+            def dataReceived(self, data: bytes) -> None:
+                received.extend(data)
+
+        def make_server() -> JSONRPCProtocol:
+            proto = JSONRPCProtocol(name="writer")
+            server_protos.append(proto)
+            return proto
+
+        port = reactor.listenTCP(0, Factory.forProtocol(make_server), interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        reader = Reader()
+        from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
+
+        endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", port.getHost().port)
+
+        async def scenario() -> None:
+            await connectProtocol(endpoint, reader)
+            while not server_protos or not server_protos[0].connected:
+                await deferLater(reactor, 0.01)
+            writer = server_protos[0]
+            assert reader.transport is not None
+            reader.transport.pauseProducing()  # type: ignore[attr-defined]
+            chunk = {"text": "x" * 65536}
+            sent = 0
+            while writer.writable().called and sent < 2000:
+                writer.notify("session/update", chunk)
+                sent += 1
+                if sent % 16 == 0:
+                    await deferLater(reactor, 0)
+            self.assertFalse(writer.writable().called, "never paused")
+            self.assertLess(sent, 2000)
+            waiting = writer.writable()
+            reader.transport.resumeProducing()  # type: ignore[attr-defined]
+            await waiting
+            reader.transport.loseConnection()
+            closed: list[Failure] = []
+            await writer.when_closed().addErrback(closed.append)
+            self.assertEqual(len(closed), 1)
+
+        return Deferred.fromCoroutine(scenario())
