@@ -1,0 +1,974 @@
+"""
+Typed ACP connections: :class:`AgentConnection` (what an agent holds) and
+:class:`ClientConnection` (what a client holds).
+
+Each wraps one :class:`acpkit.jsonrpc.JSONRPCProtocol` (``.protocol``, the object to
+hand to a transport) and does three things the untyped layer does not:
+
+1. **Types.**  Inbound params are decoded into ``acpkit.schema`` models (a decoding
+   error answers ``-32602`` naming the JSON path); results are encoded back.  Outbound
+   calls take and return models.
+2. **Capabilities.**  Each side remembers what the other advertised at ``initialize``
+   and refuses, with a local :class:`~acpkit.errors.CapabilityError`, to call a method
+   the peer did not advertise.  Requests before ``initialize`` are refused.
+3. **Protocol semantics** that every implementation otherwise gets wrong:
+
+   =====================================  =================================================
+   situation                              what the connection does
+   =====================================  =================================================
+   ``session/cancel`` while a turn runs   the ``prompt`` handler's Deferred is cancelled
+                                          (``CancelledError`` inside an ``async def``); the
+                                          turn answers ``stopReason: "cancelled"`` whatever
+                                          the handler then returns or raises
+   ``session/cancel`` before the turn     a prompt that arrived but waits for a handler slot
+   started                                is answered ``cancelled`` without running; a cancel
+                                          for a session with no prompt in flight is ignored
+                                          (it never leaks into the next turn)
+   the client calls ``cancel()``          ``session/cancel`` is sent and every pending
+                                          ``session/request_permission`` of that session is
+                                          answered with the ``cancelled`` outcome
+   an agent sends updates for a session   held until the ``session/new`` response carrying
+   before its ``session/new`` response    that id has been written, then sent in order
+   a client receives updates for a        buffered (bounded) until the session is known,
+   session it does not know yet           then delivered in order, right after the
+                                          ``new_session()`` Deferred has fired
+   a method the implementation lacks      ``-32601``, never a fake success
+   =====================================  =================================================
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from typing import Any, ClassVar, Generic, TypeVar, cast
+
+import attrs
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from acpkit import codec, schema
+from acpkit.errors import (
+    CapabilityError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+)
+from acpkit.interfaces import AGENT_METHOD_NAMES, CLIENT_METHOD_NAMES, IAgent, IClient
+from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol
+
+__all__ = [
+    "LATEST_PROTOCOL_VERSION",
+    "SUPPORTED_PROTOCOL_VERSIONS",
+    "Agent",
+    "AgentConnection",
+    "Client",
+    "ClientConnection",
+    "ProtocolVersionError",
+    "negotiate_version",
+]
+
+T = TypeVar("T")
+
+#: Protocol versions acpkit speaks, oldest first.
+SUPPORTED_PROTOCOL_VERSIONS: tuple[int, ...] = (schema.PROTOCOL_VERSION,)
+#: The version acpkit offers and answers with when the peer's is unsupported.
+LATEST_PROTOCOL_VERSION: int = SUPPORTED_PROTOCOL_VERSIONS[-1]
+
+#: How many updates for not-yet-known sessions a client keeps before dropping the oldest.
+MAX_EARLY_UPDATES = 1000
+
+_CANCELLED_PROMPT: dict[str, Any] = {"stopReason": "cancelled"}
+_CANCELLED_PERMISSION: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
+
+
+def negotiate_version(requested: int) -> int:
+    """
+    The version an agent answers to ``initialize``: the client's when we support it,
+    otherwise our latest (ACP: initialization).
+    """
+    return requested if requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
+
+
+class ProtocolVersionError(Exception):
+    """The agent answered ``initialize`` with a protocol version we do not speak."""
+
+    def __init__(self, version: object) -> None:
+        super().__init__(
+            f"the agent speaks ACP protocol version {version!r}; acpkit speaks "
+            f"{', '.join(map(str, SUPPORTED_PROTOCOL_VERSIONS))}: connection closed"
+        )
+        self.version = version
+
+
+def _invoke(fn: Callable[[Any], Any], arg: Any) -> Deferred[Any]:
+    """Call a handler and return its result as a Deferred (coroutines are wrapped)."""
+    try:
+        result = fn(arg)
+    except BaseException:
+        return fail()
+    if isinstance(result, Deferred):
+        return result
+    if inspect.iscoroutine(result):
+        return Deferred.fromCoroutine(cast(Coroutine[Any, Any, Any], result))
+    if inspect.isawaitable(result):
+
+        async def wait(aw: Awaitable[Any]) -> Any:
+            return await aw
+
+        return Deferred.fromCoroutine(wait(result))
+    return succeed(result)
+
+
+def _session_id_of(params: object) -> str | None:
+    """The ``sessionId`` of raw params, when there is a string one."""
+    if isinstance(params, Mapping):
+        sid = params.get("sessionId")
+        if isinstance(sid, str):
+            return sid
+    return None
+
+
+H = TypeVar("H")
+
+
+class _Role(Generic[H]):
+    """What both typed connections share: decoding, encoding, dispatch and calls."""
+
+    _log = Logger()
+
+    #: ACP methods this side handles, and their Python names.
+    _handled: ClassVar[Mapping[str, schema.Method]]
+    _names: ClassVar[Mapping[str, str]]
+    #: ACP methods this side sends.
+    _sent: ClassVar[Mapping[str, schema.Method]]
+
+    handler: H
+
+    def __init__(
+        self,
+        handler: H | Callable[[Any], H],
+        *,
+        protocol: JSONRPCProtocol | None,
+        strict: bool,
+        name: str,
+        interface: Any,
+    ) -> None:
+        self.protocol = protocol if protocol is not None else JSONRPCProtocol(name=name)
+        self.strict = strict
+        for method in self._handled.values():
+            self._register(method)
+        if interface.providedBy(handler) or not callable(handler):
+            self.handler = cast(H, handler)
+        else:
+            self.handler = handler(self)
+
+    # -- inbound -------------------------------------------------------------------
+
+    def _register(self, method: schema.Method) -> None:
+        pyname = self._names[method.name]
+        if method.kind == "request":
+            self.protocol.registry.add_request(
+                method.name,
+                lambda req: self._handle_request(method, pyname, req),
+                cancelled_result=self._cancelled_result(method.name),
+            )
+        else:
+            self.protocol.registry.add_notification(
+                method.name,
+                lambda params, meta: self._handle_notification(method, pyname, params),
+            )
+
+    def _cancelled_result(self, method: str) -> Callable[[InboundRequest], Any] | None:
+        """The result a cancelled request of ``method`` answers with (None: -32800)."""
+        return None
+
+    def _decode_params(self, method: schema.Method, params: Any) -> Any:
+        try:
+            return codec.decode(method.params, {} if params is None else params, strict=self.strict)
+        except codec.DecodeError as e:
+            raise InvalidParams(e.path, e.message) from None
+
+    def _check_ready(self, method: schema.Method) -> None:
+        """Raise an RPCError when ``method`` may not be called now."""
+
+    def _handle_request(self, method: schema.Method, pyname: str, req: InboundRequest) -> Any:
+        self._check_ready(method)
+        params = self._decode_params(method, req.params)
+        fn = getattr(self.handler, pyname, None)
+        if fn is None:
+            raise MethodNotFound(method.name)
+        d = _invoke(fn, params)
+        d.addCallback(self._encode_result, method)
+        return self._wrap_request(method, req, params, d)
+
+    def _wrap_request(
+        self, method: schema.Method, req: InboundRequest, params: Any, d: Deferred[Any]
+    ) -> Deferred[Any]:
+        """A hook for per-method semantics around a running request handler."""
+        return d
+
+    def _encode_result(self, result: Any, method: schema.Method) -> Any:
+        if result is None:
+            assert method.result is not None
+            try:
+                result = method.result()
+            except TypeError:
+                raise TypeError(
+                    f"the {method.name} handler returned None, but its result has required fields"
+                ) from None
+        if isinstance(result, Mapping):
+            return result
+        return codec.encode(result)
+
+    def _handle_notification(self, method: schema.Method, pyname: str, params: Any) -> Any:
+        try:
+            self._check_ready(method)
+            decoded = self._decode_params(method, params)
+        except Exception as e:
+            self._log.warn(
+                "dropped a {method} notification: {error}", method=method.name, error=str(e)
+            )
+            return None
+        return self._deliver_notification(method, pyname, decoded)
+
+    def _deliver_notification(self, method: schema.Method, pyname: str, params: Any) -> Any:
+        fn = getattr(self.handler, pyname, None)
+        if fn is None:
+            return None
+        d = _invoke(fn, params)
+        d.addErrback(self._notification_failed, method.name)
+        return d
+
+    def _notification_failed(self, failure: Failure, method: str) -> None:
+        self._log.failure("the {method} notification handler failed", failure, method=method)
+
+    # -- outbound ------------------------------------------------------------------
+
+    def _call(self, method: str, params: object, *, timeout: float | None = None) -> Deferred[Any]:
+        spec = self._sent[method]
+        assert spec.result is not None
+        result_type = spec.result
+        d = self.protocol.request(method, codec.encode(params), timeout=timeout)
+        d.addCallback(
+            lambda raw: codec.decode(result_type, {} if raw is None else raw, strict=self.strict)
+        )
+        return d
+
+    def _notify(self, method: str, params: object) -> Deferred[None]:
+        self.protocol.notify(method, codec.encode(params))
+        return self.protocol.writable()
+
+    # -- extensions ----------------------------------------------------------------
+
+    def register_extension_request(self, method: str, handler: Callable[[Any], Any]) -> None:
+        """Handle the custom request ``method`` (``_vendor/...``) with raw params."""
+        self._check_extension_name(method)
+        self.protocol.registry.add_request(method, lambda req: handler(req.params))
+
+    def register_extension_notification(self, method: str, handler: Callable[[Any], Any]) -> None:
+        """Handle the custom notification ``method`` (``_vendor/...``) with raw params."""
+        self._check_extension_name(method)
+        self.protocol.registry.add_notification(method, lambda params, meta: handler(params))
+
+    def extension_request(
+        self, method: str, params: Any = None, *, timeout: float | None = None
+    ) -> Deferred[Any]:
+        """Send the custom request ``method`` with raw params; resolves with the raw result."""
+        self._check_extension_name(method)
+        return self.protocol.request(method, params, timeout=timeout)
+
+    def extension_notify(self, method: str, params: Any = None) -> None:
+        """Send the custom notification ``method`` with raw params."""
+        self._check_extension_name(method)
+        self.protocol.notify(method, params)
+
+    @staticmethod
+    def _check_extension_name(method: str) -> None:
+        if not method.startswith("_"):
+            raise ValueError(f"extension methods start with '_' (got {method!r})")
+
+
+# ======================================================================================
+# The agent side
+# ======================================================================================
+
+
+class Agent:
+    """
+    A convenient base for :class:`~acpkit.interfaces.IAgent` implementations.
+
+    Every method answers ``-32601`` until overridden, except ``authenticate`` (an empty
+    answer, right for agents without ``authMethods``) and ``cancel`` (nothing to do:
+    the connection already cancelled the running turn).
+    """
+
+    def initialize(self, params: schema.InitializeRequest) -> Any:
+        raise MethodNotFound("initialize")
+
+    def authenticate(self, params: schema.AuthenticateRequest) -> Any:
+        return schema.AuthenticateResponse()
+
+    def logout(self, params: schema.LogoutRequest) -> Any:
+        raise MethodNotFound("logout")
+
+    def new_session(self, params: schema.NewSessionRequest) -> Any:
+        raise MethodNotFound("session/new")
+
+    def load_session(self, params: schema.LoadSessionRequest) -> Any:
+        raise MethodNotFound("session/load")
+
+    def list_sessions(self, params: schema.ListSessionsRequest) -> Any:
+        raise MethodNotFound("session/list")
+
+    def delete_session(self, params: schema.DeleteSessionRequest) -> Any:
+        raise MethodNotFound("session/delete")
+
+    def resume_session(self, params: schema.ResumeSessionRequest) -> Any:
+        raise MethodNotFound("session/resume")
+
+    def close_session(self, params: schema.CloseSessionRequest) -> Any:
+        raise MethodNotFound("session/close")
+
+    def set_mode(self, params: schema.SetSessionModeRequest) -> Any:
+        raise MethodNotFound("session/set_mode")
+
+    def set_config_option(self, params: schema.SetSessionConfigOptionRequest) -> Any:
+        raise MethodNotFound("session/set_config_option")
+
+    def prompt(self, params: schema.PromptRequest) -> Any:
+        raise MethodNotFound("session/prompt")
+
+    def cancel(self, params: schema.CancelNotification) -> None:
+        return None
+
+
+@attrs.define
+class _Turn:
+    """One ``session/prompt`` request the agent side has received and not yet answered."""
+
+    request: InboundRequest
+    cancelled: bool = False
+
+
+class AgentConnection(_Role[IAgent]):
+    """
+    The agent's end of an ACP connection.
+
+    ``agent`` is an :class:`~acpkit.interfaces.IAgent` provider, or a callable that
+    receives this connection and returns one (so the agent can call the client)::
+
+        conn = AgentConnection(lambda conn: EchoAgent(conn))
+        serve_stdio(conn.protocol)
+    """
+
+    _handled = schema.AGENT_METHODS
+    _names = AGENT_METHOD_NAMES
+    _sent = schema.CLIENT_METHODS
+
+    def __init__(
+        self,
+        agent: IAgent | Callable[[AgentConnection], IAgent],
+        *,
+        protocol: JSONRPCProtocol | None = None,
+        strict: bool = False,
+        name: str = "client",
+    ) -> None:
+        self._turns: dict[str, list[_Turn]] = {}
+        # Sessions whose id the client knows (seen in a request or a written response).
+        self._known_sessions: set[str] = set()
+        self._new_sessions_in_flight = 0
+        self._held_updates: dict[str, list[dict[str, Any]]] = {}
+        #: What the client advertised at ``initialize`` (None before).
+        self.client_capabilities: schema.ClientCapabilities | None = None
+        self.client_info: schema.Implementation | None = None
+        self.protocol_version: int | None = None
+        super().__init__(agent, protocol=protocol, strict=strict, name=name, interface=IAgent)
+        self.protocol.on_request_received = self._request_received
+
+    # -- inbound semantics -----------------------------------------------------------
+
+    def _check_ready(self, method: schema.Method) -> None:
+        if self.client_capabilities is None and method.name != "initialize":
+            raise InvalidRequest(
+                f"{method.name} before initialize: the client must call initialize first"
+            )
+
+    def _request_received(self, req: InboundRequest) -> None:
+        sid = _session_id_of(req.params)
+        if sid is not None:
+            self._known_sessions.add(sid)
+        if req.method == "session/prompt" and sid is not None:
+            turn = _Turn(req)
+            self._turns.setdefault(sid, []).append(turn)
+            req.after_reply(lambda: self._turn_ended(sid, turn))
+        elif req.method == "session/new":
+            self._new_sessions_in_flight += 1
+            req.after_reply(self._new_session_done)
+
+    def _new_session_done(self) -> None:
+        self._new_sessions_in_flight -= 1
+        if self._new_sessions_in_flight == 0:
+            self._release_all_held()
+
+    def _turn_ended(self, sid: str, turn: _Turn) -> None:
+        turns = self._turns.get(sid, [])
+        if turn in turns:
+            turns.remove(turn)
+        if not turns:
+            self._turns.pop(sid, None)
+
+    def _cancelled_result(self, method: str) -> Callable[[InboundRequest], Any] | None:
+        if method == "session/prompt":
+            return lambda req: dict(_CANCELLED_PROMPT)
+        return None
+
+    def _wrap_request(
+        self, method: schema.Method, req: InboundRequest, params: Any, d: Deferred[Any]
+    ) -> Deferred[Any]:
+        if method.name == "initialize":
+            d.addCallback(self._initialized, params)
+        elif method.name == "session/new":
+            d.addBoth(self._new_session_answered, req)
+        elif method.name == "session/prompt":
+            d.addBoth(self._prompt_answered, req)
+        return d
+
+    def _initialized(self, result: Any, params: schema.InitializeRequest) -> Any:
+        self.client_capabilities = params.client_capabilities or schema.ClientCapabilities()
+        self.client_info = params.client_info
+        if isinstance(result, Mapping):
+            version = result.get("protocolVersion")
+            self.protocol_version = version if isinstance(version, int) else None
+        return result
+
+    def _new_session_answered(self, result: Any, req: InboundRequest) -> Any:
+        sid = _session_id_of(result)
+        if sid is not None:
+            self._known_sessions.add(sid)
+            req.after_reply(lambda: self._release_held(sid))
+        return result
+
+    def _release_held(self, sid: str) -> None:
+        for params in self._held_updates.pop(sid, []):
+            self.protocol.notify("session/update", params)
+
+    def _release_all_held(self) -> None:
+        held, self._held_updates = self._held_updates, {}
+        for updates in held.values():
+            for params in updates:
+                self.protocol.notify("session/update", params)
+
+    def _prompt_answered(self, result: Any, req: InboundRequest) -> Any:
+        sid = _session_id_of(req.params)
+        turn = next((t for t in self._turns.get(sid or "", []) if t.request is req), None)
+        cancelled = turn is not None and turn.cancelled
+        if isinstance(result, Failure):
+            if cancelled or result.check(CancelledError):
+                if not result.check(CancelledError):
+                    self._log.failure(
+                        "the cancelled turn of session {sid} ended with an error", result, sid=sid
+                    )
+                return dict(_CANCELLED_PROMPT)
+            return result
+        if cancelled and isinstance(result, Mapping):
+            result = {**result, "stopReason": "cancelled"}
+        return result
+
+    def _deliver_notification(self, method: schema.Method, pyname: str, params: Any) -> Any:
+        if method.name == "session/cancel":
+            self._cancel_turns(params.session_id)
+        return super()._deliver_notification(method, pyname, params)
+
+    def _cancel_turns(self, sid: str) -> None:
+        for turn in list(self._turns.get(sid, [])):
+            if not turn.cancelled:
+                turn.cancelled = True
+                turn.request.cancel()
+
+    # -- outbound: calls to the client -------------------------------------------------
+
+    def _require(self, allowed: bool, method: str, capability: str) -> None:
+        if self.client_capabilities is None:
+            raise CapabilityError(method, "anything yet (initialize has not happened)")
+        if not allowed:
+            raise CapabilityError(method, capability)
+
+    def session_update(
+        self, session_id: str, update: Any, *, meta: Mapping[str, Any] | None = None
+    ) -> Deferred[None]:
+        """
+        Send one ``session/update``.  The returned Deferred fires when the transport
+        accepts more output: ``await`` it in long streams to respect back-pressure.
+        """
+        params = codec.encode(
+            schema.SessionNotification(
+                session_id=session_id, update=update, meta=dict(meta) if meta else None
+            )
+        )
+        if session_id not in self._known_sessions and self._new_sessions_in_flight:
+            self._held_updates.setdefault(session_id, []).append(params)
+            return succeed(None)
+        self.protocol.notify("session/update", params)
+        return self.protocol.writable()
+
+    def request_permission(
+        self, params: schema.RequestPermissionRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.RequestPermissionResponse]:
+        """``session/request_permission``: ask the user to choose one of ``params.options``."""
+        return self._call("session/request_permission", params, timeout=timeout)
+
+    def _fs(self) -> Any:
+        caps = self.client_capabilities
+        return caps.fs if caps is not None and caps.fs is not None else None
+
+    def read_text_file(
+        self, params: schema.ReadTextFileRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.ReadTextFileResponse]:
+        """``fs/read_text_file`` (only when the client advertised ``fs.readTextFile``)."""
+        try:
+            fs = self._fs()
+            self._require(bool(fs and fs.read_text_file), "fs/read_text_file", "fs.readTextFile")
+        except CapabilityError:
+            return fail()
+        return self._call("fs/read_text_file", params, timeout=timeout)
+
+    def write_text_file(
+        self, params: schema.WriteTextFileRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.WriteTextFileResponse]:
+        """``fs/write_text_file`` (only when the client advertised ``fs.writeTextFile``)."""
+        try:
+            fs = self._fs()
+            self._require(bool(fs and fs.write_text_file), "fs/write_text_file", "fs.writeTextFile")
+        except CapabilityError:
+            return fail()
+        return self._call("fs/write_text_file", params, timeout=timeout)
+
+    def _terminal_call(self, method: str, params: object, timeout: float | None) -> Deferred[Any]:
+        try:
+            caps = self.client_capabilities
+            self._require(bool(caps is not None and caps.terminal), method, "terminal")
+        except CapabilityError:
+            return fail()
+        return self._call(method, params, timeout=timeout)
+
+    def create_terminal(
+        self, params: schema.CreateTerminalRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.CreateTerminalResponse]:
+        """``terminal/create`` (only when the client advertised ``terminal``)."""
+        return self._terminal_call("terminal/create", params, timeout)
+
+    def terminal_output(
+        self, params: schema.TerminalOutputRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.TerminalOutputResponse]:
+        """``terminal/output``."""
+        return self._terminal_call("terminal/output", params, timeout)
+
+    def release_terminal(
+        self, params: schema.ReleaseTerminalRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.ReleaseTerminalResponse]:
+        """``terminal/release``."""
+        return self._terminal_call("terminal/release", params, timeout)
+
+    def wait_for_terminal_exit(
+        self, params: schema.WaitForTerminalExitRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.WaitForTerminalExitResponse]:
+        """``terminal/wait_for_exit``."""
+        return self._terminal_call("terminal/wait_for_exit", params, timeout)
+
+    def kill_terminal(
+        self, params: schema.KillTerminalRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.KillTerminalResponse]:
+        """``terminal/kill``."""
+        return self._terminal_call("terminal/kill", params, timeout)
+
+    def _elicitation_modes(self) -> set[str]:
+        caps = self.client_capabilities
+        elicitation = caps.elicitation if caps is not None else None
+        if elicitation is None:
+            return set()
+        return {mode for mode in ("form", "url") if getattr(elicitation, mode, None) is not None}
+
+    def create_elicitation(
+        self, params: schema.CreateElicitationRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.CreateElicitationResponse]:
+        """``elicitation/create`` (only in a mode the client advertised)."""
+        mode = codec.encode(params).get("mode")
+        try:
+            self._require(
+                mode in self._elicitation_modes(), "elicitation/create", f"elicitation.{mode}"
+            )
+        except CapabilityError:
+            return fail()
+        return self._call("elicitation/create", params, timeout=timeout)
+
+    def complete_elicitation(
+        self, params: schema.CompleteElicitationNotification
+    ) -> Deferred[None]:
+        """``elicitation/complete`` (URL mode only)."""
+        try:
+            self._require(
+                "url" in self._elicitation_modes(), "elicitation/complete", "elicitation.url"
+            )
+        except CapabilityError:
+            return fail()
+        return self._notify("elicitation/complete", params)
+
+
+# ======================================================================================
+# The client side
+# ======================================================================================
+
+
+class Client:
+    """
+    A convenient base for :class:`~acpkit.interfaces.IClient` implementations.
+
+    ``session_update`` does nothing; ``request_permission`` rejects (never approve by
+    default); everything else answers ``-32601`` until overridden.
+    """
+
+    def session_update(self, params: schema.SessionNotification) -> None:
+        return None
+
+    def request_permission(self, params: schema.RequestPermissionRequest) -> Any:
+        for option in params.options:
+            if str(option.kind) in ("reject_once", "reject_always"):
+                return codec.decode(
+                    schema.RequestPermissionResponse,
+                    {"outcome": {"outcome": "selected", "optionId": option.option_id}},
+                )
+        return codec.decode(schema.RequestPermissionResponse, dict(_CANCELLED_PERMISSION))
+
+    def read_text_file(self, params: schema.ReadTextFileRequest) -> Any:
+        raise MethodNotFound("fs/read_text_file")
+
+    def write_text_file(self, params: schema.WriteTextFileRequest) -> Any:
+        raise MethodNotFound("fs/write_text_file")
+
+    def create_terminal(self, params: schema.CreateTerminalRequest) -> Any:
+        raise MethodNotFound("terminal/create")
+
+    def terminal_output(self, params: schema.TerminalOutputRequest) -> Any:
+        raise MethodNotFound("terminal/output")
+
+    def release_terminal(self, params: schema.ReleaseTerminalRequest) -> Any:
+        raise MethodNotFound("terminal/release")
+
+    def wait_for_terminal_exit(self, params: schema.WaitForTerminalExitRequest) -> Any:
+        raise MethodNotFound("terminal/wait_for_exit")
+
+    def kill_terminal(self, params: schema.KillTerminalRequest) -> Any:
+        raise MethodNotFound("terminal/kill")
+
+    def create_elicitation(self, params: schema.CreateElicitationRequest) -> Any:
+        raise MethodNotFound("elicitation/create")
+
+    def complete_elicitation(self, params: schema.CompleteElicitationNotification) -> None:
+        return None
+
+
+class ClientConnection(_Role[IClient]):
+    """
+    The client's end of an ACP connection.
+
+    ``client`` is an :class:`~acpkit.interfaces.IClient` provider, or a callable that
+    receives this connection and returns one.  Typical use::
+
+        conn = ClientConnection(MyClient())
+        spawn_agent(reactor, conn.protocol, "my-agent")
+        await conn.initialize()
+        session = await conn.new_session(schema.NewSessionRequest(cwd=..., mcp_servers=[]))
+        response = await conn.prompt(schema.PromptRequest(session_id=..., prompt=[...]))
+    """
+
+    _handled = schema.CLIENT_METHODS
+    _names = CLIENT_METHOD_NAMES
+    _sent = schema.AGENT_METHODS
+
+    def __init__(
+        self,
+        client: IClient | Callable[[ClientConnection], IClient],
+        *,
+        protocol: JSONRPCProtocol | None = None,
+        strict: bool = False,
+        name: str = "agent",
+    ) -> None:
+        self._known_sessions: set[str] = set()
+        self._early_updates: deque[tuple[str, schema.SessionNotification]] = deque()
+        self._permissions: dict[str, list[InboundRequest]] = {}
+        #: What the agent answered to ``initialize`` (None before).
+        self.initialize_response: schema.InitializeResponse | None = None
+        super().__init__(client, protocol=protocol, strict=strict, name=name, interface=IClient)
+        self.protocol.on_request_received = self._request_received
+
+    @property
+    def agent_capabilities(self) -> schema.AgentCapabilities | None:
+        """What the agent advertised at ``initialize`` (None before)."""
+        response = self.initialize_response
+        if response is None:
+            return None
+        return response.agent_capabilities or schema.AgentCapabilities()
+
+    # -- inbound semantics -----------------------------------------------------------
+
+    def _request_received(self, req: InboundRequest) -> None:
+        if req.method == "session/request_permission":
+            sid = _session_id_of(req.params)
+            if sid is not None:
+                pending = self._permissions.setdefault(sid, [])
+                pending.append(req)
+                req.after_reply(lambda: pending.remove(req) if req in pending else None)
+
+    def _cancelled_result(self, method: str) -> Callable[[InboundRequest], Any] | None:
+        if method == "session/request_permission":
+            return lambda req: {"outcome": {"outcome": "cancelled"}}
+        return None
+
+    def _deliver_notification(self, method: schema.Method, pyname: str, params: Any) -> Any:
+        if method.name == "session/update" and params.session_id not in self._known_sessions:
+            self._early_updates.append((params.session_id, params))
+            if len(self._early_updates) > MAX_EARLY_UPDATES:
+                sid, _ = self._early_updates.popleft()
+                self._log.warn(
+                    "dropped an update for unknown session {sid}: too many early updates", sid=sid
+                )
+            return None
+        return super()._deliver_notification(method, pyname, params)
+
+    def _session_known(self, sid: str) -> None:
+        """Deliver, in order, the updates that arrived for ``sid`` before it was known."""
+        self._known_sessions.add(sid)
+        if not self._early_updates:
+            return
+        keep: deque[tuple[str, schema.SessionNotification]] = deque()
+        deliver: list[tuple[str, schema.SessionNotification]] = []
+        for item in self._early_updates:
+            (deliver if item[0] == sid else keep).append(item)
+        self._early_updates = keep
+        method = self._handled["session/update"]
+        for _, params in deliver:
+            super()._deliver_notification(method, "session_update", params)
+
+    # -- outbound: calls to the agent ----------------------------------------------------
+
+    def _ready(self, what: str) -> schema.AgentCapabilities:
+        caps = self.agent_capabilities
+        if caps is None:
+            raise CapabilityError(what, "anything yet (call initialize first)")
+        return caps
+
+    def _initialized_check(self, what: str) -> Callable[[], None]:
+        """A check that only requires ``initialize`` to have been answered."""
+
+        def check() -> None:
+            self._ready(what)
+
+        return check
+
+    def _guarded(self, check: Callable[[], None], method: str, params: object) -> Deferred[Any]:
+        try:
+            check()
+        except CapabilityError:
+            return fail()
+        return self._call(method, params)
+
+    def initialize(
+        self,
+        params: schema.InitializeRequest | None = None,
+        *,
+        client_capabilities: schema.ClientCapabilities | None = None,
+        client_info: schema.Implementation | None = None,
+        timeout: float | None = None,
+    ) -> Deferred[schema.InitializeResponse]:
+        """
+        ``initialize`` with our latest protocol version.  Fails with
+        :class:`ProtocolVersionError` (and closes the connection) when the agent answers
+        with a version we do not speak.
+        """
+        if params is None:
+            params = schema.InitializeRequest(
+                protocol_version=LATEST_PROTOCOL_VERSION,
+                client_capabilities=client_capabilities or schema.ClientCapabilities(),
+                client_info=client_info,
+            )
+        d = self._call("initialize", params, timeout=timeout)
+
+        def check(response: schema.InitializeResponse) -> schema.InitializeResponse:
+            if response.protocol_version not in SUPPORTED_PROTOCOL_VERSIONS:
+                if self.protocol.transport is not None:
+                    self.protocol.transport.loseConnection()
+                raise ProtocolVersionError(response.protocol_version)
+            self.initialize_response = response
+            return response
+
+        d.addCallback(check)
+        return d
+
+    def authenticate(
+        self, params: schema.AuthenticateRequest
+    ) -> Deferred[schema.AuthenticateResponse]:
+        """``authenticate`` with one of the agent's ``authMethods``."""
+        return self._guarded(self._initialized_check("authenticate"), "authenticate", params)
+
+    def logout(self, params: schema.LogoutRequest | None = None) -> Deferred[schema.LogoutResponse]:
+        """``logout`` (only when the agent advertised ``auth.logout``)."""
+
+        def check() -> None:
+            caps = self._ready("logout")
+            auth = caps.auth
+            if auth is None or getattr(auth, "logout", None) is None:
+                raise CapabilityError("logout", "auth.logout")
+
+        return self._guarded(check, "logout", params or schema.LogoutRequest())
+
+    def _session_capability(self, name: str, what: str) -> Callable[[], None]:
+        def check() -> None:
+            caps = self._ready(what)
+            session = caps.session_capabilities
+            if session is None or getattr(session, name, None) is None:
+                raise CapabilityError(what, f"sessionCapabilities.{name}")
+
+        return check
+
+    def _check_directories(self, params: object, what: str) -> None:
+        if getattr(params, "additional_directories", None):
+            self._session_capability("additional_directories", what)()
+
+    def _known_on_answer(self, d: Deferred[Any]) -> Deferred[Any]:
+        """A Deferred for the caller that fires before buffered updates are delivered."""
+        mine: Deferred[Any] = Deferred()
+
+        def answered(response: Any) -> None:
+            sid = getattr(response, "session_id", None)
+            if isinstance(sid, str):
+                self._known_sessions.add(sid)
+            mine.callback(response)
+            if isinstance(sid, str):
+                self._session_known(sid)
+
+        d.addCallbacks(answered, mine.errback)
+        return mine
+
+    def new_session(self, params: schema.NewSessionRequest) -> Deferred[schema.NewSessionResponse]:
+        """``session/new``."""
+
+        def check() -> None:
+            self._ready("session/new")
+            self._check_directories(params, "session/new")
+
+        return self._known_on_answer(self._guarded(check, "session/new", params))
+
+    def load_session(
+        self, params: schema.LoadSessionRequest
+    ) -> Deferred[schema.LoadSessionResponse]:
+        """``session/load`` (only when the agent advertised ``loadSession``): the replay
+        arrives as ``session_update`` calls before this Deferred fires."""
+
+        def check() -> None:
+            caps = self._ready("session/load")
+            if not caps.load_session:
+                raise CapabilityError("session/load", "loadSession")
+            self._check_directories(params, "session/load")
+
+        d = self._guarded(check, "session/load", params)
+        if not d.called:
+            self._session_known(params.session_id)
+        return d
+
+    def list_sessions(
+        self, params: schema.ListSessionsRequest | None = None
+    ) -> Deferred[schema.ListSessionsResponse]:
+        """``session/list`` (only with ``sessionCapabilities.list``)."""
+        return self._guarded(
+            self._session_capability("list", "session/list"),
+            "session/list",
+            params or schema.ListSessionsRequest(),
+        )
+
+    def delete_session(
+        self, params: schema.DeleteSessionRequest
+    ) -> Deferred[schema.DeleteSessionResponse]:
+        """``session/delete`` (only with ``sessionCapabilities.delete``)."""
+        return self._guarded(
+            self._session_capability("delete", "session/delete"), "session/delete", params
+        )
+
+    def resume_session(
+        self, params: schema.ResumeSessionRequest
+    ) -> Deferred[schema.ResumeSessionResponse]:
+        """``session/resume`` (only with ``sessionCapabilities.resume``)."""
+
+        def check() -> None:
+            self._session_capability("resume", "session/resume")()
+            self._check_directories(params, "session/resume")
+
+        d = self._guarded(check, "session/resume", params)
+        if not d.called:
+            self._session_known(params.session_id)
+        return d
+
+    def close_session(
+        self, params: schema.CloseSessionRequest
+    ) -> Deferred[schema.CloseSessionResponse]:
+        """``session/close`` (only with ``sessionCapabilities.close``)."""
+        return self._guarded(
+            self._session_capability("close", "session/close"), "session/close", params
+        )
+
+    def set_mode(
+        self, params: schema.SetSessionModeRequest
+    ) -> Deferred[schema.SetSessionModeResponse]:
+        """``session/set_mode``."""
+        return self._guarded(
+            self._initialized_check("session/set_mode"), "session/set_mode", params
+        )
+
+    def set_config_option(
+        self, params: schema.SetSessionConfigOptionRequest
+    ) -> Deferred[schema.SetSessionConfigOptionResponse]:
+        """``session/set_config_option``."""
+        return self._guarded(
+            self._initialized_check("session/set_config_option"),
+            "session/set_config_option",
+            params,
+        )
+
+    def prompt(
+        self, params: schema.PromptRequest, *, timeout: float | None = None
+    ) -> Deferred[schema.PromptResponse]:
+        """
+        ``session/prompt``.  Content blocks the agent's ``promptCapabilities`` do not
+        allow (image, audio, embedded resources) are refused locally.
+        """
+        try:
+            caps = self._ready("session/prompt")
+            allowed = caps.prompt_capabilities or schema.PromptCapabilities()
+            for block in params.prompt:
+                tag = codec.encode(block).get("type")
+                if tag == "image" and not allowed.image:
+                    raise CapabilityError(
+                        "session/prompt with an image", "promptCapabilities.image"
+                    )
+                if tag == "audio" and not allowed.audio:
+                    raise CapabilityError("session/prompt with audio", "promptCapabilities.audio")
+                if tag == "resource" and not allowed.embedded_context:
+                    raise CapabilityError(
+                        "session/prompt with an embedded resource (send a resource_link instead)",
+                        "promptCapabilities.embeddedContext",
+                    )
+        except CapabilityError:
+            return fail()
+        return self._call("session/prompt", params, timeout=timeout)
+
+    def cancel(self, session_id: str) -> None:
+        """
+        Cancel the session's turn: send ``session/cancel`` and answer every pending
+        ``session/request_permission`` of the session with the ``cancelled`` outcome.
+        """
+        self.protocol.notify(
+            "session/cancel", codec.encode(schema.CancelNotification(session_id=session_id))
+        )
+        for req in list(self._permissions.get(session_id, [])):
+            req.cancel()
