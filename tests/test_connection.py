@@ -19,7 +19,6 @@ from acpkit.connection import (
     Agent,
     AgentConnection,
     Client,
-    ClientConnection,
     ProtocolVersionError,
     negotiate_version,
 )
@@ -189,10 +188,10 @@ def test_capability_gating_on_the_client_side() -> None:
                 schema.LoadSessionRequest(session_id=sid, cwd="/tmp", mcp_servers=[])
             )
         )
-    with pytest.raises(CapabilityError, match="sessionCapabilities.list"):
+    with pytest.raises(CapabilityError, match=r"sessionCapabilities\.list"):
         pair.result(pair.client.list_sessions())
     image = schema.ImageContentBlock(data="AAAA", mime_type="image/png")
-    with pytest.raises(CapabilityError, match="promptCapabilities.image"):
+    with pytest.raises(CapabilityError, match=r"promptCapabilities\.image"):
         pair.result(pair.client.prompt(schema.PromptRequest(session_id=sid, prompt=[image])))
 
 
@@ -201,7 +200,7 @@ def test_capability_gating_on_the_agent_side() -> None:
     pair, _, _ = make_pair()
     start_session(pair)
     read = schema.ReadTextFileRequest(session_id="s1", path="/etc/hostname")
-    with pytest.raises(CapabilityError, match="fs.readTextFile"):
+    with pytest.raises(CapabilityError, match=r"fs\.readTextFile"):
         pair.result(pair.agent.read_text_file(read))
     create = schema.CreateTerminalRequest(session_id="s1", command="ls")
     with pytest.raises(CapabilityError, match="terminal"):
