@@ -666,7 +666,11 @@ def _class_encoder(cls: type) -> Encoder:
 
 
 # ------------------------------------------------------------------ public API
-def decode(cls: type[T] | Any, obj: object, *, strict: bool = False) -> T:
+@typing.overload
+def decode(cls: type[T], obj: object, *, strict: bool = False) -> T: ...
+@typing.overload
+def decode(cls: Any, obj: object, *, strict: bool = False) -> Any: ...
+def decode(cls: Any, obj: object, *, strict: bool = False) -> Any:
     """Decode JSON-able builtins into ``cls`` (a model class or a union alias).
 
     Raises :class:`DecodeError` with a JSON path such as ``$.update.content.type``.
@@ -675,7 +679,7 @@ def decode(cls: type[T] | Any, obj: object, *, strict: bool = False) -> T:
     if fn is None:
         fn = _decoder(cls)
     try:
-        result: T = typing.cast(T, fn(obj, strict))
+        result = fn(obj, strict)
     except _Invalid as e:
         raise DecodeError(_render_path(e.path), e.message) from None
     except RecursionError:
@@ -699,13 +703,17 @@ def encode_json(value: object) -> bytes:
     return _dumps(encode(value)).encode("utf-8")
 
 
-def decode_json(cls: type[T] | Any, data: bytes | str, *, strict: bool = False) -> T:
+@typing.overload
+def decode_json(cls: type[T], data: bytes | str, *, strict: bool = False) -> T: ...
+@typing.overload
+def decode_json(cls: Any, data: bytes | str, *, strict: bool = False) -> Any: ...
+def decode_json(cls: Any, data: bytes | str, *, strict: bool = False) -> Any:
     """Parse JSON text and :func:`decode` it; invalid JSON is a :class:`DecodeError` at ``$``."""
     try:
         obj = json.loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise DecodeError("$", f"invalid JSON: {str(e)[:120]}") from None
-    return typing.cast(T, decode(cls, obj, strict=strict))
+    return decode(cls, obj, strict=strict)
 
 
 def _is_acp_type(tp: Any) -> bool:

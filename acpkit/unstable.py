@@ -14,6 +14,10 @@ Tagged-union variant classes (union, wire tag, class); the tag is a ClassVar
     SessionUpdate              sessionUpdate='usage_update'               UsageUpdate
     SessionUpdate              sessionUpdate='compaction_update'          CompactionUpdate
     SessionUpdate              sessionUpdate='compaction_summary_chunk'   CompactionSummaryChunk
+    StateUpdate                state='running'                    RunningStateUpdate
+    StateUpdate                state='idle'                       IdleStateUpdate
+    StateUpdate                state='requires_action'            RequiresActionStateUpdate
+    StateUpdate                state='unknown'                    UnknownStateUpdate
     SessionUpdate              sessionUpdate='subagent_update'            SubagentUpdate
     SessionUpdate              sessionUpdate='session_message_chunk'      SessionMessageChunk
     RequestPermissionOutcome   outcome='selected'                   SelectedPermissionOutcome
@@ -48,12 +52,6 @@ Tagged-union variant classes (union, wire tag, class); the tag is a ClassVar
     PlanUpdateContent          type='items'                      ItemsPlanUpdateContent
     PlanUpdateContent          type='file'                       FilePlanUpdateContent
     PlanUpdateContent          type='markdown'                   MarkdownPlanUpdateContent
-    IdleStateUpdate            stopReason='end_turn'                   IdleStateUpdateEndTurn
-    IdleStateUpdate            stopReason='max_tokens'                 IdleStateUpdateMaxTokens
-    IdleStateUpdate            stopReason='max_turn_requests'          IdleStateUpdateMaxTurnRequests
-    IdleStateUpdate            stopReason='refusal'                    IdleStateUpdateRefusal
-    IdleStateUpdate            stopReason='cancelled'                  IdleStateUpdateCancelled
-    IdleStateUpdate            stopReason='error'                      IdleStateUpdateError
     McpServer                  type='http'                       HttpMcpServer
     McpServer                  type='sse'                        SseMcpServer
     McpServer                  type='acp'                        AcpMcpServer
@@ -3465,6 +3463,8 @@ class SessionCancelCapabilities:
 class RunningStateUpdate:
     """Foreground work is in progress."""
 
+    __acp_tag__: ClassVar[tuple[str, str]] = ("state", "running")
+
     #: The _meta property is reserved by ACP for additional metadata.
     #: Implementations MUST NOT make assumptions about values at these keys.
     #: Optional. Omitted and `null` mean no metadata for this state snapshot.
@@ -3488,8 +3488,43 @@ class ErrorStopReason:
 
 
 @attrs.frozen(kw_only=True)
+class IdleStateUpdate:
+    """The child is ready to process another prompt.
+
+    An omitted, `null`, or malformed `stopReason` means not reported.
+    """
+
+    __acp_tag__: ClassVar[tuple[str, str]] = ("state", "idle")
+
+    #: **UNSTABLE** Token usage for completed foreground work.
+    #:
+    #: Optional. Omitted or `null` means not reported.
+    usage: Usage | None = attrs.field(default=None, metadata={"on_error": True})
+
+    #: The _meta property is reserved by ACP for additional metadata.
+    #: Implementations MUST NOT make assumptions about values at these keys.
+    #: Optional. Omitted and `null` mean no metadata for this state snapshot.
+    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
+
+    #: Why foreground work stopped. The value selects one of this type's variants, which may add fields of their own.
+    #:
+    #: Optional. Omitted or `null` both mean the agent is not reporting a stop reason; a malformed value is treated the same way.
+    #:
+    #: See protocol docs: [Current work state](https://agentclientprotocol.com/rfds/subagents#current-work-state)
+    stop_reason: str | None = attrs.field(default=None, metadata={"on_error": True})
+
+    #: The failure, as a JSON-RPC error object.
+    #:
+    #: Optional. Omitted or `null` both mean the agent is not reporting failure details.
+    #: Agents SHOULD include it.
+    error: Error | None = attrs.field(default=None, metadata={"on_error": True})
+
+
+@attrs.frozen(kw_only=True)
 class RequiresActionStateUpdate:
     """Foreground work is blocked on user action."""
+
+    __acp_tag__: ClassVar[tuple[str, str]] = ("state", "requires_action")
 
     #: The _meta property is reserved by ACP for additional metadata.
     #: Implementations MUST NOT make assumptions about values at these keys.
@@ -3513,6 +3548,8 @@ class UnknownStateUpdate:
     This is not a task outcome or session closure. It does not cancel work, resolve
     pending requests, or revoke capabilities. Capabilities are updated separately.
     """
+
+    __acp_tag__: ClassVar[tuple[str, str]] = ("state", "unknown")
 
     #: The _meta property is reserved by ACP for additional metadata.
     #: Implementations MUST NOT make assumptions about values at these keys.
@@ -5738,188 +5775,14 @@ class UnknownPlanUpdateContent:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
-class IdleStateUpdateEndTurn:
-    """The work ended successfully."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("stopReason", "end_turn")
-
-    #: **UNSTABLE** Token usage for completed foreground work.
-    #:
-    #: Optional. Omitted or `null` means not reported.
-    usage: Usage | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP for additional metadata.
-    #: Implementations MUST NOT make assumptions about values at these keys.
-    #: Optional. Omitted and `null` mean no metadata for this state snapshot.
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Why foreground work stopped. The value selects one of this type's variants, which may add fields of their own.
-    #:
-    #: Optional. Omitted or `null` both mean the agent is not reporting a stop reason; a malformed value is treated the same way.
-    #:
-    #: See protocol docs: [Current work state](https://agentclientprotocol.com/rfds/subagents#current-work-state)
-    stop_reason: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class IdleStateUpdateMaxTokens:
-    """The work ended because the agent reached the maximum number of tokens."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("stopReason", "max_tokens")
-
-    #: **UNSTABLE** Token usage for completed foreground work.
-    #:
-    #: Optional. Omitted or `null` means not reported.
-    usage: Usage | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP for additional metadata.
-    #: Implementations MUST NOT make assumptions about values at these keys.
-    #: Optional. Omitted and `null` mean no metadata for this state snapshot.
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Why foreground work stopped. The value selects one of this type's variants, which may add fields of their own.
-    #:
-    #: Optional. Omitted or `null` both mean the agent is not reporting a stop reason; a malformed value is treated the same way.
-    #:
-    #: See protocol docs: [Current work state](https://agentclientprotocol.com/rfds/subagents#current-work-state)
-    stop_reason: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class IdleStateUpdateMaxTurnRequests:
-    """The work ended because the agent reached the maximum number of allowed
-    agent requests.
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("stopReason", "max_turn_requests")
-
-    #: **UNSTABLE** Token usage for completed foreground work.
-    #:
-    #: Optional. Omitted or `null` means not reported.
-    usage: Usage | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP for additional metadata.
-    #: Implementations MUST NOT make assumptions about values at these keys.
-    #: Optional. Omitted and `null` mean no metadata for this state snapshot.
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Why foreground work stopped. The value selects one of this type's variants, which may add fields of their own.
-    #:
-    #: Optional. Omitted or `null` both mean the agent is not reporting a stop reason; a malformed value is treated the same way.
-    #:
-    #: See protocol docs: [Current work state](https://agentclientprotocol.com/rfds/subagents#current-work-state)
-    stop_reason: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class IdleStateUpdateRefusal:
-    """The work ended because the agent refused to continue."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("stopReason", "refusal")
-
-    #: **UNSTABLE** Token usage for completed foreground work.
-    #:
-    #: Optional. Omitted or `null` means not reported.
-    usage: Usage | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP for additional metadata.
-    #: Implementations MUST NOT make assumptions about values at these keys.
-    #: Optional. Omitted and `null` mean no metadata for this state snapshot.
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Why foreground work stopped. The value selects one of this type's variants, which may add fields of their own.
-    #:
-    #: Optional. Omitted or `null` both mean the agent is not reporting a stop reason; a malformed value is treated the same way.
-    #:
-    #: See protocol docs: [Current work state](https://agentclientprotocol.com/rfds/subagents#current-work-state)
-    stop_reason: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class IdleStateUpdateCancelled:
-    """The work was cancelled."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("stopReason", "cancelled")
-
-    #: **UNSTABLE** Token usage for completed foreground work.
-    #:
-    #: Optional. Omitted or `null` means not reported.
-    usage: Usage | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP for additional metadata.
-    #: Implementations MUST NOT make assumptions about values at these keys.
-    #: Optional. Omitted and `null` mean no metadata for this state snapshot.
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Why foreground work stopped. The value selects one of this type's variants, which may add fields of their own.
-    #:
-    #: Optional. Omitted or `null` both mean the agent is not reporting a stop reason; a malformed value is treated the same way.
-    #:
-    #: See protocol docs: [Current work state](https://agentclientprotocol.com/rfds/subagents#current-work-state)
-    stop_reason: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class IdleStateUpdateError:
-    """The work ended because something failed."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("stopReason", "error")
-
-    #: **UNSTABLE** Token usage for completed foreground work.
-    #:
-    #: Optional. Omitted or `null` means not reported.
-    usage: Usage | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP for additional metadata.
-    #: Implementations MUST NOT make assumptions about values at these keys.
-    #: Optional. Omitted and `null` mean no metadata for this state snapshot.
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Why foreground work stopped. The value selects one of this type's variants, which may add fields of their own.
-    #:
-    #: Optional. Omitted or `null` both mean the agent is not reporting a stop reason; a malformed value is treated the same way.
-    #:
-    #: See protocol docs: [Current work state](https://agentclientprotocol.com/rfds/subagents#current-work-state)
-    stop_reason: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The failure, as a JSON-RPC error object.
-    #:
-    #: Optional. Omitted or `null` both mean the agent is not reporting failure details.
-    #: Agents SHOULD include it.
-    error: Error | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class IdleStateUpdateNone:
-    """No stop reason: `stopReason` is omitted or `null`."""
-
-    #: **UNSTABLE** Token usage for completed foreground work.
-    #:
-    #: Optional. Omitted or `null` means not reported.
-    usage: Usage | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP for additional metadata.
-    #: Implementations MUST NOT make assumptions about values at these keys.
-    #: Optional. Omitted and `null` mean no metadata for this state snapshot.
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Why foreground work stopped. The value selects one of this type's variants, which may add fields of their own.
-    #:
-    #: Optional. Omitted or `null` both mean the agent is not reporting a stop reason; a malformed value is treated the same way.
-    #:
-    #: See protocol docs: [Current work state](https://agentclientprotocol.com/rfds/subagents#current-work-state)
-    stop_reason: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-
 @attrs.frozen
-class UnknownIdleStateUpdate:
-    """A ``IdleStateUpdate`` variant this version of acpkit does not know.
+class StateUpdateOther:
+    """A ``StateUpdate`` variant this version of acpkit does not know.
 
     ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
     """
 
-    __acp_unknown__: ClassVar[str] = "stopReason"
+    __acp_unknown__: ClassVar[str] = "state"
 
     raw: dict[str, Any]
 
@@ -6487,28 +6350,12 @@ CompactionId: TypeAlias = str
 """Unique identifier for a context compaction within a session."""
 
 
-IdleStateUpdate: TypeAlias = (
-    IdleStateUpdateEndTurn
-    | IdleStateUpdateMaxTokens
-    | IdleStateUpdateMaxTurnRequests
-    | IdleStateUpdateRefusal
-    | IdleStateUpdateCancelled
-    | IdleStateUpdateError
-    | IdleStateUpdateNone
-    | UnknownIdleStateUpdate
-)
-"""The child is ready to process another prompt.
-
-An omitted, `null`, or malformed `stopReason` means not reported.
-"""
-
-
 StateUpdate: TypeAlias = (
     RunningStateUpdate
     | IdleStateUpdate
     | RequiresActionStateUpdate
     | UnknownStateUpdate
-    | UnknownStateUpdate
+    | StateUpdateOther
 )
 """**UNSTABLE**
 

@@ -345,7 +345,7 @@ class Generator:
             for alt in alts:
                 tag = self.const_tag(alt)
                 payload = ref_name(alt)
-                if tag and payload and VARIANT_NAMES.get((name, tag[1])) == payload:
+                if tag and payload and self.variant_name(name, tag[1]) == payload:
                     self.tag_on_payload[payload] = tag
                 elif tag and payload is None and len(alt.get("properties", {})) == 1:
                     pass
@@ -369,7 +369,9 @@ class Generator:
             return
         alts = s.get("oneOf") or s.get("anyOf")
         if s.get("type") == "object" or "properties" in s:
-            if isinstance(alts, list) and any(self.const_tag(a) for a in alts):
+            own = set(s.get("properties", {}))
+            tags = [self.const_tag(a) for a in alts] if isinstance(alts, list) else []
+            if any(tags) and not any(t and t[0] in own for t in tags):
                 self.tagged_with_base(name, s, alts)
                 return
             fields = self.fields_of(name, s)
@@ -425,7 +427,7 @@ class Generator:
                 # untagged fallback variant (stdio MCP server, agent auth method, ...)
                 members.append(payload or "Any")
                 continue
-            cls_name = VARIANT_NAMES.get((name, tag[1]), pascal(tag[1]) + name)
+            cls_name = self.variant_name(name, tag[1])
             if payload == cls_name:
                 members.append(cls_name)
                 continue
@@ -446,10 +448,19 @@ class Generator:
                 )
             self.pending_variants.append(variant)
             members.append(cls_name)
-        unknown = "Unknown" + name
+        unknown = self.unknown_name(name)
         self.pending_variants.append(UnknownDef(unknown, name, tag_key))
         members.append(unknown)
         self.add(AliasDef(name, s.get("description", ""), " | ".join(members)))
+
+    def variant_name(self, union: str, tag: str) -> str:
+        """Class name of the variant of *union* tagged *tag* (table, else ``<Tag><Union>``)."""
+        return VARIANT_NAMES.get((union, tag), pascal(tag) + union)
+
+    def unknown_name(self, union: str) -> str:
+        """``Unknown<Union>``, or ``<Union>Other`` when a ``$defs`` entry already has that name."""
+        name = "Unknown" + union
+        return union + "Other" if name in self.defs else name
 
     def tagged_with_base(self, name: str, s: dict[str, Any], alts: list[dict[str, Any]]) -> None:
         """An object with common fields and tagged alternatives (flattened per tag)."""
@@ -493,7 +504,7 @@ class Generator:
             doc = alt.get("description", "") or s.get("description", "")
             self.pending_variants.append(ClassDef(cls_name, doc, fields, tag=tag))
             members.append(cls_name)
-        unknown = "Unknown" + name
+        unknown = self.unknown_name(name)
         self.pending_variants.append(UnknownDef(unknown, name, tag_key))
         members.append(unknown)
         self.add(AliasDef(name, s.get("description", ""), " | ".join(members)))
