@@ -176,9 +176,13 @@ class Tracer:
         self.file.append(format_record(self._clock(), SENT, self.name, line))
 
 
-def tracer_from_environment(name: str, environ: Mapping[str, str] = os.environ) -> Tracer | None:
-    """A :class:`Tracer` for peer ``name`` if ``ACPKIT_TRACE`` names a usable file."""
-    path = environ.get(TRACE_VARIABLE)
+def tracer_from_environment(name: str, environ: Mapping[str, str] | None = None) -> Tracer | None:
+    """
+    A :class:`Tracer` for peer ``name`` if ``ACPKIT_TRACE`` names a usable file.
+
+    ``environ`` defaults to ``os.environ`` as it is at the time of the call.
+    """
+    path = (os.environ if environ is None else environ).get(TRACE_VARIABLE)
     if not path:
         return None
     trace_file = open_trace_file(path)

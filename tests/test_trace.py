@@ -298,3 +298,26 @@ class ReplayTests(TestCase):
         lines: list[Any] = out.splitlines()
         self.assertEqual(len(lines), 3)
         self.assertTrue(all(RECORD.match(line) for line in lines))
+
+
+class SpawnedTraceTests(TestCase):
+    """ACPKIT_TRACE with real processes: spawn_agent and serve_stdio attach tracers."""
+
+    timeout = 30
+
+    @defer.inlineCallbacks
+    def test_client_and_agent_share_the_trace(self):  # type: ignore[no-untyped-def]
+        """A spawned echo agent's traffic is traced by both sides into one file, by whole lines."""
+        from acpkit.endpoints import spawn_agent
+
+        path = fresh_path()
+        self.patch(os, "environ", dict(os.environ, PYTHONPATH=REPO_ROOT, ACPKIT_TRACE=path))
+        proto = Line()
+        agent = spawn_agent(reactor, proto, sys.executable, [FIXTURE, "echo"], name="bob")
+        self.addCleanup(agent.stop, 0.5)
+        self.assertIsInstance(proto.tracer, Tracer)
+        proto.sendLine(b'{"id":1,"method":"ping"}')
+        yield agent.stop(grace=5)
+        self.assertEqual(proto.lines, [b'{"id":1,"method":"ping"}'])
+        seen = sorted((r.direction, r.name) for r in read_trace(path))
+        self.assertEqual(seen, [("->", "bob"), ("->", "client"), ("<-", "bob"), ("<-", "client")])
