@@ -314,6 +314,11 @@ class ContextWindowTests(ServerTestCase):
         engine = await self.serve(script_of([], context_window=4096, context_probe="ollama"))
         self.assertEqual(await engine.context_window(), 4096)
 
+    async def test_probe_vllm_models(self) -> None:
+        """The window is read from vLLM's max_model_len in /v1/models as a last resort."""
+        engine = await self.serve(script_of([], context_window=2048, context_probe="vllm"))
+        self.assertEqual(await engine.context_window(), 2048)
+
     async def test_zero_when_nothing_answers(self) -> None:
         """With neither probe answering the window is 0."""
         engine = await self.serve(script_of([], context_window=4096, context_probe="none"))

@@ -207,7 +207,7 @@ class ScriptValidationTests(SynchronousTestCase):
             {"turn": [{"tool_calls": [{"name": "a", "arguments": 3}]}]}, "arguments"
         )
         self.assertRejected({"loop": "yes"}, "loop")
-        self.assertRejected({"context_probe": "all"}, "context_probe")
+        self.assertRejected({"context_probe": "everything"}, "context_probe")
         self.assertRejected({"turn": {"chunks": []}}, "turn")
 
     def test_bad_files(self) -> None:

@@ -11,11 +11,11 @@ in :attr:`ScriptedModelServer.requests` for assertions.
 Endpoints:
 
 - ``POST /v1/chat/completions`` (also ``/chat/completions``): the next scripted turn;
-- ``GET /v1/models``: one model, the script's ``model``;
-- ``GET /props`` (llama.cpp): ``n_ctx`` when the script has ``context_window`` and
-  ``context_probe`` is ``props`` or ``both``; else 404;
+- ``GET /v1/models``: one model, the script's ``model`` (with vLLM's ``max_model_len`` when
+  the script has ``context_window`` and ``context_probe`` is ``vllm`` or ``all``);
+- ``GET /props`` (llama.cpp): ``n_ctx`` likewise with ``props`` or ``all``; else 404;
 - ``POST /api/show`` (Ollama): ``model_info["scripted.context_length"]`` likewise with
-  ``ollama`` or ``both``; else 404.
+  ``ollama`` or ``all``; else 404.
 
 Command line: ``python -m acpkit.testing.modelserver SCRIPT [--port N]`` prints the base URL
 (``http://127.0.0.1:PORT/v1``) on stdout, logs to stderr, and serves until interrupted.
@@ -148,7 +148,14 @@ class _Root(Resource):
     def render_GET(self, request: Request) -> bytes:
         path = request.path.rstrip(b"/")
         if path in (b"/v1/models", b"/models"):
-            model = {"id": self._server.script.model, "object": "model", "owned_by": "acpkit"}
+            model: dict[str, Any] = {
+                "id": self._server.script.model,
+                "object": "model",
+                "owned_by": "acpkit",
+            }
+            window = self._server.script.context_window
+            if window is not None and self._server._answers("vllm"):
+                model["max_model_len"] = window
             return self._json(request, {"object": "list", "data": [model]})
         window = self._server.script.context_window
         if path == b"/props" and window is not None and self._server._answers("props"):
@@ -252,7 +259,7 @@ class ScriptedModelServer:
             waiter.callback(None)
 
     def _answers(self, probe: str) -> bool:
-        return self.script.context_probe in (probe, "both")
+        return self.script.context_probe in (probe, "all")
 
     def _chat(self, request: Request, body: dict[str, Any]) -> bytes | int:
         self.requests.append(body)

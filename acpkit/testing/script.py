@@ -7,7 +7,7 @@ A script is a TOML or JSON document with the same structure::
     loop = false              # replay from the first turn when the script runs out
     model = "scripted"        # the model id the server reports
     context_window = 8192     # n_ctx the server reports to probes; the engine's window
-    context_probe = "both"    # which probes the server answers: props, ollama, both, none
+    context_probe = "all"     # which probes the server answers: props, ollama, vllm, all, none
 
     [[turn]]
     reasoning = ["thinking..."]       # reasoning deltas, in order
@@ -56,7 +56,7 @@ __all__ = [
     "parse_script",
 ]
 
-CONTEXT_PROBES = ("props", "ollama", "both", "none")
+CONTEXT_PROBES = ("props", "ollama", "vllm", "all", "none")
 
 
 class ScriptError(ValueError):
@@ -186,7 +186,7 @@ class Script:
     loop: bool = False
     model: str = "scripted"
     context_window: int | None = None
-    context_probe: str = "both"
+    context_probe: str = "all"
     source: str = "<script>"
 
     def turn_at(self, call_number: int) -> Turn | None:
@@ -235,7 +235,7 @@ def parse_script(document: Any, *, source: str = "<script>") -> Script:
     if not isinstance(raw_turns, list):
         reader.fail("turn", "must be an array of tables ([[turn]])")
     turns = tuple(reader.turn(raw, f"turn[{index}]") for index, raw in enumerate(raw_turns))
-    probe = reader.optional(top, "", "context_probe", str) or "both"
+    probe = reader.optional(top, "", "context_probe", str) or "all"
     if probe not in CONTEXT_PROBES:
         reader.fail("context_probe", f"must be one of {', '.join(CONTEXT_PROBES)}")
     window = reader.optional(top, "", "context_window", int)

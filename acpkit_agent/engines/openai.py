@@ -288,7 +288,14 @@ class OpenAIEngine:
         return call.start()
 
     def context_window(self) -> Deferred[int]:
-        """Configured, else probed (llama.cpp ``/props``, Ollama ``/api/show``), else 0."""
+        """
+        Configured, else probed, else 0 (never fails).
+
+        Probes, in order: llama.cpp ``GET {root}/props`` (``default_generation_settings.n_ctx``
+        or ``n_ctx``), Ollama ``POST {root}/api/show`` (``model_info["*.context_length"]``),
+        vLLM ``GET {base_url}/models`` (``data[].max_model_len``). A probed number is kept;
+        so is 0 when the server answered but told nothing (not when it was unreachable).
+        """
         if self._configured_window > 0:
             return succeed(self._configured_window)
         if self._probed_window is not None:
@@ -314,6 +321,13 @@ class OpenAIEngine:
                 for key, value in info.items():
                     if key.endswith("context_length") and isinstance(value, int) and value > 0:
                         return self._remember(value)
+        models = await self._get_json("GET", f"{self.base_url}/models")
+        if models is not None:
+            reachable = True
+            for entry in models.get("data") or []:
+                value = entry.get("max_model_len") if isinstance(entry, dict) else None
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    return self._remember(value)  # vLLM
         if reachable:
             self._probed_window = 0
         return 0
