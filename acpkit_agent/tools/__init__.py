@@ -1,0 +1,52 @@
+"""The reference agent's built-in tools, independent of the ACP core.
+
+``builtin_tools()`` returns fresh instances, keyed by the name the model calls them with.
+The contract (``Tool``, ``ToolContext``, ``ToolResult``, ``Diff``, ``IFileAccess``) is in
+:mod:`acpkit_agent.tools.base`; ``docs/reference/agent-tools.md`` documents each tool.
+"""
+
+from acpkit_agent.tools.base import (
+    Diff,
+    DiskFileAccess,
+    IFileAccess,
+    Tool,
+    ToolContext,
+    ToolResult,
+    resolve_path,
+)
+from acpkit_agent.tools.bash import BashTool
+from acpkit_agent.tools.fetch import FetchContentTool
+from acpkit_agent.tools.files import EditFileTool, ReadFileTool, WriteFileTool
+from acpkit_agent.tools.plan import PlanEntry, PlanState, PlanTool
+
+__all__ = [
+    "BashTool",
+    "Diff",
+    "DiskFileAccess",
+    "EditFileTool",
+    "FetchContentTool",
+    "IFileAccess",
+    "PlanEntry",
+    "PlanState",
+    "PlanTool",
+    "ReadFileTool",
+    "Tool",
+    "ToolContext",
+    "ToolResult",
+    "WriteFileTool",
+    "builtin_tools",
+    "resolve_path",
+]
+
+
+def builtin_tools() -> dict[str, Tool]:
+    """Fresh instances of bash, read_file, write_file, edit_file, fetch_content and plan."""
+    tools: list[Tool] = [
+        BashTool(),
+        ReadFileTool(),
+        WriteFileTool(),
+        EditFileTool(),
+        FetchContentTool(),
+        PlanTool(),
+    ]
+    return {tool.name: tool for tool in tools}
