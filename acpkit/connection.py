@@ -47,6 +47,7 @@ import attrs
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from acpkit import codec, schema
 from acpkit.errors import (
@@ -295,6 +296,7 @@ class _Role(Generic[H]):
 # ======================================================================================
 
 
+@implementer(IAgent)
 class Agent:
     """
     A convenient base for :class:`~acpkit.interfaces.IAgent` implementations.
@@ -621,6 +623,7 @@ class AgentConnection(_Role[IAgent]):
 # ======================================================================================
 
 
+@implementer(IClient)
 class Client:
     """
     A convenient base for :class:`~acpkit.interfaces.IClient` implementations.
