@@ -9,10 +9,11 @@ import attrs
 from hypothesis import event, given
 from hypothesis import strategies as st
 from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock, deferLater
 from twisted.python.failure import Failure
 
-from acpkit.errors import RequestTimeout, RPCError
+from acpkit.errors import ConnectionLost, RequestTimeout, RPCError
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol, MethodRegistry
 from tests.test_jsonrpc import Pair, connect, make, take_json
 
@@ -217,6 +218,7 @@ ops = st.one_of(
     st.tuples(st.just("cancel_deferred"), st.integers(0, 7)),
     st.tuples(st.just("cancel_inbound"), st.integers(0, 7)),
     st.tuples(st.just("raw_cancel"), st.integers(0, 9)),
+    st.tuples(st.just("lose"), st.just(0)),
 )
 
 
@@ -276,9 +278,10 @@ def scenario_registry(clock: Clock, records: dict[int, HandlerRecord]) -> Method
 def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, int]]) -> None:
     """
     Whatever the timings and cancels (Deferred.cancel, InboundRequest.cancel, raw
-    $/cancel_request, timeouts) on both sides: each request is answered exactly once on
-    the wire, no Deferred is left pending, nothing is left running, and a handler that
-    was cancelled while running saw CancelledError.
+    $/cancel_request, timeouts, a connection loss) on both sides: each request is
+    answered exactly once on the wire (at most once if the connection was lost), no
+    Deferred is left pending, nothing is left running, and a handler that was cancelled
+    while running saw CancelledError.
     """
     clock = Clock()
     records: dict[int, HandlerRecord] = {k: HandlerRecord() for k in range(len(plan))}
@@ -308,8 +311,17 @@ def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, int]]) -> N
         d.addBoth(lambda result, k=k: outcomes.__setitem__(k, result))
         deferreds.append(d)
 
+    lost = False
     for op, arg in steps:
-        if op == "advance":
+        if lost and op == "flush":
+            continue
+        if op == "lose" and not lost:
+            lost = True
+            pair.ta.clear()
+            pair.tb.clear()
+            for proto in protos.values():
+                proto.connectionLost(Failure(ConnectionDone("test cut the line")))
+        elif op == "advance":
             clock.advance(arg)
         elif op == "flush":
             (pair.flush_a if arg == "a" else pair.flush_b)()
@@ -325,6 +337,9 @@ def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, int]]) -> N
             protos[sender].notify("$/cancel_request", {"requestId": target})
 
     for _ in range(200):
+        if lost:
+            pair.ta.clear()
+            pair.tb.clear()
         pair.pump()
         calls = clock.getDelayedCalls()
         if not calls:
@@ -342,7 +357,8 @@ def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, int]]) -> N
             responses.setdefault((direction, msg["id"]), []).append(msg)
     for k, spec in enumerate(plan):
         back = "b>a" if spec.sender == "a" else "a>b"
-        assert len(responses.pop((back, ids[k]), [])) == 1, (k, pair.wire)
+        answers = len(responses.pop((back, ids[k]), []))
+        assert answers == 1 or (lost and answers == 0), (k, pair.wire)
     assert responses == {}
 
     for k, spec in enumerate(plan):
@@ -352,7 +368,9 @@ def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, int]]) -> N
         if k in locally_cancelled:
             assert isinstance(outcome, Failure) and outcome.check(CancelledError)
         elif isinstance(outcome, Failure):
-            assert isinstance(outcome.value, RPCError | RequestTimeout), outcome
+            assert isinstance(outcome.value, RPCError | RequestTimeout | ConnectionLost), outcome
+            if isinstance(outcome.value, ConnectionLost):
+                assert lost and "test cut the line" in str(outcome.value)
             if isinstance(outcome.value, RPCError):
                 assert outcome.value.code == -32800 and not spec.cancelled_result
         elif outcome == {"cancelled": True}:
@@ -363,6 +381,8 @@ def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, int]]) -> N
         request = inbound.get(k)
         if request is not None:
             assert request.answered
+            if lost and rec.started and not rec.finished:
+                assert rec.saw_cancel, (k, rec)
             if request.cancel_requested and rec.started and not rec.finished:
                 assert rec.saw_cancel
         if isinstance(outcome, dict) and outcome.get("cancelled"):
@@ -373,6 +393,8 @@ def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, int]]) -> N
             event("a queued request was cancelled")
         if isinstance(outcome, Failure) and isinstance(outcome.value, RequestTimeout):
             event("a request timed out")
+        if isinstance(outcome, Failure) and isinstance(outcome.value, ConnectionLost):
+            event("a request failed with ConnectionLost")
 
     for proto in protos.values():
         assert not proto._outgoing and not proto._inbound and not proto._queue
