@@ -229,6 +229,8 @@ class AgentTransport:
         self._agent = agent
         #: The underlying Twisted process transport.
         self.process = process
+        #: True while reading stdout is paused.
+        self.paused = False
 
     def write(self, data: bytes) -> None:
         """Write to the agent's stdin."""
@@ -268,19 +270,23 @@ class AgentTransport:
 
     def pauseProducing(self) -> None:
         """Stop reading the agent's stdout (stderr keeps being drained)."""
+        self.paused = True
         reader = self._stdout_reader()
         if reader is not None:
             reader.stopReading()
 
     def resumeProducing(self) -> None:
         """Read the agent's stdout again."""
+        self.paused = False
         reader = self._stdout_reader()
         if reader is not None:
             reader.startReading()
 
     def stopProducing(self) -> None:
-        """Stop reading stdout for good: the same as :meth:`pauseProducing`."""
-        self.pauseProducing()
+        """Stop reading stdout for good (the pipes are closed once the agent exits)."""
+        reader = self._stdout_reader()
+        if reader is not None:
+            reader.stopReading()
 
 
 class _AgentProcessProtocol(ProcessProtocol):
@@ -442,6 +448,10 @@ class AgentProcess:
     def _close_pipes(self) -> None:
         """The agent exited but something still holds its pipes open: stop reading."""
         self._drain_call = None
+        if self.transport is not None and self.transport.paused:
+            # Unread output waits in the pipe until the protocol resumes reading.
+            self._drain_call = self._reactor.callLater(PIPE_DRAIN_TIMEOUT, self._close_pipes)
+            return
         if self._result is None and self.transport is not None:
             _log.warn(
                 "agent {agent} exited but its output pipes are still open; closing them",

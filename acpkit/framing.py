@@ -84,6 +84,8 @@ class NDJSONProtocol(LineReceiver):
         # While discarding an oversized line: how many of its bytes were dropped so far.
         self._discarding: int | None = None
         self._inputEnded = False
+        # The input ended while paused: call inputEnded on resume.
+        self._endWhenResumed = False
         # True while ``dataReceived`` runs (a re-entrant call only appends).
         self._busyReceiving = False
 
@@ -194,11 +196,17 @@ class NDJSONProtocol(LineReceiver):
         return rest
 
     def resumeProducing(self) -> None:
-        """Resume the transport and deliver the lines that arrived while paused."""
+        """
+        Deliver the lines that arrived while paused and resume the transport.  If the
+        input ended while paused, ``inputEnded`` is called once those lines are delivered.
+        """
         self.paused = False
-        if self.transport is not None:
+        if self.transport is not None and not self._inputEnded:
             self.transport.resumeProducing()  # type: ignore[attr-defined]
         self.dataReceived(b"")
+        if self._endWhenResumed and not self.paused:
+            self._endWhenResumed = False
+            self.inputEnded()
 
     # -- writing -----------------------------------------------------------------
 
@@ -220,12 +228,20 @@ class NDJSONProtocol(LineReceiver):
         if self._discarding is not None:
             self._discarding = None
             return
-        if self._pending and self.line_mode:
+        if self._pending and self.line_mode and not self._pending.endswith(b"\n"):
             self.dataReceived(b"\n")
 
     def readConnectionLost(self) -> None:
-        """The peer closed our input: deliver a last unterminated line, then ``inputEnded``."""
+        """
+        The peer closed our input: deliver a last unterminated line, then ``inputEnded``
+        (once; while paused, both wait for :meth:`resumeProducing`).
+        """
+        if self._inputEnded:
+            return
         self._flushLastLine()
+        if self.paused:
+            self._endWhenResumed = True
+            return
         self.inputEnded()
 
     def writeConnectionLost(self) -> None:

@@ -342,3 +342,40 @@ class TransportUnitTests(SynchronousTestCase):
         transport.loseConnection()
         self.assertEqual(closed, [True])
         self.assertFalse(transport.disconnecting)
+
+
+class _FakeProcess(StringTransport):
+    """Enough of a process transport for the drain logic."""
+
+    pid = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pipes: dict[int, object] = {}
+        self.closed_pipes = 0
+
+    def loseConnection(self) -> None:
+        self.closed_pipes += 1
+
+
+class PipeDrainTests(SynchronousTestCase):
+    """After the agent exits, open pipes are closed after a delay, but not while paused."""
+
+    def test_pipes_closed_after_exit_unless_paused(self) -> None:
+        """A paused protocol keeps the pipes (unread output stays); on resume they close."""
+        from twisted.internet.task import Clock
+
+        from acpkit.endpoints import PIPE_DRAIN_TIMEOUT
+
+        clock = Clock()
+        proto = Recorder()
+        agent = AgentProcess(clock, proto, "bob", 5)
+        fake = _FakeProcess()
+        agent._started(fake)  # type: ignore[arg-type]
+        proto.pauseProducing()
+        agent._process_exited()
+        clock.advance(PIPE_DRAIN_TIMEOUT * 3)
+        self.assertEqual(fake.closed_pipes, 0)
+        proto.resumeProducing()
+        clock.advance(PIPE_DRAIN_TIMEOUT)
+        self.assertEqual(fake.closed_pipes, 1)

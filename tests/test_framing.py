@@ -122,6 +122,59 @@ def test_oversized_lines_never_break_the_stream(
     assert proto.peak_buffer <= max_length + 1
 
 
+class PausingCollector(Collector):
+    """Pauses itself after delivering the n-th line, for each n in ``pause_at``."""
+
+    def __init__(self, pause_at: set[int]) -> None:
+        super().__init__()
+        self.pause_at = pause_at
+
+    def lineReceived(self, line: bytes) -> None:
+        super().lineReceived(line)
+        if len(self.lines) in self.pause_at:
+            self.pauseProducing()
+
+
+@given(framed_streams(), st.sets(st.integers(1, 12)), st.booleans())
+def test_pauses_never_lose_or_reorder_lines(
+    stream: tuple[list[bytes], bytes, list[int]], pause_at: set[int], stay_paused: bool
+) -> None:
+    """
+    Pausing after any lines, resuming after any read, even ending the input while
+    paused: the same lines come out in order, then inputEnded exactly once.
+    """
+    lines, data, cuts = stream
+    proto = PausingCollector(pause_at)
+    connected(proto)
+    positions = sorted({c for c in cuts if 0 < c < len(data)})
+    start = 0
+    for position in [*positions, len(data)]:
+        proto.dataReceived(data[start:position])
+        start = position
+        if proto.paused and not stay_paused:
+            proto.resumeProducing()
+    proto.readConnectionLost()
+    if proto.paused:
+        assert proto.ended == 0
+    while proto.paused:
+        proto.resumeProducing()
+    assert proto.lines == lines
+    assert proto.ended == 1
+
+
+def test_input_end_while_paused_waits_for_resume() -> None:
+    """EOF while paused: held lines and the last unterminated one come on resume, then the end."""
+    proto = Collector()
+    transport = connected(proto)
+    proto.pause_after = b"1"
+    proto.dataReceived(b"1\n2\n3")
+    proto.readConnectionLost()
+    assert (proto.lines, proto.ended, transport.disconnecting) == ([b"1"], 0, False)
+    proto.resumeProducing()
+    assert (proto.lines, proto.ended, transport.disconnecting) == ([b"1", b"2", b"3"], 1, True)
+    assert transport.producerState == "paused"  # the ended input is not resumed
+
+
 def test_multibyte_utf8_split_between_reads() -> None:
     """A character split across reads is delivered whole: lines are bytes until complete."""
     proto = Collector()
