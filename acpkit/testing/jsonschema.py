@@ -382,15 +382,19 @@ def _valid_object(schema: _Schema, value: dict[str, Any], defs: Mapping[str, Any
 # --------------------------------------------------------------------------------------
 
 
+@functools.cache
 def _strings(min_size: int = 0, max_size: int = _MAX_STRING) -> SearchStrategy[str]:
     """Text that mixes tricky characters (quotes, U+2028, newlines, astral) with any UTF-8."""
-    alphabet = st.one_of(
+    # Joined from single characters: st.text() would fold this one_of into one character
+    # class and the tricky characters would (almost) never be drawn.
+    characters = st.one_of(
         st.sampled_from(_TRICKY_CHARACTERS),
         st.characters(codec="utf-8"),
     )
-    return st.text(alphabet=alphabet, min_size=min_size, max_size=max(max_size, min_size))
+    return st.lists(characters, min_size=min_size, max_size=max(max_size, min_size)).map("".join)
 
 
+@functools.cache
 def _uris() -> SearchStrategy[str]:
     """Absolute URIs (scheme, authority, path), the ``format: uri`` values."""
     segment = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-._~", min_size=1, max_size=8)
@@ -402,6 +406,7 @@ def _uris() -> SearchStrategy[str]:
     )
 
 
+@functools.cache
 def _json_scalars() -> SearchStrategy[Any]:
     """Any JSON scalar."""
     return st.one_of(
@@ -413,6 +418,7 @@ def _json_scalars() -> SearchStrategy[Any]:
     )
 
 
+@functools.cache
 def _json_values() -> SearchStrategy[Any]:
     """Any JSON value, kept small."""
     return st.recursive(
@@ -685,7 +691,10 @@ class _Compiler:
 
     def _arrays(self, atoms: Sequence[_Schema], stack: tuple[str, ...]) -> SearchStrategy[Any]:
         items = [a["items"] for a in atoms if "items" in a]
-        return st.lists(self._conjunction(items, stack), max_size=self._max_items)
+        elements = self._conjunction(items, stack)
+        if elements.is_empty:
+            return st.just([])
+        return st.lists(elements, max_size=self._max_items)
 
     def _objects(self, atoms: Sequence[_Schema], stack: tuple[str, ...]) -> SearchStrategy[Any]:
         names: list[str] = []
@@ -720,6 +729,8 @@ class _Compiler:
                 continue
             value = self._conjunction(schemas, stack)
             if name in required:
+                if value.is_empty:
+                    return st.nothing()
                 fields[name] = value
             elif not value.is_empty:
                 optional[name] = value
@@ -731,7 +742,7 @@ class _Compiler:
         declared = frozenset(names)
         keys = _strings(max_size=8).filter(lambda k: k not in declared)
         extras = st.dictionaries(keys, values, max_size=_MAX_EXTRA_KEYS if declared_any else 3)
-        return st.builds(lambda known, more: {**more, **known}, base, extras)
+        return st.tuples(base, extras).map(lambda pair: {**pair[1], **pair[0]})
 
 
 def _bounds(atoms: Iterable[_Schema], kind: str) -> tuple[float | None, float | None]:
