@@ -78,7 +78,7 @@ class NDJSONProtocol(LineReceiver):
     _log = Logger()
 
     def __init__(self) -> None:
-        self._pending = bytearray()
+        self._ndjsonBuffer = bytearray()
         # How many leading bytes of ``_buffer`` are known to hold no delimiter.
         self._scanned = 0
         # While discarding an oversized line: how many of its bytes were dropped so far.
@@ -109,7 +109,7 @@ class NDJSONProtocol(LineReceiver):
                 return
             self._discarding = None
             data = data[end + 1 :]
-        buf = self._pending
+        buf = self._ndjsonBuffer
         buf += data
         if self._busyReceiving:
             return
@@ -118,10 +118,14 @@ class NDJSONProtocol(LineReceiver):
             self._deliverLines()
         finally:
             self._busyReceiving = False
+        if self._endWhenResumed and not self.paused:
+            # The input ended while paused and the held lines are now delivered.
+            self._endWhenResumed = False
+            self.inputEnded()
 
     def _deliverLines(self) -> None:
         """Deliver every complete line in the buffer (stopping when paused or closing)."""
-        buf = self._pending
+        buf = self._ndjsonBuffer
         start = 0
         search = self._scanned
         limit = self.MAX_LENGTH
@@ -186,27 +190,26 @@ class NDJSONProtocol(LineReceiver):
     @property
     def pendingBytes(self) -> int:
         """How many received bytes are buffered (an incomplete line, or lines held by a pause)."""
-        return len(self._pending)
+        return len(self._ndjsonBuffer)
 
     def clearLineBuffer(self) -> bytes:
         """Clear and return what is buffered (lines not delivered yet included)."""
-        rest = bytes(self._pending)
-        self._pending.clear()
+        rest = bytes(self._ndjsonBuffer)
+        self._ndjsonBuffer.clear()
         self._scanned = 0
         return rest
 
     def resumeProducing(self) -> None:
         """
         Deliver the lines that arrived while paused and resume the transport.  If the
-        input ended while paused, ``inputEnded`` is called once those lines are delivered.
+        input ended while paused, ``inputEnded`` is called once those lines are delivered
+        (by ``dataReceived``, so a subclass's own ``resumeProducing`` that calls
+        ``dataReceived(b"")`` gets the same behaviour).
         """
         self.paused = False
         if self.transport is not None and not self._inputEnded:
             self.transport.resumeProducing()  # type: ignore[attr-defined]
         self.dataReceived(b"")
-        if self._endWhenResumed and not self.paused:
-            self._endWhenResumed = False
-            self.inputEnded()
 
     # -- writing -----------------------------------------------------------------
 
@@ -228,7 +231,7 @@ class NDJSONProtocol(LineReceiver):
         if self._discarding is not None:
             self._discarding = None
             return
-        if self._pending and self.line_mode and not self._pending.endswith(b"\n"):
+        if self._ndjsonBuffer and self.line_mode and not self._ndjsonBuffer.endswith(b"\n"):
             self.dataReceived(b"\n")
 
     def readConnectionLost(self) -> None:

@@ -473,3 +473,24 @@ class HalfCloseProcessTests(TestCase):
     def test_half_close_immediate_reply(self) -> defer.Deferred[None]:
         """Stdin closed right after a request answered synchronously: the reply arrives."""
         return self._echo("0")
+
+
+def test_input_end_while_paused_with_subclass_resume() -> None:
+    """A subclass whose resumeProducing only unpauses and calls dataReceived(b"") still ends."""
+
+    class OwnResume(Collector):
+        def pauseProducing(self) -> None:
+            self.paused = True
+
+        def resumeProducing(self) -> None:
+            self.paused = False
+            self.dataReceived(b"")
+
+    proto = OwnResume()
+    connected(proto)
+    proto.pause_after = b"a"
+    proto.dataReceived(b"a\nb")
+    proto.readConnectionLost()
+    assert (proto.lines, proto.ended) == ([b"a"], 0)
+    proto.resumeProducing()
+    assert (proto.lines, proto.ended) == ([b"a", b"b"], 1)
