@@ -177,6 +177,27 @@ class StreamingTests(ServerTestCase):
         reply = await self.complete(engine)
         self.assertIsNone(reply.usage)
 
+    async def test_model_learned_from_the_server(self) -> None:
+        """Without a configured model the first id of /v1/models is sent, asked only once."""
+        engine = await self.serve(script_of([{"chunks": ["a"]}, {"chunks": ["b"]}], model="tiny"))
+        await self.complete(engine)
+        await self.complete(engine)
+        self.assertEqual([body["model"] for body in self.server.requests], ["tiny", "tiny"])
+        self.assertEqual(engine.description, f"openai ({engine.base_url}, tiny)")
+
+    async def test_cancel_while_learning_the_model(self) -> None:
+        """Cancelling before the model id is known fails with CancelledError, no request made."""
+        engine = await self.serve(script_of([{"chunks": ["a"]}]))
+        call = engine.complete(HELLO, [], RecordingSink())
+        call.cancel()
+        try:
+            await call
+        except CancelledError:
+            pass
+        else:
+            self.fail("the call was not cancelled")
+        self.assertEqual(self.server.requests, [])
+
     async def test_history_messages_keep_only_known_keys(self) -> None:
         """Agent-private keys of history messages are not sent to the server."""
         engine = await self.serve(script_of([{"chunks": ["ok"]}]))

@@ -15,7 +15,8 @@ base_url       str     server URL ending in ``/v1``; default ``$OPENAI_BASE_URL`
                        ``http://127.0.0.1:8080/v1``
 api_key        str     sent as ``Authorization: Bearer``; default ``$OPENAI_API_KEY``;
                        empty = no header
-model          str     model id; empty = the first id of ``GET {base_url}/models``
+model          str     model id; empty = the first id of ``GET {base_url}/models`` (asked
+                       once, before the first call), else no ``model`` field
 temperature    float   sampling temperature; unset = the server's default
 max_tokens     int     output token limit per call; unset = the server's default
 context_window int     the model's window in tokens; 0 (default) = probe the server
@@ -196,6 +197,7 @@ class OpenAIEngine:
         self.base_url = (base_url if base_url is not None else _default_base_url()).rstrip("/")
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
         self.model = model
+        self._model_checked = False
         self._temperature = temperature
         self._max_tokens = max_tokens
         self._configured_window = context_window
@@ -274,6 +276,47 @@ class OpenAIEngine:
         sink: StreamSink,
     ) -> Deferred[ModelReply]:
         """Stream one chat completion; see :class:`~acpkit_agent.engines.base.IEngine`."""
+        if self.model or self._model_checked:
+            return self._stream(messages, tools, sink)
+        current: list[Deferred[Any]] = []
+        cancelled: list[bool] = []
+
+        def cancel(_: Deferred[ModelReply]) -> None:
+            cancelled.append(True)
+            current[-1].cancel()
+
+        outer: Deferred[ModelReply] = Deferred(cancel)
+
+        def stream(_: object) -> None:
+            if cancelled or outer.called:  # cancelled while learning the model
+                return
+            call = self._stream(messages, tools, sink)
+            current.append(call)
+            call.chainDeferred(outer)
+
+        learning: Deferred[None] = Deferred.fromCoroutine(self._learn_model())
+        current.append(learning)
+        learning.addBoth(stream)
+        return outer
+
+    async def _learn_model(self) -> None:
+        """Take the first id of ``GET {base_url}/models`` as the model (asked once)."""
+        listing = await self._get_json("GET", f"{self.base_url}/models")
+        if listing is None:
+            return
+        self._model_checked = True
+        data = listing.get("data")
+        first = data[0] if isinstance(data, list) and data else None
+        if isinstance(first, dict) and isinstance(first.get("id"), str) and not self.model:
+            self.model = first["id"]
+            _log.info("the model server serves {model}; using it", model=self.model)
+
+    def _stream(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[ToolSpec],
+        sink: StreamSink,
+    ) -> Deferred[ModelReply]:
         body = json.dumps(self.request_body(messages, tools), ensure_ascii=False)
         call = _StreamingCall(
             http=self._http,
