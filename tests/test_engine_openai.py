@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from hypothesis import given
@@ -12,10 +13,11 @@ from hypothesis import strategies as st
 from twisted.internet import reactor
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.trial.unittest import SynchronousTestCase, TestCase
+from zope.interface.verify import verifyObject
 
 from acpkit.testing.modelserver import ScriptedModelServer
 from acpkit.testing.script import Script, script_of
-from acpkit_agent.engines import make_engine
+from acpkit_agent.engines import IEngine, make_engine
 from acpkit_agent.engines.base import EngineError, ModelReply, ToolSpec
 from acpkit_agent.engines.openai import OpenAIEngine, SSEParser
 
@@ -201,7 +203,7 @@ class StreamingTests(ServerTestCase):
     async def test_history_messages_keep_only_known_keys(self) -> None:
         """Agent-private keys of history messages are not sent to the server."""
         engine = await self.serve(script_of([{"chunks": ["ok"]}]))
-        history = [
+        history: list[dict[str, Any]] = [
             {"role": "system", "content": "be brief", "_compact": True},
             {"role": "assistant", "content": "", "reasoning_content": "r", "tool_calls": []},
             {"role": "tool", "tool_call_id": "c1", "content": "out", "_meta": {}},
@@ -365,13 +367,14 @@ class SettingsTests(SynchronousTestCase):
 
     def test_bad_types_and_values(self) -> None:
         """Wrong types and out-of-range values are ValueErrors naming the key."""
-        for settings, key in [
+        cases: list[tuple[dict[str, Any], str]] = [
             ({"temperature": "hot"}, "temperature"),
             ({"max_tokens": 0}, "max_tokens"),
             ({"timeout": -1}, "timeout"),
             ({"context_window": True}, "context_window"),
             ({"base_url": "localhost:8080"}, "base_url"),
-        ]:
+        ]
+        for settings, key in cases:
             with self.assertRaises(ValueError) as caught:
                 make_engine("openai", settings, reactor=reactor)
             self.assertIn(key, str(caught.exception))
@@ -385,6 +388,21 @@ class SettingsTests(SynchronousTestCase):
         self.assertEqual(engine.description, "openai (http://h:1/v1, m)")
         body = engine.request_body(HELLO, [])
         self.assertEqual((body["model"], body["temperature"]), ("m", 1))
+
+    def test_engines_provide_the_interface(self) -> None:
+        """Every engine make_engine builds verifies against IEngine."""
+        directory = Path(self.mktemp())
+        directory.mkdir()
+        (directory / "s.toml").write_text("[[turn]]\nchunks = ['x']\n", encoding="utf-8")
+        for name, settings in [
+            ("openai", {}),
+            ("scripted", {"script": str(directory / "s.toml")}),
+            ("echo", {}),
+        ]:
+            engine = make_engine(name, settings, reactor=reactor)
+            self.assertTrue(verifyObject(IEngine, engine))
+            self.assertEqual(engine.name, name)
+            self.assertIsInstance(engine.description, str)
 
     def test_unknown_engine(self) -> None:
         """An unknown engine name is a ValueError listing the known ones."""
@@ -409,7 +427,7 @@ class SSEParserTests(SynchronousTestCase):
 
     @given(
         payloads=st.lists(
-            st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters="\r\n")),
+            st.text(alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\r\n")),
             max_size=6,
         ),
         data=st.data(),

@@ -17,6 +17,7 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.client import Agent, HTTPConnectionPool
+from twisted.web.http_headers import Headers
 
 from acpkit.testing.modelserver import ScriptedModelServer, main
 from acpkit.testing.script import Script, script_of
@@ -58,7 +59,9 @@ class ModelServerTests(TestCase):
 
     async def post(self, url: str, body: Any) -> tuple[int, bytes, str]:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        response = await treq.post(url, data=data, headers={"Authorization": "Bearer k"})
+        response = await treq.post(
+            url, data=data, headers=Headers({b"Authorization": [b"Bearer k"]})
+        )
         content = await response.content()
         content_type = response.headers.getRawHeaders("content-type", [""])[0]
         return response.code, content, content_type

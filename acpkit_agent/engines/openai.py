@@ -367,7 +367,8 @@ class OpenAIEngine:
         models = await self._get_json("GET", f"{self.base_url}/models")
         if models is not None:
             reachable = True
-            for entry in models.get("data") or []:
+            entries = models.get("data")
+            for entry in entries if isinstance(entries, list) else []:
                 value = entry.get("max_model_len") if isinstance(entry, dict) else None
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                     return self._remember(value)  # vLLM
