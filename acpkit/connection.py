@@ -131,6 +131,13 @@ def _session_id_of(params: object) -> str | None:
     return None
 
 
+def _all_fields_optional(cls: Any) -> bool:
+    """Whether ``cls`` (an attrs params class) can be built with no arguments."""
+    if not attrs.has(cls):
+        return False
+    return all(f.default is not attrs.NOTHING for f in attrs.fields(cls))
+
+
 H = TypeVar("H")
 
 
@@ -169,16 +176,20 @@ class _Role(Generic[H]):
 
     def _register(self, method: schema.Method) -> None:
         pyname = self._names[method.name]
+        # Params may be omitted on the wire when every field of the params class is optional.
+        optional = _all_fields_optional(method.params)
         if method.kind == "request":
             self.protocol.registry.add_request(
                 method.name,
                 lambda req: self._handle_request(method, pyname, req),
                 cancelled_result=self._cancelled_result(method.name),
+                params_optional=optional,
             )
         else:
             self.protocol.registry.add_notification(
                 method.name,
                 lambda params, meta: self._handle_notification(method, pyname, params),
+                params_optional=optional,
             )
 
     def _cancelled_result(self, method: str) -> Callable[[InboundRequest], Any] | None:
