@@ -224,6 +224,10 @@ def _list_decoder(item: Decoder, skip_invalid: bool) -> Decoder:
     def dec(v: Any, strict: bool) -> Any:
         if type(v) is not list:
             raise _type_error("array", v)
+        try:
+            return [item(x, strict) for x in v]
+        except _Invalid:
+            pass  # redo item by item for the path, or to skip invalid items
         out = []
         for i, x in enumerate(v):
             try:
@@ -286,12 +290,15 @@ def _tagged_decoder(args: tuple[Any, ...]) -> Decoder:
     names = "|".join(sorted(table))
 
     def dec(v: Any, strict: bool) -> Any:
+        try:
+            fn = fns[v[key]]
+        except (KeyError, TypeError):
+            pass  # not an object, no tag, an unhashable tag, or a tag met for the first time
+        else:
+            return fn(v, strict)
         if type(v) is not dict:
             raise _type_error("object", v)
         tag = v.get(key, _MISSING)
-        fn = fns.get(tag) if type(tag) is str else None
-        if fn is not None:
-            return fn(v, strict)
         if type(tag) is str and tag in table:
             fn = fns[tag] = _class_decoder(table[tag])
             return fn(v, strict)
@@ -486,93 +493,171 @@ def _class_decoder(cls: type) -> Decoder:
         return _CLASS_DECODERS[cls](v, strict)
 
     _CLASS_DECODERS[cls] = trampoline
+    fn = _generate_decoder(cls)
+    _CLASS_DECODERS[cls] = fn
+    return fn
+
+
+_INLINE_CHECKS = {
+    str: ("type({v}) is not str", "string"),
+    bool: ("type({v}) is not bool", "boolean"),
+    int: ("type({v}) is not int", "integer"),
+    float: ("type({v}) is not float and type({v}) is not int", "number"),
+}
+
+
+def _strip_optional(tp: Any) -> Any:
+    """``T | None | AbsentType`` -> ``T`` (or the union of what remains)."""
+    args = _union_args(tp)
+    if args is None:
+        return tp
+    rest = tuple(a for a in args if a is not type(None) and a is not AbsentType)
+    if len(rest) == len(args):
+        return tp
+    return rest[0] if len(rest) == 1 else Union[rest]
+
+
+def _slot_setter(cls: type, name: str) -> Any:
+    """The ``__set__`` of a slot descriptor (bypasses frozen ``__setattr__``), or None."""
+    for klass in cls.__mro__:
+        desc = klass.__dict__.get(name)
+        if desc is not None:
+            if type(desc).__name__ == "member_descriptor":
+                return desc.__set__
+            return None
+    return None
+
+
+def _generate_decoder(cls: type) -> Decoder:
+    """Python source for one class's decoder, compiled with its helpers as closure cells."""
     hints = _hints(cls)
     tag = getattr(cls, "__acp_tag__", None)
-    known = {wire_name(f) for f in attrs.fields(cls)}
+    fields = attrs.fields(cls)
+    known = {wire_name(f) for f in fields}
     if tag is not None:
         known.add(tag[0])
-    ns: dict[str, Any] = {
+    env: dict[str, Any] = {
         "_Invalid": _Invalid,
         "_type_error": _type_error,
         "_MISSING": _MISSING,
         "ABSENT": ABSENT,
         "cls": cls,
+        "new": object.__new__,
         "KNOWN": frozenset(known),
         "_unknown_field": _unknown_field,
     }
-    lines = [
-        "def decode(d, strict):",
-        "    if type(d) is not dict:",
-        "        raise _type_error('object', d)",
-        "    if strict and not d.keys() <= KNOWN:",
-        "        raise _unknown_field(d, KNOWN)",
+    body = [
+        "    def decode(d, strict):",
+        "        if type(d) is not dict:",
+        "            raise _type_error('object', d)",
+        "        if strict and not d.keys() <= KNOWN:",
+        "            raise _unknown_field(d, KNOWN)",
     ]
-    args = []
-    for i, f in enumerate(attrs.fields(cls)):
+    ind = "        "
+    setters = []
+    for i, f in enumerate(fields):
         wire = wire_name(f)
         tp = hints[f.name]
+        var = f"f{i}"
         skip = bool(f.metadata.get("skip_invalid"))
         on_error = bool(f.metadata.get("on_error"))
-        on_null = bool(f.metadata.get("on_null"))
-        ns[f"dec{i}"] = _decoder(tp, skip_invalid=skip)
-        ns[f"W{i}"] = wire
-        var = f"f{i}"
-        args.append(f"{f.name}={var}")
-        has_absent = AbsentType in (get_args(tp) or ())
+        setter = _slot_setter(cls, f.name)
+        setters.append(setter)
+        env[f"S{i}"] = setter
         if f.default is attrs.NOTHING:
-            lines += [
-                f"    {var} = d.get(W{i}, _MISSING)",
-                f"    if {var} is _MISSING:",
-                f"        raise _Invalid('missing required field', [W{i}])",
+            body += [
+                f"{ind}try:",
+                f"{ind}    {var} = d[{wire!r}]",
+                f"{ind}except KeyError:",
+                f"{ind}    raise _Invalid('missing required field', [{wire!r}]) from None",
             ]
-            if on_null:
+            inner = ind
+            if f.metadata.get("on_null"):
                 empty = "[]" if get_origin(tp) is list else "{}"
-                lines += [f"    if {var} is None:", f"        {var} = {empty}", "    else:"]
-                ind = "        "
-            else:
-                ind = "    "
-            lines += _decode_lines(i, var, tp, ind, on_error=False)
+                body += [f"{ind}if {var} is None:", f"{ind}    {var} = {empty}", f"{ind}else:"]
+                inner = ind + "    "
+            lines = _check_lines(env, i, var, wire, tp, skip, inner, False, "")
+            body += lines or [f"{inner}pass"]
             continue
         factory = getattr(f.default, "factory", None)
         if factory is not None and hasattr(f.default, "takes_self"):  # an attrs.Factory
-            ns[f"F{i}"] = factory
+            env[f"F{i}"] = factory
             default = f"F{i}()"
         else:
-            ns[f"D{i}"] = f.default
+            env[f"D{i}"] = f.default
             default = f"D{i}"
-        lines += [f"    {var} = d.get(W{i}, _MISSING)"]
-        if has_absent:
-            lines += [f"    if {var} is _MISSING:", f"        {var} = ABSENT"]
-            lines += [f"    elif {var} is not None:"]
+        inner_tp = _strip_optional(tp)
+        if AbsentType in (get_args(tp) or ()):
+            body += [
+                f"{ind}{var} = d.get({wire!r}, _MISSING)",
+                f"{ind}if {var} is _MISSING:",
+                f"{ind}    {var} = ABSENT",
+                f"{ind}elif {var} is not None:",
+            ]
         else:
-            lines += [f"    if {var} is _MISSING or {var} is None:", f"        {var} = {default}"]
-            lines += ["    else:"]
-        lines += _decode_lines(i, var, tp, "        ", on_error=on_error, default=default)
-    lines.append(f"    return cls({', '.join(args)})")
-    exec(compile("\n".join(lines), f"<acpkit.codec decode {cls.__name__}>", "exec"), ns)
-    fn: Decoder = ns["decode"]
-    _CLASS_DECODERS[cls] = fn
+            body += [
+                f"{ind}{var} = d.get({wire!r})",
+                f"{ind}if {var} is None:",
+                f"{ind}    {var} = {default}",
+                f"{ind}else:",
+            ]
+        lines = _check_lines(env, i, var, wire, inner_tp, skip, ind + "    ", on_error, default)
+        body += lines or [f"{ind}    pass"]
+    if all(s is not None for s in setters):
+        body.append(f"{ind}o = new(cls)")
+        body += [f"{ind}S{i}(o, f{i})" for i in range(len(fields))]
+        body.append(f"{ind}return o")
+    else:
+        args = ", ".join(f"{f.name}=f{i}" for i, f in enumerate(fields))
+        body.append(f"{ind}return cls({args})")
+    params = ", ".join(sorted(env))
+    source = "\n".join([f"def make({params}):", *body, "    return decode"])
+    ns: dict[str, Any] = {}
+    exec(compile(source, f"<acpkit.codec decode {cls.__name__}>", "exec"), ns)
+    fn: Decoder = ns["make"](**env)
     return fn
 
 
-def _decode_lines(
-    i: int, var: str, tp: Any, ind: str, *, on_error: bool, default: str = "None"
+def _check_lines(
+    env: dict[str, Any],
+    i: int,
+    var: str,
+    wire: str,
+    tp: Any,
+    skip: bool,
+    ind: str,
+    on_error: bool,
+    default: str,
 ) -> list[str]:
-    """Source lines decoding ``var`` in place, with path and default-on-error handling."""
-    if tp is str and not on_error:
-        return [
-            f"{ind}if type({var}) is not str:",
-            f"{ind}    e = _type_error('string', {var}); e.path.append(W{i}); raise e",
-        ]
+    """Source lines validating/converting ``var``; errors get the path or the default."""
     if tp is Any:
-        return [f"{ind}pass"]
-    out = [f"{ind}try:", f"{ind}    {var} = dec{i}({var}, strict)", f"{ind}except _Invalid as e:"]
+        return []
+    inline = _INLINE_CHECKS.get(tp)
+    if inline is None and get_origin(tp) is dict and get_args(tp)[1] is Any:
+        inline = ("type({v}) is not dict", "object")
+    if inline is not None:
+        cond, expected = inline
+        fail = f"_e = _type_error({expected!r}, {var}); _e.path.append({wire!r}); raise _e"
+        out = [f"{ind}if {cond.format(v=var)}:"]
+        if on_error:
+            return [
+                *out,
+                f"{ind}    if strict:",
+                f"{ind}        {fail}",
+                f"{ind}    {var} = {default}",
+            ]
+        return [*out, f"{ind}    {fail}"]
+    env[f"dec{i}"] = _decoder(tp, skip_invalid=skip)
+    out = [f"{ind}try:", f"{ind}    {var} = dec{i}({var}, strict)", f"{ind}except _Invalid as _e:"]
     if on_error:
-        out += [f"{ind}    if not strict:", f"{ind}        {var} = {default}", f"{ind}    else:"]
-        out += [f"{ind}        e.path.append(W{i}); raise"]
-    else:
-        out += [f"{ind}    e.path.append(W{i}); raise"]
-    return out
+        return [
+            *out,
+            f"{ind}    if strict:",
+            f"{ind}        _e.path.append({wire!r})",
+            f"{ind}        raise",
+            f"{ind}    {var} = {default}",
+        ]
+    return [*out, f"{ind}    _e.path.append({wire!r})", f"{ind}    raise"]
 
 
 def _unknown_field(d: dict[str, Any], known: frozenset[str]) -> _Invalid:

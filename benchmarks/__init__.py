@@ -1,0 +1,1 @@
+"""Benchmarks (scripts, not tests): run as ``python -m benchmarks.<name>``."""
