@@ -69,6 +69,12 @@ _log = Logger(namespace="acpkit.endpoints")
 #: Longest stderr line kept in the tail (and logged); longer lines are cut.
 STDERR_LINE_CAP = 2000
 
+#: When the agent closes its stdout while still running, how long to wait for it to exit
+#: before telling the protocol (``readConnectionLost``).  An agent that exits (or crashes)
+#: within this delay gets only ``connectionLost(AgentExited)``, so pending requests fail
+#: with its exit status and stderr tail rather than with a bare "end of input".
+STDOUT_EOF_GRACE = 0.5
+
 #: After the agent process has exited, how long to wait for its pipes to reach EOF
 #: (a grandchild may hold them open) before closing them ourselves.
 PIPE_DRAIN_TIMEOUT = 1.0
@@ -337,6 +343,7 @@ class AgentProcess:
         self._result: AgentExited | None = None
         self._ended_waiters: list[Deferred[AgentExited]] = []
         self._drain_call: IDelayedCall | None = None
+        self._eof_call: IDelayedCall | None = None
 
     # -- public --------------------------------------------------------------------
 
@@ -432,14 +439,31 @@ class AgentProcess:
     def _child_connection_lost(self, fd: int) -> None:
         half_closeable = IHalfCloseableProtocol.providedBy(self.protocol)
         if fd == 1 and half_closeable:
-            self.protocol.readConnectionLost()  # type: ignore[attr-defined]
+            # An agent that closes its stdout is almost always exiting: wait for the
+            # exit, so that the protocol learns why (status and stderr tail) through
+            # connectionLost instead of a bare end of input.  One that lives on with
+            # its stdout closed gets the end of input after a grace period.
+            if not self._leader_exited:
+                self._eof_call = self._reactor.callLater(STDOUT_EOF_GRACE, self._stdout_ended)
         elif fd == 0 and half_closeable:
             self.protocol.writeConnectionLost()  # type: ignore[attr-defined]
         elif fd == 2:
             self._stderr.flush()
 
+    def _stdout_ended(self) -> None:
+        """The agent closed its stdout long ago and is still running."""
+        self._eof_call = None
+        if self._result is None:
+            self.protocol.readConnectionLost()  # type: ignore[attr-defined]
+
+    def _cancel_eof_call(self) -> None:
+        if self._eof_call is not None and self._eof_call.active():
+            self._eof_call.cancel()
+        self._eof_call = None
+
     def _process_exited(self) -> None:
         self._leader_exited = True
+        self._cancel_eof_call()
         waiters, self._exit_waiters = self._exit_waiters, []
         for d in waiters:
             d.callback(True)
@@ -460,6 +484,7 @@ class AgentProcess:
             self.transport.process.loseConnection()
 
     def _process_ended(self, reason: Failure) -> None:
+        self._cancel_eof_call()
         if self._drain_call is not None and self._drain_call.active():
             self._drain_call.cancel()
         self._drain_call = None
@@ -525,10 +550,12 @@ def spawn_agent(
       separator; a missing one raises :class:`AgentNotFoundError` here.
     - The child leads its own process group, so :meth:`AgentProcess.stop` can end it
       and everything it started.
-    - The agent's stdout feeds ``protocol.dataReceived``; its EOF calls
-      ``protocol.readConnectionLost()`` for an ``IHalfCloseableProtocol``; the end of
-      the process calls ``protocol.connectionLost(Failure(AgentExited(...)))`` after
-      stdout was delivered.  stderr is logged line by line and its tail kept.
+    - The agent's stdout feeds ``protocol.dataReceived``.  If the agent closes its
+      stdout and is still running ``STDOUT_EOF_GRACE`` seconds later, an
+      ``IHalfCloseableProtocol`` gets ``readConnectionLost()``; the end of the process
+      calls ``protocol.connectionLost(Failure(AgentExited(...)))`` after stdout was
+      delivered (a last unterminated line included).  stderr is logged line by line
+      and its tail kept.
     """
     if not IReactorProcess.providedBy(reactor):
         raise TypeError(f"{reactor!r} cannot spawn processes")

@@ -59,6 +59,7 @@ class Recorder(NDJSONProtocol):
 
     def inputEnded(self) -> None:
         self.input_ended += 1
+        super().inputEnded()
 
     def connectionLost(self, reason: Failure = Failure(Exception("lost"))) -> None:  # noqa: B008
         super().connectionLost(reason)
@@ -123,7 +124,11 @@ class SpawnAgentTests(TestCase):
 
     @defer.inlineCallbacks
     def test_echo_round_trip(self):  # type: ignore[no-untyped-def]
-        """Lines written to the agent come back; stdout EOF half-closes; exit is reported."""
+        """
+        Lines written to the agent come back; an exiting agent's end is reported once,
+        through connectionLost with AgentExited (not as a bare end of input first, so that
+        pending requests learn the exit status and stderr tail).
+        """
         proto = Recorder()
         agent = python_agent(proto, "echo", name="bob")
         self.assertIs(agent.protocol, proto)
@@ -138,7 +143,7 @@ class SpawnAgentTests(TestCase):
         reason = yield proto.lost
         self.assertIsInstance(reason, AgentExited)
         self.assertEqual((reason.exit_code, reason.signal), (0, None))
-        self.assertEqual(proto.input_ended, 1)
+        self.assertEqual(proto.input_ended, 0)
         exited = yield agent.exited
         self.assertIs(exited, reason)
 
@@ -178,6 +183,20 @@ class SpawnAgentTests(TestCase):
         )
         yield proto.lost
         self.assertEqual(proto.lines, [b"['$HOME', 'a b']"])
+
+    @defer.inlineCallbacks
+    def test_stdout_closed_by_a_running_agent_half_closes(self):  # type: ignore[no-untyped-def]
+        """
+        An agent that closes stdout and keeps running: after STDOUT_EOF_GRACE the
+        protocol gets readConnectionLost (its inputEnded closes stdin), then the exit.
+        """
+        proto = Recorder()
+        agent = python_agent(proto, "close-stdout")
+        reason = yield proto.lost
+        self.assertEqual(proto.lines, [b'{"bye": true}'])
+        self.assertEqual(proto.input_ended, 1)
+        self.assertEqual(reason.exit_code, 0)
+        self.assertEqual(agent.stderr_tail(), "stdin closed")
 
     def test_command_not_found(self) -> None:
         """A missing command raises AgentNotFoundError (a FileNotFoundError) naming it."""
