@@ -1,0 +1,238 @@
+"""
+:class:`BobAgent`: the reference agent's :class:`~acpkit.interfaces.IAgent`, one per
+connection, on acpkit's public API only.
+
+========================  ================================================================
+method                    behaviour
+========================  ================================================================
+``initialize``            logs the client, the protocol version and
+                          ``elicitation(form)=…``; answers the negotiated version,
+                          ``agentCapabilities`` (``loadSession`` false: persistence is not
+                          built yet), ``agentInfo`` and ``authMethods: []``
+``authenticate``          ``{}``
+``session/new``           a date-sortable id, the request's cwd, a fresh history; counts
+                          ``mcpServers`` (ignored); then ``available_commands_update``
+``session/prompt``        a slash command of the :class:`CommandRegistry`, or a model turn
+                          (:mod:`acpkit_agent.turn`); turns serialized process-wide
+``session/cancel``        the connection cancels the running turn
+others                    ``-32601`` (the :class:`acpkit.connection.Agent` base)
+========================  ================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+from twisted.internet.defer import Deferred
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from acpkit import schema, unstable
+from acpkit.connection import Agent, negotiate_version
+from acpkit.errors import InternalError, InvalidParams
+from acpkit.interfaces import IAgent
+from acpkit_agent.prompt_content import flatten_prompt
+from acpkit_agent.session import (
+    SYSTEM_PROMPT,
+    MemorySessionStore,
+    Session,
+    SessionStore,
+    new_session_id,
+)
+from acpkit_agent.turn import AgentRuntime, TurnRunner
+
+__all__ = ["AGENT_VERSION", "BobAgent", "CommandRegistry", "SlashCommand"]
+
+_log = Logger()
+
+
+def _version() -> str:
+    from acpkit import __version__
+
+    return str(__version__)
+
+
+AGENT_VERSION = _version()
+"""``agentInfo.version``: the same string as ``twistd acp-agent --version``."""
+
+
+@attrs.frozen
+class SlashCommand:
+    """
+    A command ``session/prompt`` intercepts: the flattened prompt, stripped, is exactly
+    ``/<name>``.  ``run(session)`` does the work and gives the confirmation line sent as an
+    ``agent_message_chunk``.
+    """
+
+    name: str
+    description: str
+    run: Callable[[Session], Deferred[str]]
+    hint: str | None = None
+    """``input.hint`` of the advertised command (None: no input)."""
+
+    def advertised(self) -> schema.AvailableCommand:
+        """The command as listed in ``available_commands_update``."""
+        return schema.AvailableCommand(
+            name=self.name,
+            description=self.description,
+            input=None if self.hint is None else schema.UnstructuredCommandInput(hint=self.hint),
+        )
+
+
+class CommandRegistry:
+    """The slash commands the agent handles, in the order they are advertised."""
+
+    def __init__(self) -> None:
+        self._commands: dict[str, SlashCommand] = {}
+
+    def register(self, command: SlashCommand) -> None:
+        """Add a command; a second command with the same name is an error."""
+        if command.name in self._commands:
+            raise ValueError(f"a slash command named {command.name!r} is already registered")
+        self._commands[command.name] = command
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._commands
+
+    def __iter__(self) -> Iterator[SlashCommand]:
+        return iter(list(self._commands.values()))
+
+    def match(self, text: str) -> SlashCommand | None:
+        """The command ``text`` is, once stripped of whitespace (``/new``), or None."""
+        stripped = text.strip()
+        if not stripped.startswith("/"):
+            return None
+        return self._commands.get(stripped[1:])
+
+    def advertised(self) -> list[schema.AvailableCommand]:
+        """Every command as an ACP ``AvailableCommand``."""
+        return [command.advertised() for command in self]
+
+
+@implementer(IAgent)
+class BobAgent(Agent):
+    """The reference agent "bob" for one connection (``conn``: its ``AgentConnection``)."""
+
+    def __init__(
+        self,
+        conn: Any,
+        runtime: AgentRuntime,
+        *,
+        sessions: SessionStore | None = None,
+        commands: CommandRegistry | None = None,
+        system_prompt: str = SYSTEM_PROMPT,
+    ) -> None:
+        self.conn = conn
+        self.runtime = runtime
+        self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
+        self.commands = commands if commands is not None else CommandRegistry()
+        self.system_prompt = system_prompt
+        self.turns = TurnRunner(runtime, conn)
+        #: Whether the client advertised ``elicitation.form`` (for ``ask_user``, part 2).
+        self.elicitation_form = False
+
+    # -- initialize ---------------------------------------------------------------------
+
+    def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
+        """Log the client and answer with the agent's capabilities and identity."""
+        caps = params.client_capabilities
+        elicitation = getattr(caps, "elicitation", None) if caps is not None else None
+        self.elicitation_form = getattr(elicitation, "form", None) is not None
+        info = params.client_info
+        client = info.name if info is not None else "(unnamed client)"
+        if info is not None and info.version:
+            client += f" {info.version}"
+        version = negotiate_version(params.protocol_version)
+        _log.info(
+            "[acp] initialize: client {client}, protocol version {version}, "
+            "elicitation(form)={form}",
+            client=client,
+            version=params.protocol_version,
+            form="true" if self.elicitation_form else "false",
+        )
+        config = self.runtime.config
+        return schema.InitializeResponse(
+            protocol_version=version,
+            agent_capabilities=schema.AgentCapabilities(load_session=False),
+            agent_info=schema.Implementation(
+                name=config.name, title=config.title or None, version=AGENT_VERSION
+            ),
+            auth_methods=[],
+        )
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+        """Create a session and, once the response is written, advertise the commands."""
+        session_id = new_session_id()
+        while self.sessions.get(session_id) is not None:
+            session_id = new_session_id()
+        session = Session.create(session_id, params.cwd, self.system_prompt)
+        self.sessions.add(session)
+        self.sessions.saved(session)
+        _log.info(
+            "[acp] session {sid}: new in {cwd} ({mcp} MCP server(s) ignored)",
+            sid=session_id,
+            cwd=params.cwd,
+            mcp=len(params.mcp_servers or []),
+        )
+        # The connection holds updates for a session until its session/new response is
+        # written, so this arrives right after the response.
+        self.conn.session_update(
+            session_id,
+            schema.AvailableCommandsUpdate(available_commands=self.commands.advertised()),
+        )
+        return schema.NewSessionResponse(session_id=session_id)
+
+    def _session(self, session_id: str) -> Session:
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise InvalidParams("$.params.sessionId", f"unknown session {session_id!r}")
+        return session
+
+    # -- prompt -------------------------------------------------------------------------
+
+    async def prompt(self, params: schema.PromptRequest) -> unstable.PromptResponse:
+        """Run a slash command or a model turn; turns are serialized process-wide."""
+        session = self._session(params.session_id)
+        flat = flatten_prompt(params.prompt, session.cwd)
+        for path in flat.attached:
+            _log.info("[acp] session {sid}: attached {path}", sid=session.id, path=path)
+        lock = self.runtime.lock
+        await lock.acquire()
+        try:
+            command = self.commands.match(flat.text)
+            if command is not None:
+                line = await command.run(session)
+                self.conn.session_update(
+                    session.id, schema.AgentMessageChunk(content=schema.TextContentBlock(text=line))
+                )
+                self.turns.send_usage(session, session.used_tokens())
+                stop_reason = "end_turn"
+            else:
+                outcome = await self.turns.run(session, flat.text)
+                if outcome.error is not None:
+                    self.sessions.saved(session)
+                    raise InternalError(outcome.error)
+                stop_reason = outcome.stop_reason
+            self.sessions.saved(session)
+        finally:
+            lock.release()
+        return unstable.PromptResponse(
+            stop_reason=unstable.StopReason(stop_reason), usage=self._usage(session)
+        )
+
+    @staticmethod
+    def _usage(session: Session) -> unstable.Usage | None:
+        totals = session.totals
+        if not totals.reported:
+            return None
+        return unstable.Usage(
+            total_tokens=totals.total_tokens,
+            input_tokens=totals.input_tokens,
+            output_tokens=totals.output_tokens,
+            thought_tokens=totals.thought_tokens,
+            cached_read_tokens=totals.cached_read_tokens,
+        )
