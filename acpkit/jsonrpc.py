@@ -145,6 +145,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# One encoder and one decoder, built once: json.dumps/json.loads with non-default
+# arguments build a new one on every call.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def encode_message(obj: Any) -> bytes:
     """
     Serialise one message as compact UTF-8 JSON without newlines.
@@ -153,13 +160,11 @@ def encode_message(obj: Any) -> bytes:
     cannot carry) falls back to ``ensure_ascii=True``.  Raises ``TypeError`` or
     ``ValueError`` (NaN, infinities) for what is not JSON.
     """
-    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _ENCODER.encode(obj)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode(
-            "ascii"
-        )
+        return _ASCII_ENCODER.encode(obj).encode("ascii")
 
 
 def _valid_id(value: object) -> bool:
@@ -724,7 +729,7 @@ class JSONRPCProtocol(NDJSONProtocol):
             self._send_error(None, ParseError(f"invalid UTF-8 at byte {e.start}"))
             return
         try:
-            obj = json.loads(text, parse_constant=_reject_constant)
+            obj = _DECODER.decode(text)
         except (ValueError, RecursionError) as e:
             self._log.warn(
                 "{peer}: not JSON ({e}): {line!r}", peer=self.name, e=e, line=clip(text, 80)

@@ -1,0 +1,80 @@
+"""
+The two agents ``bench_pipes.py`` runs as child processes: ``acpkit`` or ``sdk``.
+
+Both answer ``session/new`` at once and, for a prompt ``stream N``, send N
+``agent_message_chunk`` notifications before answering ``end_turn``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+
+def run_acpkit() -> None:
+    from twisted.internet import reactor
+
+    from acpkit import schema
+    from acpkit.connection import Agent, AgentConnection, negotiate_version
+    from acpkit.endpoints import serve_stdio
+
+    class BenchAgent(Agent):
+        def __init__(self, conn: AgentConnection) -> None:
+            self.conn = conn
+            self.count = 0
+
+        def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
+            return schema.InitializeResponse(
+                protocol_version=negotiate_version(params.protocol_version)
+            )
+
+        def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+            self.count += 1
+            return schema.NewSessionResponse(session_id=f"s{self.count}")
+
+        async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+            block = params.prompt[0]
+            assert isinstance(block, schema.TextContentBlock)
+            n = int(block.text.split()[1])
+            for i in range(n):
+                await self.conn.session_update(
+                    params.session_id,
+                    schema.AgentMessageChunk(content=schema.TextContentBlock(text=f"chunk {i} ")),
+                )
+            return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
+
+    conn = AgentConnection(BenchAgent)
+    conn.protocol.when_closed().addBoth(lambda _: reactor.stop())
+    serve_stdio(conn.protocol)
+    reactor.run()
+
+
+def run_sdk() -> None:
+    from acp import PROTOCOL_VERSION, run_agent, update_agent_message_text
+    from acp.schema import InitializeResponse, NewSessionResponse, PromptResponse
+
+    class BenchAgent:
+        count = 0
+
+        def on_connect(self, conn: Any) -> None:
+            self.conn = conn
+
+        async def initialize(self, protocol_version: int, **kwargs: Any) -> InitializeResponse:
+            return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+
+        async def new_session(self, cwd: str, **kwargs: Any) -> NewSessionResponse:
+            self.count += 1
+            return NewSessionResponse(session_id=f"s{self.count}")
+
+        async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+            n = int(prompt[0].text.split()[1])
+            for i in range(n):
+                await self.conn.session_update(session_id, update_agent_message_text(f"chunk {i} "))
+            return PromptResponse(stop_reason="end_turn")
+
+    asyncio.run(run_agent(BenchAgent()))
+
+
+if __name__ == "__main__":
+    {"acpkit": run_acpkit, "sdk": run_sdk}[sys.argv[1]]()
