@@ -114,7 +114,10 @@ def _type_error(expected: str, value: object) -> _Invalid:
 def _render_path(path: list[str | int]) -> str:
     out = "$"
     for part in reversed(path):
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += "." + (part if len(part) <= _MAX_SNIPPET else part[:_MAX_SNIPPET] + "...")
     return out
 
 

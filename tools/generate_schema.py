@@ -201,7 +201,7 @@ class Generator:
         self.model = Model()
         # payload def -> (tag key, tag value) when the variant class IS the payload class
         self.tag_on_payload: dict[str, tuple[str, str]] = {}
-        self.pending_variants: list[ClassDef] = []
+        self.pending_variants: list[ClassDef | UnknownDef] = []
         self.envelopes = {n for n, d in self.defs.items() if d.get("x-docs-ignore")}
 
     # ---------------------------------------------------------------- types
@@ -371,7 +371,7 @@ class Generator:
         if s.get("type") == "object" or "properties" in s:
             own = set(s.get("properties", {}))
             tags = [self.const_tag(a) for a in alts] if isinstance(alts, list) else []
-            if any(tags) and not any(t and t[0] in own for t in tags):
+            if isinstance(alts, list) and any(tags) and not any(t and t[0] in own for t in tags):
                 self.tagged_with_base(name, s, alts)
                 return
             fields = self.fields_of(name, s)
@@ -742,11 +742,12 @@ def render(model: Model, title: str, source: str, stable: bool) -> str:
                 ),
                 "?",
             )
-            table.append(f"    {owner:<26} {item.tag[0]}={item.tag[1]!r:<28} {item.name}")
+            wire = f"{item.tag[0]}={item.tag[1]!r}"
+            table.append(f"    {owner:<30} {wire:<42} {item.name}")
     body = (
         "Tagged-union variant classes (union, wire tag, class); the tag is a ClassVar\n"
         "``__acp_tag__``, never a constructor argument. An unknown tag decodes to\n"
-        "``Unknown<Union>`` keeping the raw dict.\n\n" + "\n".join(table)
+        "``Unknown<Union>`` keeping the raw dict.\n\n" + "\n".join(sorted(table))
     )
     out = [HEADER.format(title=title, source=source, body=body).rstrip("\n")]
     if stable:
