@@ -1,0 +1,398 @@
+"""``acpkit-client``: the reference client's command line.
+
+``acpkit-client ask [--agent NAME] [--cwd DIR] [--allow|--deny] PROMPT`` runs one prompt
+on one agent of the project's agents file and streams the answer to stdout; tool calls
+and the plan go to stderr.  Without a sub-command the terminal UI would start; it is not
+installed yet, so that says so and exits 2.
+
+Exit status of ``ask``:
+
+====  =========================================================================
+0     the turn ended with ``end_turn``
+1     the agent failed: could not start, refused the handshake, answered the prompt
+      with an error, or died
+2     usage error (bad options; no sub-command)
+3     configuration error: an agents file was refused, or no such agent
+4     the agent refused (``stopReason: "refusal"``)
+5     the turn stopped early (``max_tokens`` or ``max_turn_requests``)
+130   cancelled (Ctrl-C: the turn was cancelled, or a second Ctrl-C stopped the agent)
+====  =========================================================================
+
+Permissions: when stdin is a terminal the user is asked (by number); otherwise
+``--allow`` chooses the agent's ``allow_once`` option and ``--deny`` (the default) a
+reject option.  Elicitations are refused with an error.  The first Ctrl-C sends
+``session/cancel`` and waits for the agent's ``cancelled``; a second one stops the agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import IO, Any
+
+from twisted.internet.defer import Deferred, ensureDeferred
+from twisted.internet.interfaces import IReadDescriptor
+from twisted.logger import (
+    FilteringLogObserver,
+    LogLevel,
+    LogLevelFilterPredicate,
+    globalLogBeginner,
+    textFileLogObserver,
+)
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from acpkit import schema
+from acpkit_client.agents import AgentStartError
+from acpkit_client.config import AgentsConfig, load_agents
+from acpkit_client.conversation import Entry, EntryKind, MessageEntry, PlanEntry, ToolCallEntry
+from acpkit_client.interfaces import IConversationObserver, IPermissionPrompt
+from acpkit_client.permissions import PermissionPolicy, PolicyPermissionPrompt
+from acpkit_client.session import AgentWindow, TurnError
+
+__all__ = [
+    "EXIT_AGENT_FAILED",
+    "EXIT_CANCELLED",
+    "EXIT_CONFIG",
+    "EXIT_OK",
+    "EXIT_REFUSED",
+    "EXIT_STOPPED_EARLY",
+    "EXIT_USAGE",
+    "AskPrinter",
+    "TerminalPermissionPrompt",
+    "ask",
+    "main",
+]
+
+EXIT_OK = 0
+EXIT_AGENT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 3
+EXIT_REFUSED = 4
+EXIT_STOPPED_EARLY = 5
+EXIT_CANCELLED = 130
+
+NO_UI_MESSAGE = (
+    "acpkit-client: the terminal UI is not installed yet; use `acpkit-client ask PROMPT`\n"
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="acpkit-client", description="The acpkit reference ACP client."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    commands = parser.add_subparsers(dest="command")
+    ask_parser = commands.add_parser("ask", help="run one prompt on an agent and print the answer")
+    ask_parser.add_argument("--agent", help="the agent's name (default: the first one)")
+    ask_parser.add_argument("--cwd", help="the project root (default: the current directory)")
+    policy = ask_parser.add_mutually_exclusive_group()
+    policy.add_argument(
+        "--allow",
+        dest="policy",
+        action="store_const",
+        const=PermissionPolicy.ALLOW,
+        help="without a terminal, allow each tool call once",
+    )
+    policy.add_argument(
+        "--deny",
+        dest="policy",
+        action="store_const",
+        const=PermissionPolicy.REJECT,
+        help="without a terminal, reject each tool call (the default)",
+    )
+    ask_parser.add_argument("prompt", help="the prompt; @path mentions attach project files")
+    ask_parser.set_defaults(policy=PermissionPolicy.REJECT)
+    return parser
+
+
+# -- printing ------------------------------------------------------------------------
+
+
+@implementer(IConversationObserver)
+class AskPrinter:
+    """Streams the agent's answer to ``out``; tool calls and the plan to ``err``."""
+
+    def __init__(self, out: IO[str], err: IO[str]) -> None:
+        self.out = out
+        self.err = err
+        self._written: dict[int, int] = {}
+        self._statuses: dict[int, str] = {}
+        self._last_char = "\n"
+        self._any_answer = False
+
+    def _answer(self, entry: MessageEntry) -> None:
+        key = id(entry)
+        kept = entry.body.kept
+        start = self._written.get(key)
+        if start is None:
+            start = 0
+            if self._any_answer:
+                self._write_out("\n" if self._last_char == "\n" else "\n\n")
+        delta = kept[start:]
+        self._written[key] = len(kept)
+        if delta:
+            self._any_answer = True
+            self._write_out(delta)
+
+    def _write_out(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+        self._last_char = text[-1]
+
+    def _tool(self, entry: ToolCallEntry) -> None:
+        if self._statuses.get(id(entry)) == entry.status:
+            return
+        self._statuses[id(entry)] = entry.status
+        self.err.write(f"[tool] {entry.heading}\n")
+        self.err.flush()
+
+    def _plan(self, entry: PlanEntry) -> None:
+        self.err.write("[plan]\n")
+        for item in entry.items:
+            self.err.write(f"  [{item.status}] {item.content}\n")
+        self.err.flush()
+
+    def entry_added(self, entry: Entry) -> None:
+        """Show a new entry."""
+        self.entry_changed(entry)
+
+    def entry_changed(self, entry: Entry) -> None:
+        """Show what changed in an entry."""
+        if isinstance(entry, MessageEntry) and entry.kind is EntryKind.AGENT:
+            self._answer(entry)
+        elif isinstance(entry, ToolCallEntry):
+            self._tool(entry)
+        elif isinstance(entry, PlanEntry):
+            self._plan(entry)
+
+    def commands_changed(self, commands: Any) -> None:
+        """Commands are not shown by ``ask``."""
+
+    def usage_changed(self, usage: Any) -> None:
+        """Usage is not shown by ``ask``."""
+
+    def turn_changed(self, running: bool) -> None:
+        """Nothing to show."""
+
+    def finish(self) -> None:
+        """End the answer with a newline."""
+        if self._any_answer and self._last_char != "\n":
+            self._write_out("\n")
+
+
+# -- asking on the terminal ------------------------------------------------------------
+
+
+@implementer(IReadDescriptor)
+class _LineReader:
+    """Reads lines from a terminal file descriptor through the reactor, one at a time."""
+
+    def __init__(self, reactor: Any, fd: int) -> None:
+        self.reactor = reactor
+        self.fd = fd
+        self._buffer = b""
+        self._waiting: Deferred[str | None] | None = None
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def logPrefix(self) -> str:
+        return "terminal"
+
+    def connectionLost(self, reason: Failure) -> None:
+        self._fire(None)
+
+    def doRead(self) -> None:
+        try:
+            data = os.read(self.fd, 4096)
+        except OSError:
+            data = b""
+        if not data:
+            self._fire(None)
+            return
+        self._buffer += data
+        if b"\n" in self._buffer:
+            line, _, self._buffer = self._buffer.partition(b"\n")
+            self._fire(line.decode("utf-8", errors="replace"))
+
+    def _fire(self, line: str | None) -> None:
+        self.reactor.removeReader(self)
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            waiting.callback(line)
+
+    def read_line(self) -> Deferred[str | None]:
+        """The next line (without its newline), or None at end of input."""
+
+        def cancel(d: Deferred[str | None]) -> None:
+            self.reactor.removeReader(self)
+            self._waiting = None
+
+        d: Deferred[str | None] = Deferred(cancel)
+        self._waiting = d
+        self.reactor.addReader(self)
+        return d
+
+
+@implementer(IPermissionPrompt)
+class TerminalPermissionPrompt:
+    """Asks on the terminal: the agent's options by number; empty or EOF means no answer."""
+
+    def __init__(self, reactor: Any, err: IO[str], fd: int = 0) -> None:
+        self.err = err
+        self.reader = _LineReader(reactor, fd)
+
+    async def choose(self, request: schema.RequestPermissionRequest) -> str | None:
+        """Show the request and read the user's choice."""
+        title = request.tool_call.title or request.tool_call.tool_call_id
+        self.err.write(f"\nThe agent asks permission: {title}\n")
+        for number, option in enumerate(request.options, 1):
+            self.err.write(f"  {number}. {option.name} ({option.kind})\n")
+        self.err.write("Choose a number (Enter: reject): ")
+        self.err.flush()
+        line = await self.reader.read_line()
+        if line is None:
+            return None
+        choice = line.strip()
+        if choice.isdigit() and 1 <= int(choice) <= len(request.options):
+            return request.options[int(choice) - 1].option_id
+        for option in request.options:
+            if choice == option.option_id:
+                return option.option_id
+        return None
+
+
+# -- ask ---------------------------------------------------------------------------
+
+
+def _choose_agent(config: AgentsConfig, name: str | None, err: IO[str]) -> Any:
+    for error in config.errors:
+        err.write(f"acpkit-client: {error}\n")
+    if config.errors:
+        return None
+    if not config.agents:
+        err.write("acpkit-client: no agents are configured\n")
+        return None
+    if name is None:
+        return config.agents[0]
+    try:
+        return config.find(name)
+    except KeyError:
+        names = ", ".join(repr(entry.name) for entry in config.agents)
+        err.write(f"acpkit-client: no agent is called {name!r} (agents: {names})\n")
+        return None
+
+
+_STOP_CODES = {
+    "end_turn": EXIT_OK,
+    "refusal": EXIT_REFUSED,
+    "cancelled": EXIT_CANCELLED,
+    "max_tokens": EXIT_STOPPED_EARLY,
+    "max_turn_requests": EXIT_STOPPED_EARLY,
+}
+
+
+async def ask(
+    reactor: Any,
+    options: argparse.Namespace,
+    out: IO[str],
+    err: IO[str],
+    interactive: bool,
+) -> int:
+    """Run ``acpkit-client ask``; return the exit status (see the module docstring)."""
+    root = os.path.abspath(options.cwd or os.getcwd())
+    if not os.path.isdir(root):
+        err.write(f"acpkit-client: {root} is not a directory\n")
+        return EXIT_CONFIG
+    entry = _choose_agent(load_agents(root), options.agent, err)
+    if entry is None:
+        return EXIT_CONFIG
+    prompt: IPermissionPrompt = (
+        TerminalPermissionPrompt(reactor, err)
+        if interactive
+        else PolicyPermissionPrompt(options.policy)
+    )
+    window = AgentWindow(entry, root, permission_prompt=prompt)
+    printer = AskPrinter(out, err)
+    window.conversation.subscribe(printer)
+    interrupts = 0
+
+    def interrupted() -> None:
+        nonlocal interrupts
+        interrupts += 1
+        if interrupts == 1 and window.cancel():
+            err.write("\nacpkit-client: cancelling the turn (Ctrl-C again stops the agent)\n")
+        else:
+            err.write("\nacpkit-client: stopping the agent\n")
+            window.close()
+        err.flush()
+
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, lambda signum, frame: reactor.callFromThread(interrupted))
+    try:
+        try:
+            await window.start(reactor)
+        except AgentStartError as e:
+            if interrupts:
+                return EXIT_CANCELLED
+            err.write(f"acpkit-client: agent {entry.name!r}: {e}\n")
+            return EXIT_AGENT_FAILED
+        for note in window.run.notes:
+            err.write(f"acpkit-client: note: {note}\n")
+        try:
+            stop = await window.send_prompt(options.prompt)
+        except TurnError as e:
+            printer.finish()
+            if interrupts:
+                return EXIT_CANCELLED
+            err.write(f"acpkit-client: agent {entry.name!r}: {e}\n")
+            return EXIT_AGENT_FAILED
+        printer.finish()
+        code = _STOP_CODES.get(stop, EXIT_AGENT_FAILED)
+        if code != EXIT_OK:
+            err.write(f"acpkit-client: the turn ended: {stop}\n")
+        return code
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        await window.close()
+
+
+def _start_logging(verbose: bool) -> None:
+    level = LogLevel.info if verbose else LogLevel.error
+    observer = FilteringLogObserver(
+        textFileLogObserver(sys.stderr),
+        [LogLevelFilterPredicate(defaultLogLevel=level)],
+    )
+    globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``acpkit-client`` entry point; returns (or exits with) the exit status."""
+    parser = _parser()
+    try:
+        options = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    if options.command is None:
+        sys.stderr.write(NO_UI_MESSAGE)
+        return EXIT_USAGE
+    _start_logging(options.verbose)
+    from twisted.internet import task
+
+    def run(reactor: Any) -> Deferred[None]:
+        async def go() -> None:
+            code = await ask(reactor, options, sys.stdout, sys.stderr, sys.stdin.isatty())
+            if code:
+                raise SystemExit(code)
+
+        return ensureDeferred(go())
+
+    try:
+        task.react(run)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return EXIT_OK

@@ -1,0 +1,236 @@
+"""One agent window: agent process + connection + session + conversation, glued.
+
+:class:`AgentWindow` is the IClient of its agent's connection.  A front end makes one
+per window, calls :meth:`AgentWindow.start` (or :meth:`AgentWindow.open_on` with a
+connection it made), then :meth:`AgentWindow.send_prompt` / :meth:`AgentWindow.cancel`
+/ :meth:`AgentWindow.close`, and watches :attr:`AgentWindow.conversation` and
+:attr:`AgentWindow.run` through their observers.
+
+What the agent may call:
+
+=============================  =============================================================
+``session/update``             folded into the conversation (undecodable ones are counted)
+``session/request_permission`` the window's :class:`~acpkit_client.interfaces.
+                               IPermissionPrompt` (default: reject)
+``fs/read_text_file``          :class:`~acpkit_client.fs.FileAccess` (buffers, then disk)
+``fs/write_text_file``         the same
+``elicitation/create``         refused with an error (no UI here can ask; not announced)
+``terminal/*``                 ``-32601`` (not announced)
+=============================  =============================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from twisted.internet.defer import Deferred, ensureDeferred, fail
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from acpkit import codec, schema
+from acpkit.connection import Client, ClientConnection
+from acpkit.errors import InvalidParams, RPCError
+from acpkit.interfaces import IClient
+from acpkit_client.agents import AgentRun, AgentStartError
+from acpkit_client.config import AgentEntry
+from acpkit_client.conversation import Conversation
+from acpkit_client.fs import FileAccess
+from acpkit_client.interfaces import IBufferProvider, IPermissionPrompt
+from acpkit_client.permissions import PolicyPermissionPrompt, answer_permission
+from acpkit_client.prompt import build_prompt
+
+__all__ = ["ELICITATION_REFUSED_CODE", "AgentWindow", "TurnError"]
+
+log = Logger()
+
+#: The JSON-RPC error code an elicitation is refused with.
+ELICITATION_REFUSED_CODE = -32601
+
+
+class TurnError(Exception):
+    """A prompt could not be sent or the agent failed the turn; ``str()`` says why."""
+
+
+@implementer(IClient)
+class AgentWindow(Client):
+    """The model of one agent window (see the module docstring)."""
+
+    def __init__(
+        self,
+        entry: AgentEntry,
+        project_root: str,
+        *,
+        buffers: IBufferProvider | None = None,
+        permission_prompt: IPermissionPrompt | None = None,
+        allow_outside_roots: bool = False,
+        environ: Mapping[str, str] = os.environ,
+    ) -> None:
+        self.project_root = os.path.abspath(project_root)
+        self.run = AgentRun(entry, self.project_root, environ)
+        self.conversation = Conversation()
+        self.buffers = buffers
+        self.files = FileAccess(
+            [self.project_root, self.run.cwd],
+            buffers,
+            allow_outside_roots=allow_outside_roots,
+        )
+        self.permission_prompt: IPermissionPrompt = (
+            permission_prompt if permission_prompt is not None else PolicyPermissionPrompt()
+        )
+        self._turn: Deferred[Any] | None = None
+        self._cancel_sent = False
+
+    # -- opening ------------------------------------------------------------------------
+
+    @property
+    def session_id(self) -> str | None:
+        """The session's id once ``session/new`` answered."""
+        return self.run.session_id
+
+    @property
+    def connection(self) -> ClientConnection | None:
+        """The connection to the agent, once started."""
+        return self.run.connection
+
+    def start(self, reactor: Any) -> Deferred[str]:
+        """Spawn the agent and open the session; fires with the session id.
+
+        Fails with :class:`~acpkit_client.agents.AgentStartError` (also kept in
+        ``run.problems``).
+        """
+        try:
+            connection = self.run.spawn(reactor, self)
+        except AgentStartError:
+            return fail()
+        return self.open_on(connection)
+
+    def open_on(self, connection: ClientConnection) -> Deferred[str]:
+        """Open the session on an existing ``connection`` whose IClient is this window."""
+        if self.run.connection is not connection:
+            self.run.attach(connection)
+        self._count_undecodable_updates(connection)
+        return ensureDeferred(self.run.handshake())
+
+    def _count_undecodable_updates(self, connection: ClientConnection) -> None:
+        """Count ``session/update``\\ s the core cannot decode (it drops them with a log line)."""
+        registry = connection.protocol.registry
+        registered = registry.notification_method("session/update")
+        if registered is None:
+            return
+        original = registered.handler
+        conversation = self.conversation
+
+        def checked(params: Any, meta: Any) -> Any:
+            try:
+                codec.decode(schema.SessionNotification, params)
+            except codec.DecodeError as e:
+                conversation.ignore(params, f"undecodable: {e}")
+            return original(params, meta)
+
+        registry.add_notification("session/update", checked)
+
+    # -- turns -------------------------------------------------------------------------
+
+    @property
+    def turn_running(self) -> bool:
+        """Whether a prompt is in flight."""
+        return self._turn is not None
+
+    def send_prompt(self, text: str, files: Collection[str] | None = None) -> Deferred[str]:
+        """
+        Send the typed ``text`` (``@`` mentions become file blocks; ``files`` are the
+        known project files, default: walk the project).  Fires with the stop reason
+        (``"end_turn"``, ``"cancelled"``, ``"refusal"``...) or fails with
+        :class:`TurnError`.
+        """
+        return ensureDeferred(self._send(text, files))
+
+    async def _send(self, text: str, files: Collection[str] | None) -> str:
+        connection = self.run.connection
+        session_id = self.run.session_id
+        if connection is None or session_id is None:
+            raise TurnError(f'agent "{self.run.name}" has no open session')
+        if self._turn is not None:
+            raise TurnError("a turn is already running in this window")
+        blocks = build_prompt(
+            text, self.project_root, files, self.run.agent_capabilities, self.buffers
+        )
+        self.conversation.start_turn(text)
+        self._cancel_sent = False
+        self._turn = connection.prompt(schema.PromptRequest(session_id=session_id, prompt=blocks))
+        try:
+            response = await self._turn
+        except Exception as e:
+            message = self._error_text(e)
+            self.conversation.end_turn(f"error: {message}")
+            raise TurnError(message) from None
+        finally:
+            self._turn = None
+        stop = str(response.stop_reason)
+        if self._cancel_sent and stop != "cancelled":
+            log.info("the agent ended a cancelled turn with {stop}", stop=stop)
+        self.conversation.end_turn(stop)
+        return stop
+
+    def _error_text(self, error: BaseException) -> str:
+        if isinstance(error, RPCError):
+            return f"the agent answered {error} (code {error.code})"
+        if self.run.exit is not None:
+            return str(self.run.exit)
+        return str(error) or type(error).__name__
+
+    def cancel(self) -> bool:
+        """Cancel the running turn (``session/cancel``); False when none runs."""
+        connection = self.run.connection
+        session_id = self.run.session_id
+        if self._turn is None or connection is None or session_id is None:
+            return False
+        self._cancel_sent = True
+        self.conversation.mark_cancelled()
+        connection.cancel(session_id)
+        return True
+
+    def close(self) -> Deferred[Any]:
+        """Close the window: stop the agent (stdin closed, then its process group)."""
+        return self.run.stop()
+
+    # -- IClient -----------------------------------------------------------------------
+
+    def _check_session(self, session_id: str) -> None:
+        if self.run.session_id is not None and session_id != self.run.session_id:
+            raise InvalidParams("$.params.sessionId", f"unknown session {session_id!r}")
+
+    def session_update(self, params: schema.SessionNotification) -> None:
+        """Fold the update into the conversation."""
+        if self.run.session_id is not None and params.session_id != self.run.session_id:
+            self.conversation.ignore(
+                codec.encode(params), f"update for another session {params.session_id!r}"
+            )
+            return
+        self.conversation.apply(params.update)
+
+    def request_permission(
+        self, params: schema.RequestPermissionRequest
+    ) -> Deferred[schema.RequestPermissionResponse]:
+        """Ask the window's permission prompt."""
+        self._check_session(params.session_id)
+        return answer_permission(params, self.permission_prompt)
+
+    def read_text_file(self, params: schema.ReadTextFileRequest) -> schema.ReadTextFileResponse:
+        """``fs/read_text_file`` through :attr:`files`."""
+        self._check_session(params.session_id)
+        return self.files.read_text_file(params)
+
+    def write_text_file(self, params: schema.WriteTextFileRequest) -> schema.WriteTextFileResponse:
+        """``fs/write_text_file`` through :attr:`files`."""
+        self._check_session(params.session_id)
+        return self.files.write_text_file(params)
+
+    def create_elicitation(self, params: Any) -> Any:
+        """Refused: this client cannot ask the user for structured input."""
+        raise RPCError(
+            ELICITATION_REFUSED_CODE,
+            "acpkit-client cannot answer elicitations (the capability is not announced)",
+        )
