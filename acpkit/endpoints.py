@@ -24,9 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attr
+from twisted.internet._posixstdio import StandardIO
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.internet.endpoints import clientFromString, connectProtocol, serverFromString
-from twisted.internet.error import ProcessTerminated
+from twisted.internet.error import ConnectionDone, ProcessTerminated
 from twisted.internet.interfaces import (
     IAddress,
     IConsumer,
@@ -45,7 +46,6 @@ from twisted.internet.interfaces import (
     ITransport,
 )
 from twisted.internet.protocol import ProcessProtocol
-from twisted.internet.stdio import StandardIO
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -103,16 +103,40 @@ def _attach_tracer(protocol: IProtocol, name: str) -> None:
 # -- stdio and endpoint strings -------------------------------------------------------
 
 
-def serve_stdio(protocol: IProtocol, reactor: Any = None, *, name: str = "client") -> StandardIO:
+class _StandardIO(StandardIO):
     """
-    Connect ``protocol`` to this process's stdin and stdout.
+    ``StandardIO`` that always ends with ``connectionLost``.
+
+    With an ``IHalfCloseableProtocol``, stock ``StandardIO`` never calls
+    ``connectionLost`` when stdout is lost first (the peer stopped reading: it died)
+    and ``loseConnection`` comes later: the process would then wait forever.
+    """
+
+    def loseConnection(self) -> None:
+        super().loseConnection()
+        if self._writer is None and not self.disconnected:
+            self.connectionLost(Failure(ConnectionDone("stdout was already closed")))
+
+
+def serve_stdio(
+    protocol: IProtocol,
+    reactor: Any = None,
+    *,
+    name: str = "client",
+    stdin: int = 0,
+    stdout: int = 1,
+) -> StandardIO:
+    """
+    Connect ``protocol`` to this process's stdin and stdout (or the given descriptors).
 
     When stdin reaches EOF, an ``IHalfCloseableProtocol`` (every ``NDJSONProtocol``)
     gets ``readConnectionLost()`` and may still write its last replies; other
-    protocols get ``connectionLost``.  ``name`` is the peer name used in traces.
+    protocols get ``connectionLost``.  ``loseConnection`` always leads to
+    ``connectionLost``, also when stdout was closed by the peer first.  ``name`` is the
+    peer name used in traces.
     """
     _attach_tracer(protocol, name)
-    return StandardIO(protocol, reactor=reactor)
+    return _StandardIO(protocol, stdin=stdin, stdout=stdout, reactor=reactor)
 
 
 def serve(reactor: Any, description: str, factory: IProtocolFactory) -> Deferred[IListeningPort]:

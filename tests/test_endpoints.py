@@ -398,3 +398,48 @@ class PipeDrainTests(SynchronousTestCase):
         proto.resumeProducing()
         clock.advance(PIPE_DRAIN_TIMEOUT)
         self.assertEqual(fake.closed_pipes, 1)
+
+
+class StdioTests(TestCase):
+    """serve_stdio on real pipes, in-process."""
+
+    timeout = 20
+
+    @defer.inlineCallbacks
+    def test_peer_gone_stdout_first_still_ends(self):  # type: ignore[no-untyped-def]
+        """
+        The peer closes our stdout first, then our stdin: connectionLost still comes
+        (stock StandardIO with a half-closeable protocol would wait forever).
+        """
+        from acpkit.endpoints import serve_stdio
+
+        stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        proto = Recorder()
+        output_lost: defer.Deferred[None] = defer.Deferred()
+        proto.writeConnectionLost = lambda: output_lost.callback(None)  # type: ignore[method-assign]
+        serve_stdio(proto, reactor, stdin=stdin_read, stdout=stdout_write)
+        os.close(stdout_read)
+        yield output_lost
+        os.write(stdin_write, b"last line")
+        os.close(stdin_write)
+        yield proto.lost
+        self.assertEqual(proto.lines, [b"last line"])
+        self.assertEqual(proto.input_ended, 1)
+
+    @defer.inlineCallbacks
+    def test_half_close_replies_then_ends(self):  # type: ignore[no-untyped-def]
+        """Stdin EOF right after a request: the reply is written, then the connection ends."""
+        from acpkit.endpoints import serve_stdio
+
+        stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        server = EchoServer()
+        lost: defer.Deferred[None] = defer.Deferred()
+        server.connectionLost = lambda reason=None: lost.callback(None)  # type: ignore[method-assign]
+        serve_stdio(server, reactor, stdin=stdin_read, stdout=stdout_write)
+        os.write(stdin_write, b'{"id":1}\n')
+        os.close(stdin_write)
+        yield lost
+        self.assertEqual(os.read(stdout_read, 100), b'{"id":1}\n')
+        os.close(stdout_read)
