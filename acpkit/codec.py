@@ -579,7 +579,11 @@ def _generate_decoder(cls: type) -> Decoder:
                 empty = "[]" if get_origin(tp) is list else "{}"
                 body += [f"{ind}if {var} is None:", f"{ind}    {var} = {empty}", f"{ind}else:"]
                 inner = ind + "    "
-            lines = _check_lines(env, i, var, wire, tp, skip, inner, False, "")
+            # a required list marked default-on-error falls back to [] when invalid (lenient)
+            is_list = get_origin(tp) is list
+            lines = _check_lines(
+                env, i, var, wire, tp, skip, inner, on_error and is_list, "[]" if is_list else ""
+            )
             body += lines or [f"{inner}pass"]
             continue
         factory = getattr(f.default, "factory", None)

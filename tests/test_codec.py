@@ -316,6 +316,19 @@ def test_skip_invalid_items_lenient() -> None:
     assert info.value.path == "$.entries[1].content"
 
 
+def test_required_list_default_on_error() -> None:
+    """A required list marked default-on-error decodes to [] when it is not a list (lenient)."""
+    wire = {"sessionUpdate": "available_commands_update", "availableCommands": {"bad": 1}}
+    assert decode(schema.SessionUpdate, wire) == schema.AvailableCommandsUpdate(
+        available_commands=[]
+    )
+    with pytest.raises(DecodeError) as info:
+        decode(schema.SessionUpdate, wire, strict=True)
+    assert info.value.path == "$.availableCommands"
+    with pytest.raises(DecodeError, match="missing required field"):
+        decode(schema.SessionUpdate, {"sessionUpdate": "available_commands_update"})
+
+
 def test_unknown_enum_values() -> None:
     """Unknown enum values are kept in lenient mode, rejected by strict mode for closed enums
     and accepted for open ones (``other`` branch)."""
