@@ -443,7 +443,11 @@ async def replay(
 
     protocol = _ReplayProtocol(agent_name, output, changed)
     protocol.tracer = None
-    agent = spawn_agent(reactor, protocol, command, args, name=agent_name)
+    try:
+        agent = spawn_agent(reactor, protocol, command, args, name=agent_name)
+    except OSError as e:
+        _log.error("cannot start the agent: {error}", error=e)
+        return 1
 
     async def wait_for(condition: Callable[[], bool], what: str) -> bool:
         if condition():

@@ -231,6 +231,22 @@ class ReaderTests(SynchronousTestCase):
         self.assertIn("/nonexistent/trace", err.getvalue())
 
 
+class ReplayStartTests(SynchronousTestCase):
+    """Replay failing to start."""
+
+    def test_missing_agent_command(self) -> None:
+        """A command that does not exist makes the replay fail with status 1, no exception."""
+        events = warnings_during(self)
+        records = list(read_trace(write_trace(SAMPLE)))
+        status = self.successResultOf(
+            defer.ensureDeferred(
+                replay(reactor, records, "/nonexistent/agent", [], out=io.StringIO())
+            )
+        )
+        self.assertEqual(status, 1)
+        self.assertIn("/nonexistent/agent", str(events[-1]["error"]))
+
+
 class ReplayTests(TestCase):
     """Replaying a trace against a real agent process."""
 
