@@ -100,9 +100,7 @@ def through_pipe(factory: Callable[[], Sink], size: int) -> tuple[float, int]:
     sink.makeConnection(StringTransport())
     reader = _PipeReader(sink, reactor.stop)
     code = f"import sys; sys.stdout.buffer.write(b'A' * {size - 1} + b'\\n')"
-    reactor.spawnProcess(
-        reader, sys.executable, [sys.executable, "-c", code], env=None
-    )
+    reactor.spawnProcess(reader, sys.executable, [sys.executable, "-c", code], env=None)
     reactor.run()
     assert reader.started is not None and reader.finished is not None, sink.delivered
     return reader.finished - reader.started, reader.reads
