@@ -735,13 +735,15 @@ class _Compiler:
             elif not value.is_empty:
                 optional[name] = value
         base = st.fixed_dictionaries(fields, optional=optional)
-        declared_any = any("properties" in atom for atom in atoms)
-        if closed or (declared_any and not self._unknown_keys):
+        # A map (``_meta``, ``env``...) declares no properties but says what extra keys hold;
+        # any other object is a record, which gets unknown keys only when asked for.
+        is_map = not names and any("additionalProperties" in atom for atom in atoms)
+        if closed or not (is_map or self._unknown_keys):
             return base
         values = self._conjunction(extra_schemas, stack)
         declared = frozenset(names)
         keys = _strings(max_size=8).filter(lambda k: k not in declared)
-        extras = st.dictionaries(keys, values, max_size=_MAX_EXTRA_KEYS if declared_any else 3)
+        extras = st.dictionaries(keys, values, max_size=3 if is_map else _MAX_EXTRA_KEYS)
         return st.tuples(base, extras).map(lambda pair: {**pair[1], **pair[0]})
 
 
@@ -786,8 +788,9 @@ def from_schema(
     A strategy for JSON values valid against ``schema``.
 
     ``$ref: "#/$defs/<Name>"`` resolves in ``defs`` (default: ``schema["$defs"]``).
-    ``unknown_keys`` adds a few unknown keys to objects that declare properties and allow
-    more (free-form objects such as ``_meta`` always get arbitrary keys). Arrays hold at
+    ``unknown_keys`` adds a few unknown keys to records (objects that do not forbid them);
+    maps, i.e. objects that declare no properties but an ``additionalProperties`` (such as
+    ``_meta``), always get arbitrary keys. Arrays hold at
     most ``max_items`` items; a definition may recurse into itself ``max_recursion`` times.
 
     Raises `SchemaError` right away if the schema (or any definition) uses a keyword
