@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
-from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
 if TYPE_CHECKING:
@@ -31,8 +32,11 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolResult",
+    "cancellable",
     "resolve_path",
 ]
+
+_T = TypeVar("_T")
 
 
 class IFileAccess(Interface):
@@ -232,3 +236,28 @@ def describe_error(error: BaseException) -> str:
         return "the file is not valid UTF-8 text"
     text = str(error).strip() or type(error).__name__
     return " ".join(text.split())
+
+
+def cancellable(work: Deferred[_T]) -> Deferred[_T]:
+    """Wrap ``work`` so that cancelling fails with CancelledError at once, whatever ``work`` does.
+
+    Cancelling the returned Deferred cancels ``work`` (which stops the I/O it waits on), but
+    ``work`` may still end with a value or another error (a coroutine that catches errors, a
+    client request failing with its own error); that late outcome is dropped.
+    """
+
+    def cancel(result: Deferred[_T]) -> None:
+        result.errback(Failure(CancelledError()))
+        work.cancel()
+
+    result: Deferred[_T] = Deferred(cancel)
+
+    def forward(outcome: _T | Failure) -> None:
+        if not result.called:
+            if isinstance(outcome, Failure):
+                result.errback(outcome)
+            else:
+                result.callback(outcome)
+
+    work.addBoth(forward)
+    return result

@@ -13,14 +13,13 @@ from __future__ import annotations
 import codecs
 from collections.abc import Mapping
 from email.message import Message
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import attrs
 from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.internet.defer import TimeoutError as DeferredTimeoutError
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IDelayedCall, IPushProducer
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -31,6 +30,7 @@ from acpkit_agent.tools.base import (
     ArgumentError,
     ToolContext,
     ToolResult,
+    cancellable,
     describe_error,
     resolve_path,
     text_arg,
@@ -40,6 +40,7 @@ from acpkit_agent.tools.base import (
 __all__ = ["FetchContentTool", "decode_body", "is_binary_type"]
 
 _log = Logger()
+_T = TypeVar("_T")
 
 _BINARY_PREFIXES = ("image/", "audio/", "video/", "font/")
 _BINARY_TYPES = frozenset(
@@ -124,6 +125,34 @@ class _CappedBody(Protocol):
         self._stop()
 
 
+class _Deadline:
+    """Cancels whatever is awaited through :meth:`wait` once ``timeout`` seconds have passed."""
+
+    def __init__(self, reactor: Any, timeout: float) -> None:
+        self.expired = False
+        self.waiting: Deferred[Any] | None = None
+        self.timer: IDelayedCall = reactor.callLater(timeout, self._expire)
+
+    def wait(self, work: Deferred[_T]) -> Deferred[_T]:
+        """Remember ``work`` as the thing to cancel on expiry and return it."""
+        self.waiting = work
+        if self.expired:
+            work.cancel()
+        return work
+
+    def stop(self) -> None:
+        """Cancel the timer (idempotent)."""
+        if self.timer.active():
+            self.timer.cancel()
+
+    def _expire(self) -> None:
+        self.expired = True
+        if self.waiting is not None:
+            # Not guarded by `called`: a Deferred chained to another one counts as called,
+            # and cancel() forwards to the one it waits on (a no-op once it has a result).
+            self.waiting.cancel()
+
+
 def _connection_error(error: BaseException) -> str:
     """A one-line reason for a failed request (unwrapping Twisted's wrapper exceptions)."""
     reasons = getattr(error, "reasons", None)
@@ -186,7 +215,7 @@ class FetchContentTool:
 
     def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> Deferred[ToolResult]:
         """GET the URL; cancelling aborts the request or the download."""
-        return Deferred.fromCoroutine(self._run(ctx, args))
+        return cancellable(Deferred.fromCoroutine(self._run(ctx, args)))
 
     async def _run(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         try:
@@ -202,23 +231,28 @@ class FetchContentTool:
         path = resolve_path(output, ctx.cwd) if output else None
         client = ctx.http_agent or self._client(ctx.reactor)
         limit = self.max_save_bytes if path else self.max_bytes
+        deadline = _Deadline(ctx.reactor, self.timeout)
         try:
             request: Deferred[Any] = client.get(url, unbuffered=True, reactor=ctx.reactor)
-            response = await request.addTimeout(self.timeout, ctx.reactor)
+            response = await deadline.wait(request)
             status = response.code
             phrase = response.phrase.decode("latin-1", "replace")
             header = response.headers.getRawHeaders(b"content-type", [b""])[0]
             media_type, charset = _content_type(header.decode("latin-1"))
-            body = _CappedBody(limit)
+            body = _CappedBody(limit if status < 400 else min(limit, 64 * 1024))
             response.deliverBody(body)
-            data = await body.finished.addTimeout(self.timeout, ctx.reactor)
+            data = await deadline.wait(body.finished)
         except CancelledError:
+            if deadline.expired:
+                return _failed(f"no complete answer from {url} within {self.timeout:g} s")
             raise
-        except DeferredTimeoutError:
-            return _failed(f"no complete answer from {url} within {self.timeout:g} s")
         except Exception as error:
+            if deadline.expired:
+                return _failed(f"no complete answer from {url} within {self.timeout:g} s")
             _log.debug("fetch_content {url} failed: {error!r}", url=url, error=error)
             return _failed(f"cannot fetch {url}: {_connection_error(error)}")
+        finally:
+            deadline.stop()
         if status >= 400:
             return _failed(f"HTTP {status} {phrase} for {url}")
         if path is not None:

@@ -19,6 +19,7 @@ from acpkit_agent.tools.base import (
     Diff,
     ToolContext,
     ToolResult,
+    cancellable,
     describe_error,
     int_arg,
     resolve_path,
@@ -121,7 +122,7 @@ class ReadFileTool:
 
     def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> Deferred[ToolResult]:
         """Read the file through ``ctx.files``."""
-        return Deferred.fromCoroutine(self._run(ctx, args))
+        return cancellable(Deferred.fromCoroutine(self._run(ctx, args)))
 
     async def _run(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         try:
@@ -197,7 +198,7 @@ class WriteFileTool:
 
     def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> Deferred[ToolResult]:
         """Read the old text (for the diff), then write the new one through ``ctx.files``."""
-        return Deferred.fromCoroutine(self._run(ctx, args))
+        return cancellable(Deferred.fromCoroutine(self._run(ctx, args)))
 
     async def _run(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         try:
@@ -274,7 +275,7 @@ class EditFileTool:
 
     def run(self, ctx: ToolContext, args: Mapping[str, Any]) -> Deferred[ToolResult]:
         """Read the file, check that ``old_text`` is unique, write the edited text."""
-        return Deferred.fromCoroutine(self._run(ctx, args))
+        return cancellable(Deferred.fromCoroutine(self._run(ctx, args)))
 
     async def _run(self, ctx: ToolContext, args: Mapping[str, Any]) -> ToolResult:
         try:
