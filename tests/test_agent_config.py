@@ -124,16 +124,22 @@ def test_unreadable_and_missing_files(tmp_path: Path) -> None:
         load_config(str(binary))
 
 
-def test_unreadable_file(tmp_path: Path) -> None:
-    """A file without read permission is an error naming it (skipped as root)."""
+def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file that cannot be read (permission denied) is an error naming it."""
     locked = tmp_path / "locked.toml"
     locked.write_text("yolo = true\n")
-    locked.chmod(0)
+    if os.geteuid() == 0:  # root reads everything: make open() refuse like chmod 0 would
+
+        def refuse(path: str, mode: str = "r") -> object:
+            raise PermissionError(13, "Permission denied", path)
+
+        monkeypatch.setattr("acpkit_agent.config.open", refuse, raising=False)
+    else:
+        locked.chmod(0)
     try:
-        if os.access(locked, os.R_OK):
-            pytest.skip("running as root: every file is readable")
-        with pytest.raises(ConfigError, match="cannot be read"):
+        with pytest.raises(ConfigError) as caught:
             load_config(str(locked))
+        assert str(caught.value) == f"{locked}: cannot be read (Permission denied)"
     finally:
         locked.chmod(0o600)
 

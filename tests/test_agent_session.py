@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acpkit import codec, schema
 from acpkit.errors import RPCError
@@ -338,3 +340,43 @@ def test_updates_only_after_response_for_new_session() -> None:
     d.addCallback(lambda r: order.append("response"))
     h.pair.result(d)
     assert order == ["response", "update"]
+
+
+_NO_PATHS = st.text(
+    alphabet=st.characters(exclude_characters="/~", exclude_categories=["Cs"]), max_size=40
+)
+
+
+@given(st.lists(_NO_PATHS, max_size=6))
+def test_flatten_keeps_text_when_nothing_resolves(texts: list[str]) -> None:
+    """Text blocks are concatenated unchanged when no mention names an existing path."""
+    blocks = [schema.TextContentBlock(text=t) for t in texts]
+    flat = flatten_prompt(blocks, "/nonexistent-bob-cwd")
+    assert flat.text == "".join(texts)
+    assert flat.attached == ()
+
+
+@given(
+    st.lists(st.sampled_from(["a.txt", "b.md", "dir", "dir/c.py", "none.txt"]), max_size=8),
+    st.sampled_from([" ", "\n", "  ", "\t"]),
+)
+def test_mentions_attached_once_in_first_mention_order(names: list[str], gap: str) -> None:
+    """Each existing mentioned path is attached exactly once, in order of first mention."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cwd:
+        os.mkdir(os.path.join(cwd, "dir"))
+        for name in ("a.txt", "b.md", "dir/c.py"):
+            Path(cwd, name).write_text("x")
+        text = gap.join(f"@{name}" for name in names)
+        flat = flatten_prompt([schema.TextContentBlock(text=text)], cwd)
+        expected: list[str] = []
+        for name in names:
+            path = os.path.join(cwd, name)
+            if name != "none.txt" and path not in expected:
+                expected.append(path)
+        assert list(flat.attached) == expected
+        suffix = "".join(
+            f"\n[attached {'directory' if os.path.isdir(p) else 'file'}: {p}]" for p in expected
+        )
+        assert flat.text == text + suffix
