@@ -1,0 +1,241 @@
+"""``acpkit-client ask`` end to end, in real processes, against real agents."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import ProcessProtocol
+from twisted.internet.utils import getProcessOutputAndValue
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SkipTest, TestCase
+
+from acpkit_client import cli
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "client"
+PLUGIN = REPO / "twisted" / "plugins" / "acpkit_agent.py"
+
+
+def agents_file(*agents: tuple[str, str, list[str]]) -> str:
+    blocks = []
+    for name, command, args in agents:
+        quoted = ", ".join(f'"{arg}"' for arg in args)
+        blocks.append(
+            f'[[agent]]\nname = "{name}"\ncommand = "{command}"\nargs = [{quoted}]\n'
+            f'env = {{ PYTHONPATH = "{REPO}" }}\n'
+        )
+    return "\n".join(blocks)
+
+
+def tiny(name: str, mode: str) -> tuple[str, str, list[str]]:
+    return (name, sys.executable, [str(FIXTURES / "tiny_agent.py"), mode])
+
+
+class AskTests(TestCase):
+    """Each test runs ``python -m acpkit_client ask`` in a temporary project."""
+
+    timeout = 60
+
+    def setUp(self) -> None:
+        self.root = Path(tempfile.mkdtemp())
+        self.project = self.root / "project"
+        (self.project / ".acpkit").mkdir(parents=True)
+        (self.project / "notes.txt").write_text("the notes\n", encoding="utf-8")
+        self.trace = self.root / "trace.log"
+        (self.project / ".acpkit" / "acp.toml").write_text(
+            agents_file(
+                tiny("tiny", "normal"),
+                tiny("refuser", "refuse"),
+                tiny("crasher", "crash"),
+                tiny("slow", "slow"),
+                tiny("locked", "auth"),
+                ("sdk", sys.executable, [str(FIXTURES / "sdk_agent.py")]),
+            ),
+            encoding="utf-8",
+        )
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            PYTHONPATH=str(REPO),
+            ACPKIT_DIR=str(self.root / "user"),
+            ACPKIT_TRACE=str(self.trace),
+        )
+        return env
+
+    def ask(self, *args: str, project: Path | None = None) -> Deferred[tuple[bytes, bytes, int]]:
+        result: Deferred[tuple[bytes, bytes, int]] = getProcessOutputAndValue(
+            sys.executable,
+            ["-m", "acpkit_client", "ask", *args],
+            env=self.env(),
+            path=str(project or self.project),
+        )
+        return result
+
+    async def test_answer_on_stdout_tools_on_stderr_deny_by_default(self) -> None:
+        """The answer streams to stdout, tool calls and plan to stderr; default is deny."""
+        out, err, code = await self.ask("--agent", "tiny", "explique @notes.txt s'il te plaît")
+        uri = (self.project / "notes.txt").as_uri()
+        self.assertEqual(code, cli.EXIT_OK, err)
+        self.assertEqual(out.decode(), f"echo: explique <resource {uri} 10 chars> s'il te plaît\n")
+        self.assertIn(b"[plan]", err)
+        self.assertIn(b"[tool] Write out.txt (edit) [failed]", err)
+        self.assertFalse((self.project / "out.txt").exists())
+        trace = self.trace.read_text(encoding="utf-8")
+        self.assertIn(" -> tiny ", trace)
+        self.assertIn(" <- tiny ", trace)
+
+    async def test_allow_flag(self) -> None:
+        """--allow chooses allow_once: the agent writes through fs/write_text_file."""
+        _out, err, code = await self.ask("--allow", "go")
+        self.assertEqual(code, cli.EXIT_OK, err)
+        self.assertEqual((self.project / "out.txt").read_text(encoding="utf-8"), "written\n")
+        self.assertIn(b"[completed]", err)
+
+    async def test_sdk_agent(self) -> None:
+        """Against an agent built on the official Python SDK: links, permission, fs read."""
+        out, err, code = await self.ask("--agent", "sdk", "--allow", "hello @notes.txt")
+        self.assertEqual(code, cli.EXIT_OK, err)
+        self.assertEqual(out, b"sdk says: hello \n")
+        self.assertIn(b"[tool] Read notes.txt (read) [completed]", err)
+        out, err, code = await self.ask("--agent", "sdk", "hello")
+        self.assertEqual(code, cli.EXIT_OK, err)
+        self.assertIn(b"[tool] Read notes.txt (read) [failed]", err)
+
+    async def test_refusal_exit_code(self) -> None:
+        """A refusal exits 4."""
+        out, err, code = await self.ask("--agent", "refuser", "x")
+        self.assertEqual(code, cli.EXIT_REFUSED, err)
+        self.assertEqual(out, b"no\n")
+
+    async def test_crash_exit_code_and_stderr_tail(self) -> None:
+        """An agent dying mid-turn exits 1 and shows its exit status and stderr tail."""
+        _out, err, code = await self.ask("--agent", "crasher", "x")
+        self.assertEqual(code, cli.EXIT_AGENT_FAILED, err)
+        self.assertIn(b"exited with status 3", err)
+        self.assertIn(b"tiny: something broke", err)
+
+    async def test_login_required(self) -> None:
+        """An agent requiring a login exits 1 and says that acpkit-client cannot log in."""
+        _out, err, code = await self.ask("--agent", "locked", "x")
+        self.assertEqual(code, cli.EXIT_AGENT_FAILED, err)
+        self.assertIn(b"requires a login", err)
+
+    async def test_config_errors(self) -> None:
+        """An unknown agent name, or a refused agents file, exits 3 saying why."""
+        _out, err, code = await self.ask("--agent", "nobody", "x")
+        self.assertEqual(code, cli.EXIT_CONFIG)
+        self.assertIn(b"no agent is called 'nobody'", err)
+        (self.project / ".acpkit" / "acp.toml").write_text(
+            '[[agent]]\nname = "x"\n', encoding="utf-8"
+        )
+        _out, err, code = await self.ask("x")
+        self.assertEqual(code, cli.EXIT_CONFIG)
+        self.assertIn(b'agent "x" has no command', err)
+
+    async def test_missing_command(self) -> None:
+        """A command not found exits 1 naming it."""
+        (self.project / ".acpkit" / "acp.toml").write_text(
+            '[[agent]]\nname = "x"\ncommand = "no-such-agent-command"\n', encoding="utf-8"
+        )
+        _out, err, code = await self.ask("x")
+        self.assertEqual(code, cli.EXIT_AGENT_FAILED)
+        self.assertIn(b'command "no-such-agent-command" not found', err)
+
+    def test_ctrl_c_cancels_the_turn(self) -> Deferred[None]:
+        """SIGINT during a turn sends session/cancel, waits for cancelled, and exits 130."""
+        done: Deferred[None] = Deferred()
+        test = self
+
+        class Watcher(ProcessProtocol):
+            out = b""
+            err = b""
+            signalled = False
+
+            def outReceived(self, data: bytes) -> None:
+                self.out += data
+                if not self.signalled and b"thinking..." in self.out:
+                    self.signalled = True
+                    assert self.transport is not None
+                    self.transport.signalProcess("INT")
+
+            def errReceived(self, data: bytes) -> None:
+                self.err += data
+
+            def processEnded(self, reason: Failure) -> None:
+                try:
+                    test.assertEqual(
+                        getattr(reason.value, "exitCode", None), cli.EXIT_CANCELLED, self.err
+                    )
+                    test.assertIn(b"cancelling the turn", self.err)
+                    test.assertIn(b"the turn ended: cancelled", self.err)
+                    trace = test.trace.read_text(encoding="utf-8")
+                    test.assertIn('"method":"session/cancel"', trace)
+                    test.assertIn('"stopReason":"cancelled"', trace)
+                except Exception:
+                    done.errback()
+                else:
+                    done.callback(None)
+
+        reactor.spawnProcess(
+            Watcher(),
+            sys.executable,
+            [sys.executable, "-m", "acpkit_client", "ask", "--agent", "slow", "wait"],
+            env=self.env(),
+            path=str(self.project),
+        )
+        return done
+
+    async def test_reference_agent_echo_engine(self) -> None:
+        """With no agents file, the built-in reference agent (echo engine) answers."""
+        if not PLUGIN.exists():
+            raise SkipTest("twisted/plugins/acpkit_agent.py is not in the tree yet")
+        empty = self.root / "empty"
+        empty.mkdir()
+        out, err, code = await self.ask("hello reference", project=empty)
+        self.assertEqual(code, cli.EXIT_OK, err)
+        self.assertIn(b"hello reference", out)
+
+
+def test_no_subcommand_says_the_ui_is_missing(capsys: Any) -> None:
+    """Without a sub-command, acpkit-client says the terminal UI is not installed; exit 2."""
+    assert cli.main([]) == cli.EXIT_USAGE
+    assert "terminal UI is not installed" in capsys.readouterr().err
+
+
+def test_allow_and_deny_are_exclusive(capsys: Any) -> None:
+    """--allow and --deny together are a usage error (exit 2)."""
+    assert cli.main(["ask", "--allow", "--deny", "x"]) == cli.EXIT_USAGE
+
+
+def test_printer_separates_messages() -> None:
+    """Two agent messages are separated by a blank line; the answer ends with a newline."""
+    from acpkit import codec, schema
+    from acpkit_client.conversation import Conversation
+
+    out, err = io.StringIO(), io.StringIO()
+    c = Conversation()
+    printer = cli.AskPrinter(out, err)
+    c.subscribe(printer)
+    for text, mid in (("a", "1"), ("b", "1"), ("c", "2")):
+        update = codec.decode(
+            schema.SessionNotification,
+            {
+                "sessionId": "s",
+                "update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "messageId": mid,
+                    "content": {"type": "text", "text": text},
+                },
+            },
+        ).update
+        c.apply(update)
+    printer.finish()
+    assert out.getvalue() == "ab\n\nc\n"
