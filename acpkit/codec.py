@@ -556,6 +556,11 @@ def _generate_decoder(cls: type) -> Decoder:
         "        if strict and not d.keys() <= KNOWN:",
         "            raise _unknown_field(d, KNOWN)",
     ]
+    if tag is not None:
+        body += [
+            f"        if strict and d.get({tag[0]!r}, {tag[1]!r}) != {tag[1]!r}:",
+            f"            raise _Invalid('expected tag {tag[1]}', [{tag[0]!r}])",
+        ]
     ind = "        "
     setters = []
     for i, f in enumerate(fields):

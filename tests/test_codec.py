@@ -129,6 +129,15 @@ def test_unknown_tag_kept_raw_and_strict_rejects(union: Any, key: str) -> None:
     assert "unknown tag" in info.value.message
 
 
+def test_variant_class_checks_tag_in_strict_mode() -> None:
+    """Decoding a variant class directly ignores a wrong tag leniently, rejects it strictly."""
+    wire = {"type": "image", "text": "x"}
+    assert decode(schema.TextContentBlock, wire) == schema.TextContentBlock(text="x")
+    with pytest.raises(DecodeError) as info:
+        decode(schema.TextContentBlock, wire, strict=True)
+    assert str(info.value) == "$.type: expected tag text"
+
+
 def test_tag_is_implied_by_class() -> None:
     """Variant classes take no tag argument; the tag is written first on encode."""
     chunk = schema.AgentMessageChunk(content=schema.TextContentBlock(text="hi"))
