@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any
 
 from hypothesis import given
@@ -37,6 +39,13 @@ def is_gone(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def temp_dir(case: SynchronousTestCase) -> str:
+    """A fresh absolute temporary directory, removed after the test (keeps the tree clean)."""
+    path = os.path.realpath(tempfile.mkdtemp(prefix="acpkit-tools-"))
+    case.addCleanup(shutil.rmtree, path, True)
+    return path
 
 
 class BashDescriptionTests(SynchronousTestCase):
@@ -134,8 +143,7 @@ class BashProcessTests(TestCase):
     timeout = 20
 
     def setUp(self) -> None:
-        self.cwd = os.path.abspath(self.mktemp())
-        os.makedirs(self.cwd)
+        self.cwd = temp_dir(self)
         self.ctx = make_context(self.cwd)
 
     def run_bash(self, tool: BashTool, **args: Any) -> Deferred[ToolResult]:

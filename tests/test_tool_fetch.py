@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any
 
 from treq.client import HTTPClient
@@ -20,6 +22,13 @@ from acpkit_agent.tools.fetch import FetchContentTool, decode_body, is_binary_ty
 from acpkit_agent.tools.plan import PlanState
 
 BIG = b"0123456789abcdef" * (128 * 1024)  # 2 MiB
+
+
+def temp_dir(case: SynchronousTestCase) -> str:
+    """A fresh absolute temporary directory, removed after the test (keeps the tree clean)."""
+    path = os.path.realpath(tempfile.mkdtemp(prefix="acpkit-tools-"))
+    case.addCleanup(shutil.rmtree, path, True)
+    return path
 
 
 class Fixed(Resource):
@@ -181,8 +190,7 @@ class FetchServerTests(TestCase):
         self.site = TrackingSite(root)
         self.port = reactor.listenTCP(0, self.site, interface="127.0.0.1")
         self.base = f"http://127.0.0.1:{self.port.getHost().port}"
-        self.cwd = os.path.abspath(self.mktemp())
-        os.makedirs(self.cwd)
+        self.cwd = temp_dir(self)
         self.ctx = ToolContext(self.cwd, DiskFileAccess(), reactor, PlanState(), lambda e: None)
 
     async def tearDown(self) -> None:

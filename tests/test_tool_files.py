@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any
 from unittest import mock
 
@@ -76,6 +78,13 @@ def context(cwd: str, files: Any) -> ToolContext:
     )
 
 
+def temp_dir(case: SynchronousTestCase) -> str:
+    """A fresh absolute temporary directory, removed after the test (keeps the tree clean)."""
+    path = os.path.realpath(tempfile.mkdtemp(prefix="acpkit-tools-"))
+    case.addCleanup(shutil.rmtree, path, True)
+    return path
+
+
 class PathTests(SynchronousTestCase):
     """Path resolution and tool metadata."""
 
@@ -109,8 +118,7 @@ class DiskFileAccessTests(SynchronousTestCase):
     """The local-disk IFileAccess."""
 
     def setUp(self) -> None:
-        self.root = os.path.abspath(self.mktemp())
-        os.makedirs(self.root)
+        self.root = temp_dir(self)
 
     def test_round_trip_keeps_line_endings(self) -> None:
         """Text written is read back exactly, CRLF and non-ASCII included."""
@@ -137,8 +145,7 @@ class ReadFileTests(SynchronousTestCase):
     """read_file on disk and through a client IFileAccess."""
 
     def setUp(self) -> None:
-        self.root = os.path.abspath(self.mktemp())
-        os.makedirs(self.root)
+        self.root = temp_dir(self)
         with open(os.path.join(self.root, "a.txt"), "w") as stream:
             stream.write("one\ntwo\nthree\n")
         self.ctx = context(self.root, DiskFileAccess())
@@ -255,8 +262,7 @@ class WriteFileTests(SynchronousTestCase):
     """write_file."""
 
     def setUp(self) -> None:
-        self.root = os.path.abspath(self.mktemp())
-        os.makedirs(self.root)
+        self.root = temp_dir(self)
         self.ctx = context(self.root, DiskFileAccess())
 
     def write(self, **args: Any) -> ToolResult:
@@ -410,8 +416,7 @@ class EditFileTests(SynchronousTestCase):
 
     def test_on_disk_with_crlf(self) -> None:
         """On disk, an edit keeps the file's CRLF line endings."""
-        root = os.path.abspath(self.mktemp())
-        os.makedirs(root)
+        root = temp_dir(self)
         with open(f"{root}/c.txt", "w", newline="") as stream:
             stream.write("a\r\nb\r\n")
         ctx = context(root, DiskFileAccess())
