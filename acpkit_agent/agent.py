@@ -41,7 +41,7 @@ from acpkit_agent.session import (
     SessionStore,
     new_session_id,
 )
-from acpkit_agent.turn import AgentRuntime, TurnRunner
+from acpkit_agent.turn import AgentRuntime, TurnRunner, send_update
 
 __all__ = ["AGENT_VERSION", "BobAgent", "CommandRegistry", "SlashCommand"]
 
@@ -180,7 +180,8 @@ class BobAgent(Agent):
         )
         # The connection holds updates for a session until its session/new response is
         # written, so this arrives right after the response.
-        self.conn.session_update(
+        send_update(
+            self.conn,
             session_id,
             schema.AvailableCommandsUpdate(available_commands=self.commands.advertised()),
         )
@@ -206,8 +207,10 @@ class BobAgent(Agent):
             command = self.commands.match(flat.text)
             if command is not None:
                 line = await command.run(session)
-                self.conn.session_update(
-                    session.id, schema.AgentMessageChunk(content=schema.TextContentBlock(text=line))
+                send_update(
+                    self.conn,
+                    session.id,
+                    schema.AgentMessageChunk(content=schema.TextContentBlock(text=line)),
                 )
                 self.turns.send_usage(session, session.used_tokens())
                 stop_reason = "end_turn"

@@ -24,7 +24,6 @@ from twisted.internet.defer import CancelledError, Deferred, DeferredLock
 from twisted.logger import Logger
 
 from acpkit import schema
-from acpkit.errors import InternalError
 from acpkit_agent.client_files import file_access_for
 from acpkit_agent.config import AgentConfig
 from acpkit_agent.engines.base import (
@@ -47,6 +46,7 @@ __all__ = [
     "TurnCounts",
     "TurnOutcome",
     "TurnRunner",
+    "send_update",
     "tool_kind",
 ]
 
@@ -57,6 +57,16 @@ FILE_TOOLS = frozenset({"read_file", "write_file", "edit_file"})
 SKILL_TOOLS = frozenset({"read_skill"})
 """Tools counted as skills in the ``turn done`` line."""
 CANCELLED_TOOL_OUTPUT = "[tool call cancelled by the user]"
+
+
+def send_update(conn: Any, session_id: str, update: object) -> None:
+    """
+    Send one ``session/update``.  Back-pressure is left to the transport; a failure of the
+    writability Deferred (the connection went away) is ignored: the turn ends on its own.
+    """
+    d = conn.session_update(session_id, update)
+    if isinstance(d, Deferred):
+        d.addErrback(lambda _: None)
 
 
 def tool_kind(kind: str) -> schema.ToolKind:
@@ -143,13 +153,15 @@ class _Sink:
 
     def text(self, delta: str) -> None:
         self.text_parts.append(delta)
-        self._conn.session_update(
+        send_update(
+            self._conn,
             self._session_id,
             schema.AgentMessageChunk(content=schema.TextContentBlock(text=delta)),
         )
 
     def reasoning(self, delta: str) -> None:
-        self._conn.session_update(
+        send_update(
+            self._conn,
             self._session_id,
             schema.AgentThoughtChunk(content=schema.TextContentBlock(text=delta)),
         )
@@ -174,7 +186,7 @@ class TurnRunner:
     # -- updates --------------------------------------------------------------------
 
     def _update(self, session: Session, update: object) -> None:
-        self.conn.session_update(session.id, update)
+        send_update(self.conn, session.id, update)
 
     def send_usage(self, session: Session, used: int) -> None:
         """A ``usage_update`` with the known window as ``size``."""
@@ -407,8 +419,3 @@ class TurnRunner:
         open_calls.pop(acp_id, None)
         self._terminal(session, acp_id, output, failed=failed)
         return output
-
-
-def outcome_error(outcome: TurnOutcome) -> InternalError:
-    """The ``-32603`` error answering a failed turn."""
-    return InternalError(outcome.error or "the turn failed")

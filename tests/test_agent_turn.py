@@ -565,3 +565,51 @@ def test_turns_are_serialized_process_wide() -> None:
     assert h.pair.result(d1).stop_reason == schema.StopReason.END_TURN
     assert other.pair.result(d2).stop_reason == schema.StopReason.END_TURN
     assert engine.calls == 2
+
+
+def test_plan_tool_sends_plan_updates() -> None:
+    """The plan tool's changes are sent as plan updates with every entry."""
+    h = harness(
+        [
+            {
+                "tool_calls": [
+                    call(
+                        "plan",
+                        action="set",
+                        entries=[
+                            {"content": "write tests", "priority": "high"},
+                            {"content": "ship"},
+                        ],
+                    )
+                ]
+            },
+            {"chunks": ["planned"]},
+        ]
+    )
+    sid = h.start()
+    h.raw_prompt(sid, "plan it")
+    [plan] = h.client.of_kind("plan")
+    assert plan["entries"] == [
+        {"content": "write tests", "priority": "high", "status": "pending"},
+        {"content": "ship", "priority": "medium", "status": "pending"},
+    ]
+    assert h.client.of_kind("tool_call")[0]["kind"] == "think"
+
+
+def test_client_disconnect_mid_turn_releases_the_turn_lock() -> None:
+    """A client that goes away mid-turn: the turn ends, the process-wide lock is free again."""
+    with captured_logs() as logs:
+        h = harness([{"chunks": ["a", "b", "c"], "delay": 1.0}, {"chunks": ["next"]}])
+        sid = h.start()
+        d = h.prompt(sid, "q")
+        failures: list[Any] = []
+        d.addErrback(failures.append)
+        h.pair.close()
+        h.clock.advance(5.0)
+    assert len(failures) == 1  # the client's own request failed with the connection
+    assert not h.runtime.lock.locked
+    assert "[acp] turn done: 0 command(s) · 0 file op(s) · 0 skill(s)" in logs.acp()
+    assert not [e for e in logs.events if e.get("log_failure") is not None]
+    other = make_harness(runtime=h.runtime, clock=h.clock)
+    sid2 = other.start()
+    assert other.raw_prompt(sid2, "again")["stopReason"] == "end_turn"
