@@ -266,7 +266,7 @@ class OpenAIEngineFailureTests(TestCase):
             self.addCleanup(server.stop)
             conn, client, sid = await self._agent(base)
             await self._expect_internal_error(conn, sid, "500")
-            await self._expect_internal_error(conn, sid, "")
+            await self._expect_internal_error(conn, sid, "model server")
             response = await self._prompt(conn, sid, "again")
             assert response.stop_reason == schema.StopReason.END_TURN
             assert client.text() == "back online"

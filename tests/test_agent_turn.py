@@ -613,3 +613,24 @@ def test_client_disconnect_mid_turn_releases_the_turn_lock() -> None:
     other = make_harness(runtime=h.runtime, clock=h.clock)
     sid2 = other.start()
     assert other.raw_prompt(sid2, "again")["stopReason"] == "end_turn"
+
+
+def test_cancelled_response_carries_session_usage() -> None:
+    """A cancelled turn answers stopReason cancelled with the session's usage totals."""
+    h = harness(
+        [
+            {"tool_calls": [call("bash", command="x")], "usage": {"input": 40, "output": 2}},
+            {"chunks": ["slow", "er"], "delay": 1.0},
+        ]
+    )
+    sid = h.start()
+    d = h.pair.client.protocol.request(
+        "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "q"}]}
+    )
+    h.pair.pump()
+    h.pair.client.cancel(sid)
+    result = h.pair.result(d)
+    assert result == {
+        "stopReason": "cancelled",
+        "usage": {"totalTokens": 42, "inputTokens": 40, "outputTokens": 2},
+    }
