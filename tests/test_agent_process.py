@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from twisted.internet import reactor, task
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.protocol import ServerFactory
@@ -28,6 +29,8 @@ from acpkit.testing.script import parse_script
 from acpkit_agent.config import AgentConfig
 from acpkit_agent.tap import AgentService, build_runtime
 from tests.fixtures.agent.harness import RecordingClient
+
+pytestmark = pytest.mark.process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TWISTD = ["-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
