@@ -199,6 +199,11 @@ class BashProcessTests(TestCase):
         expected = "bash\n" if find_shell().endswith("bash") else "\n"
         self.assertEqual(result.output, expected)
 
+    async def test_sh_fallback(self) -> None:
+        """With /bin/sh as the shell (bash missing), commands still run."""
+        result = await self.run_bash(BashTool(shell="/bin/sh"), command="echo $0; exit 2")
+        self.assertEqual(result, ToolResult("/bin/sh\n[exit status 2]", failed=True, exit_status=2))
+
     async def test_leads_its_process_group(self) -> None:
         """The command is the leader of its own process group, apart from the agent's."""
         run = BashTool().start(self.ctx, {"command": "ps -o pgid= -p $$"})

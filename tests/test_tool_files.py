@@ -109,6 +109,18 @@ class PathTests(SynchronousTestCase):
             self.assertEqual(tool.locations({}, "/w"), [])
             self.assertEqual(tool.needs_permission({"path": "a"}), permission)
 
+    def test_builtin_tools(self) -> None:
+        """builtin_tools gives the six tools keyed by name, each with a JSON object schema."""
+        tools = builtin_tools()
+        self.assertEqual(
+            sorted(tools), ["bash", "edit_file", "fetch_content", "plan", "read_file", "write_file"]
+        )
+        for name, tool in tools.items():
+            self.assertEqual(tool.name, name)
+            self.assertEqual(tool.parameters["type"], "object")
+            self.assertTrue(tool.description)
+        self.assertIsNot(builtin_tools()["plan"], tools["plan"])
+
     def test_disk_access_provides_interface(self) -> None:
         """DiskFileAccess provides IFileAccess."""
         self.assertTrue(verifyObject(IFileAccess, DiskFileAccess()))
@@ -324,6 +336,14 @@ class WriteFileTests(SynchronousTestCase):
             WriteFileTool().run(context("/w", files), {"path": "x", "content": "b"})
         )
         self.assertEqual(files.calls, [("read", "/w/x", None, None), ("write", "/w/x", "b")])
+
+    def test_cancel_before_write(self) -> None:
+        """Cancelling while the old text is being read fails with CancelledError; no write."""
+        files = MemoryFiles(pending=Deferred())
+        running = WriteFileTool().run(context("/w", files), {"path": "x", "content": "y"})
+        running.cancel()
+        self.failureResultOf(running, CancelledError)
+        self.assertEqual(files.calls, [("read", "/w/x", None, None)])
 
 
 class EditFileTests(SynchronousTestCase):
