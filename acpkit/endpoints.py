@@ -103,14 +103,38 @@ def _attach_tracer(protocol: IProtocol, name: str) -> None:
 # -- stdio and endpoint strings -------------------------------------------------------
 
 
+def _flush_writer(writer: Any) -> None:
+    """
+    Write what ``writer`` (a Twisted ``FileDescriptor``) has buffered now, instead of
+    on the reactor's next turn.
+
+    Twisted buffers every write until the reactor polls the descriptor again: one more
+    loop iteration per message, which is most of a request's round-trip time over a
+    pipe.  Transports made here offer ``flushNow()`` so the JSON-RPC layer can flush
+    once it has written what it had to say (see ``acpkit.jsonrpc``).  Nothing happens
+    while the writer is closing (the reactor finishes that itself), and an error is
+    left for the reactor to find on its own next write attempt.
+    """
+    if writer is None or writer.disconnected or writer.disconnecting:
+        return
+    if getattr(writer, "_writeDisconnecting", False):
+        return
+    if writer.dataBuffer or writer._tempDataLen:
+        writer.doWrite()
+
+
 class _StandardIO(StandardIO):
     """
-    ``StandardIO`` that always ends with ``connectionLost``.
+    ``StandardIO`` that always ends with ``connectionLost``, and can flush at once.
 
     With an ``IHalfCloseableProtocol``, stock ``StandardIO`` never calls
     ``connectionLost`` when stdout is lost first (the peer stopped reading: it died)
     and ``loseConnection`` comes later: the process would then wait forever.
     """
+
+    def flushNow(self) -> None:
+        """Write buffered output now rather than on the reactor's next turn."""
+        _flush_writer(self._writer)
 
     def loseConnection(self) -> None:
         super().loseConnection()
@@ -269,6 +293,11 @@ class AgentTransport:
     def writeSequence(self, data: Iterable[bytes]) -> None:
         """Write several byte strings to the agent's stdin."""
         self.process.writeSequence(list(data))
+
+    def flushNow(self) -> None:
+        """Write buffered input for the agent now rather than on the reactor's next turn."""
+        pipes = getattr(self.process, "pipes", {})
+        _flush_writer(pipes.get(0))
 
     def loseConnection(self) -> None:
         """Close the agent's stdin after queued data is written."""

@@ -393,6 +393,9 @@ class JSONRPCProtocol(NDJSONProtocol):
     #: for a slot (not called for requests answered with an error at once).
     on_request_received: Callable[[InboundRequest], None] | None = None
 
+    #: How deep we are in ``dataReceived`` (writes made meanwhile are flushed after it).
+    _receiving = 0
+
     def __init__(
         self,
         registry: MethodRegistry | None = None,
@@ -557,7 +560,29 @@ class JSONRPCProtocol(NDJSONProtocol):
             )
             return False
         self.sendLine(line)
+        if not self._receiving:
+            self._flush()
         return True
+
+    def _flush(self) -> None:
+        """
+        Ask the transport to write now, when it can (``flushNow``, offered by the
+        transports of ``acpkit.endpoints``).  Replies written while a read is being
+        processed are flushed once, after the whole read: one write for a batch.
+        """
+        flush = getattr(self.transport, "flushNow", None)
+        if flush is not None:
+            flush()
+
+    def dataReceived(self, data: bytes) -> None:
+        """Process a read; what the handlers wrote meanwhile is flushed once, at the end."""
+        self._receiving += 1
+        try:
+            super().dataReceived(data)
+        finally:
+            self._receiving -= 1
+        if not self._receiving and self.transport is not None:
+            self._flush()
 
     def request(
         self, method: str, params: Any = None, *, timeout: float | None = None

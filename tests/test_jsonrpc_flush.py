@@ -1,0 +1,56 @@
+"""
+Write-through: transports that offer ``flushNow`` (those of ``acpkit.endpoints``) are
+asked to write at once, and only once per processed read.
+"""
+
+from __future__ import annotations
+
+from twisted.internet.testing import StringTransport
+
+from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+
+
+class FlushingTransport(StringTransport):
+    """Counts ``flushNow`` calls and how much had been written at each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes: list[int] = []
+
+    def flushNow(self) -> None:
+        self.flushes.append(self.value().count(b"\n"))
+
+
+def connected(registry: MethodRegistry | None = None) -> tuple[JSONRPCProtocol, FlushingTransport]:
+    proto = JSONRPCProtocol(registry)
+    transport = FlushingTransport()
+    proto.makeConnection(transport)
+    return proto, transport
+
+
+def test_write_outside_a_read_is_flushed_at_once() -> None:
+    """A request or notification sent from application code is flushed right away."""
+    proto, transport = connected()
+    proto.notify("session/cancel", {"sessionId": "s"})
+    proto.request("session/new", {"cwd": "/", "mcpServers": []})
+    assert transport.flushes == [1, 2]
+
+
+def test_replies_to_one_read_are_flushed_once() -> None:
+    """Three requests in one read get three replies and a single flush after them."""
+    registry = MethodRegistry()
+    registry.add_request("echo", lambda req: req.params)
+    proto, transport = connected(registry)
+    proto.dataReceived(
+        b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"echo","params":{}}\n' % i for i in range(3))
+    )
+    assert transport.flushes == [3]
+
+
+def test_transports_without_flush_are_left_alone() -> None:
+    """A plain transport (TCP, StringTransport) keeps Twisted's usual buffering."""
+    proto = JSONRPCProtocol()
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    proto.notify("x", {})
+    assert transport.value().endswith(b"\n")
