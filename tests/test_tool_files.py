@@ -245,6 +245,17 @@ class ReadFileTests(SynchronousTestCase):
             f"[… {10000 - 100} more characters not shown; read on with line=11 and a limit …]",
         )
 
+    def test_size_cap_single_long_line(self) -> None:
+        """A single line longer than the cap is cut with a marker saying so."""
+        with open(os.path.join(self.root, "long"), "w") as stream:
+            stream.write("x" * 150)
+        result = self.read(ReadFileTool(max_chars=100), path="long")
+        self.assertEqual(
+            result.output,
+            "x" * 100
+            + "\n[… 50 more characters not shown: line 1 alone is longer than 100 characters …]",
+        )
+
     def test_goes_through_ctx_files(self) -> None:
         """Reads go through ctx.files with the absolute path, line and limit."""
         files = MemoryFiles({"/w/x.py": "print(1)\n"})

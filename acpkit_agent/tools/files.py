@@ -148,13 +148,17 @@ class ReadFileTool:
             return text
         cut = text.rfind("\n", 0, self.max_chars) + 1
         if cut == 0:
-            cut = self.max_chars
+            rest = len(text) - self.max_chars
+            return (
+                f"{text[: self.max_chars]}\n[… {rest} more characters not shown: line "
+                f"{first_line} alone is longer than {self.max_chars} characters …]"
+            )
         shown = text[:cut]
         next_line = first_line + shown.count("\n")
         rest = len(text) - cut
         return (
-            f"{shown}{'' if shown.endswith(chr(10)) else chr(10)}"
-            f"[… {rest} more characters not shown; read on with line={next_line} and a limit …]"
+            f"{shown}[… {rest} more characters not shown; "
+            f"read on with line={next_line} and a limit …]"
         )
 
 
