@@ -116,6 +116,7 @@ class AgentRun:
         #: True when the agent listed ``authMethods`` (a login we cannot do).
         self.needs_login = False
         self._observers: list[IAgentObserver] = []
+        self._stopping: Deferred[Any] | None = None
 
     # -- observers ---------------------------------------------------------------------
 
@@ -194,7 +195,7 @@ class AgentRun:
         except OSError as e:
             raise self._fail(f"cannot start: {e}") from None
         self.process = process
-        process.exited.addCallback(self._process_exited)
+        process.exited.addCallback(self.record_exit)
         self.connection = connection
         return connection
 
@@ -249,7 +250,10 @@ class AgentRun:
 
     # -- ending ----------------------------------------------------------------------------
 
-    def _process_exited(self, exit: AgentExited) -> AgentExited:
+    def record_exit(self, exit: AgentExited) -> AgentExited:
+        """Note how the process ended (once; later calls change nothing)."""
+        if self.exit is not None:
+            return exit
         self.exit = exit
         if self.state is not AgentState.STOPPED:
             self.problems.append(str(exit))
@@ -257,13 +261,26 @@ class AgentRun:
         return exit
 
     def stop(self, grace: float = 2.0) -> Deferred[Any]:
-        """Close the agent's stdin, then end its process group (see ``AgentProcess.stop``)."""
-        if self.state in (AgentState.EXITED, AgentState.STOPPED):
-            return succeed(self.exit)
-        self._set_state(AgentState.STOPPED)
-        if self.process is not None:
-            return self.process.stop(grace)
-        connection = self.connection
-        if connection is not None and connection.protocol.transport is not None:
-            connection.protocol.transport.loseConnection()
-        return succeed(None)
+        """
+        Close the agent's stdin, then end its process group (see ``AgentProcess.stop``).
+        Fires once the process has ended (at once without a process); calling it again
+        waits for the same end.
+        """
+        if self._stopping is None:
+            if self.state is not AgentState.EXITED:
+                self._set_state(AgentState.STOPPED)
+            if self.process is not None:
+                self._stopping = self.process.stop(grace)
+            else:
+                connection = self.connection
+                if connection is not None and connection.protocol.transport is not None:
+                    connection.protocol.transport.loseConnection()
+                self._stopping = succeed(None)
+        waiter: Deferred[Any] = Deferred()
+
+        def relay(result: Any) -> Any:
+            waiter.callback(result)
+            return result
+
+        self._stopping.addBoth(relay)
+        return waiter

@@ -31,7 +31,8 @@ from zope.interface import implementer
 
 from acpkit import codec, schema
 from acpkit.connection import Client, ClientConnection
-from acpkit.errors import InvalidParams, RPCError
+from acpkit.endpoints import AgentExited
+from acpkit.errors import ConnectionLost, InvalidParams, RPCError
 from acpkit.interfaces import IClient
 from acpkit_client.agents import AgentRun, AgentStartError
 from acpkit_client.config import AgentEntry
@@ -44,6 +45,10 @@ from acpkit_client.prompt import build_prompt
 __all__ = ["ELICITATION_REFUSED_CODE", "AgentWindow", "TurnError"]
 
 log = Logger()
+
+#: After the connection to a child agent is lost mid-turn, how long to wait for its exit
+#: status (so that the turn's error and Agent status can say how it ended).
+EXIT_REPORT_WAIT = 2.0
 
 #: The JSON-RPC error code an elicitation is refused with.
 ELICITATION_REFUSED_CODE = -32601
@@ -80,6 +85,7 @@ class AgentWindow(Client):
             permission_prompt if permission_prompt is not None else PolicyPermissionPrompt()
         )
         self._turn: Deferred[Any] | None = None
+        self._reactor: Any = None
         self._cancel_sent = False
 
     # -- opening ------------------------------------------------------------------------
@@ -100,6 +106,7 @@ class AgentWindow(Client):
         Fails with :class:`~acpkit_client.agents.AgentStartError` (also kept in
         ``run.problems``).
         """
+        self._reactor = reactor
         try:
             connection = self.run.spawn(reactor, self)
         except AgentStartError:
@@ -163,6 +170,8 @@ class AgentWindow(Client):
         try:
             response = await self._turn
         except Exception as e:
+            if isinstance(e, ConnectionLost):
+                await self._wait_for_exit()
             message = self._error_text(e)
             self.conversation.end_turn(f"error: {message}")
             raise TurnError(message) from None
@@ -173,6 +182,25 @@ class AgentWindow(Client):
             log.info("the agent ended a cancelled turn with {stop}", stop=stop)
         self.conversation.end_turn(stop)
         return stop
+
+    async def _wait_for_exit(self) -> None:
+        """The connection is gone: give the process a moment to report its exit status."""
+        process = self.run.process
+        if process is None or self.run.exit is not None or self._reactor is None:
+            return
+        done: Deferred[None] = Deferred()
+
+        def finish(result: object = None) -> None:
+            if isinstance(result, AgentExited):
+                self.run.record_exit(result)
+            if not done.called:
+                done.callback(None)
+
+        process.exited.addCallback(finish)
+        timer = self._reactor.callLater(EXIT_REPORT_WAIT, finish)
+        await done
+        if timer.active():
+            timer.cancel()
 
     def _error_text(self, error: BaseException) -> str:
         if isinstance(error, RPCError):

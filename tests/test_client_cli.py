@@ -204,6 +204,49 @@ class AskTests(TestCase):
         self.assertIn(b"hello reference", out)
 
 
+class TerminalPromptTests(TestCase):
+    """The terminal permission prompt reads the user's choice through the reactor."""
+
+    timeout = 10
+
+    def ask_with(self, typed: bytes) -> Deferred[Any]:
+        from acpkit import schema
+
+        read_fd, write_fd = os.pipe()
+        self.addCleanup(os.close, read_fd)
+        err = io.StringIO()
+        prompt = cli.TerminalPermissionPrompt(reactor, err, read_fd)
+        request = schema.RequestPermissionRequest(
+            session_id="s",
+            tool_call=schema.ToolCallUpdate(tool_call_id="t", title="Delete build/"),
+            options=[
+                schema.PermissionOption(
+                    option_id="ok", name="Allow", kind=schema.PermissionOptionKind.ALLOW_ONCE
+                ),
+                schema.PermissionOption(
+                    option_id="no", name="Reject", kind=schema.PermissionOptionKind.REJECT_ONCE
+                ),
+            ],
+        )
+        d = Deferred.fromCoroutine(prompt.choose(request))
+        os.write(write_fd, typed)
+        os.close(write_fd)
+        self.err = err
+        return d
+
+    async def test_number_chooses_option(self) -> None:
+        """Typing 1 chooses the first option; the request and options were shown."""
+        chosen = await self.ask_with(b"1\n")
+        self.assertEqual(chosen, "ok")
+        self.assertIn("Delete build/", self.err.getvalue())
+        self.assertIn("2. Reject (reject_once)", self.err.getvalue())
+
+    async def test_enter_or_eof_is_no_answer(self) -> None:
+        """An empty line, or the end of input, is no answer (which rejects)."""
+        self.assertIsNone(await self.ask_with(b"\n"))
+        self.assertIsNone(await self.ask_with(b""))
+
+
 def test_no_subcommand_says_the_ui_is_missing(capsys: Any) -> None:
     """Without a sub-command, acpkit-client says the terminal UI is not installed; exit 2."""
     assert cli.main([]) == cli.EXIT_USAGE

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred
@@ -209,3 +211,48 @@ def test_fs_for_another_session_is_refused(tmp_path: Path) -> None:
         window.read_text_file(
             schema.ReadTextFileRequest(session_id="other", path=str(tmp_path / "x"))
         )
+
+
+def test_cancel_answers_a_pending_permission_cancelled(tmp_path: Path) -> None:
+    """A permission still being asked when the turn is cancelled is answered cancelled."""
+    from zope.interface import implementer
+
+    from acpkit_client.interfaces import IPermissionPrompt
+
+    asked: list[Deferred[str | None]] = []
+
+    @implementer(IPermissionPrompt)
+    class Waiting:
+        def choose(self, request: object) -> Deferred[str | None]:
+            asked.append(Deferred())
+            return asked[-1]
+
+    agents: list[TinyAgent] = []
+
+    def make(conn: Any) -> TinyAgent:
+        agents.append(TinyAgent(conn))
+        return agents[-1]
+
+    class Sent:
+        lines: list[bytes] = []
+
+        def sent(self, line: bytes) -> None:
+            self.lines.append(line)
+
+        def received(self, line: bytes) -> None:
+            pass
+
+    window = AgentWindow(ENTRY, str(tmp_path), permission_prompt=Waiting(), environ={})
+    pair = connected_pair(make, window)
+    sent = Sent()
+    pair.client.protocol.tracer = sent
+    start(window, pair)
+    d = window.send_prompt("go")
+    pair.pump()
+    assert len(asked) == 1
+    window.cancel()
+    assert pair.result(d) == "cancelled"
+    answers = [json.loads(line) for line in sent.lines if b'"outcome"' in line]
+    assert [a["result"] for a in answers] == [{"outcome": {"outcome": "cancelled"}}]
+    assert asked[0].called
+    assert not (tmp_path / "out.txt").exists()
