@@ -55,6 +55,7 @@ class AskTests(TestCase):
                 tiny("refuser", "refuse"),
                 tiny("crasher", "crash"),
                 tiny("slow", "slow"),
+                tiny("stubborn", "stubborn"),
                 tiny("locked", "auth"),
                 ("sdk", sys.executable, [str(FIXTURES / "sdk_agent.py")]),
             ),
@@ -149,49 +150,58 @@ class AskTests(TestCase):
         self.assertEqual(code, cli.EXIT_AGENT_FAILED)
         self.assertIn(b'command "no-such-agent-command" not found', err)
 
-    def test_ctrl_c_cancels_the_turn(self) -> Deferred[None]:
-        """SIGINT during a turn sends session/cancel, waits for cancelled, and exits 130."""
-        done: Deferred[None] = Deferred()
-        test = self
+    def interrupt(self, agent: str, times: int) -> Deferred[tuple[int | None, bytes]]:
+        """Run ``ask`` on ``agent``; send SIGINT ``times`` times once the answer starts."""
+        done: Deferred[tuple[int | None, bytes]] = Deferred()
 
         class Watcher(ProcessProtocol):
             out = b""
             err = b""
-            signalled = False
+            sent = 0
 
             def outReceived(self, data: bytes) -> None:
                 self.out += data
-                if not self.signalled and b"thinking..." in self.out:
-                    self.signalled = True
-                    assert self.transport is not None
-                    self.transport.signalProcess("INT")
+                if b"thinking..." in self.out:
+                    self.send()
 
             def errReceived(self, data: bytes) -> None:
                 self.err += data
+                if b"cancelling the turn" in self.err:
+                    self.send()
+
+            def send(self) -> None:
+                wanted = 1 if b"cancelling the turn" not in self.err else times
+                if self.sent < wanted:
+                    self.sent += 1
+                    assert self.transport is not None
+                    self.transport.signalProcess("INT")
 
             def processEnded(self, reason: Failure) -> None:
-                try:
-                    test.assertEqual(
-                        getattr(reason.value, "exitCode", None), cli.EXIT_CANCELLED, self.err
-                    )
-                    test.assertIn(b"cancelling the turn", self.err)
-                    test.assertIn(b"the turn ended: cancelled", self.err)
-                    trace = test.trace.read_text(encoding="utf-8")
-                    test.assertIn('"method":"session/cancel"', trace)
-                    test.assertIn('"stopReason":"cancelled"', trace)
-                except Exception:
-                    done.errback()
-                else:
-                    done.callback(None)
+                done.callback((getattr(reason.value, "exitCode", None), self.err))
 
         reactor.spawnProcess(
             Watcher(),
             sys.executable,
-            [sys.executable, "-m", "acpkit_client", "ask", "--agent", "slow", "wait"],
+            [sys.executable, "-m", "acpkit_client", "ask", "--agent", agent, "wait"],
             env=self.env(),
             path=str(self.project),
         )
         return done
+
+    async def test_ctrl_c_cancels_the_turn(self) -> None:
+        """SIGINT during a turn sends session/cancel, waits for cancelled, and exits 130."""
+        code, err = await self.interrupt("slow", 1)
+        self.assertEqual(code, cli.EXIT_CANCELLED, err)
+        self.assertIn(b"the turn ended: cancelled", err)
+        trace = self.trace.read_text(encoding="utf-8")
+        self.assertIn('"method":"session/cancel"', trace)
+        self.assertIn('"stopReason":"cancelled"', trace)
+
+    async def test_second_ctrl_c_stops_the_agent(self) -> None:
+        """When the agent ignores the cancel, a second SIGINT stops it; exit 130."""
+        code, err = await self.interrupt("stubborn", 2)
+        self.assertEqual(code, cli.EXIT_CANCELLED, err)
+        self.assertIn(b"stopping the agent", err)
 
     async def test_reference_agent_echo_engine(self) -> None:
         """With no agents file, the built-in reference agent (echo engine) answers."""
