@@ -93,6 +93,13 @@ class AskTests(TestCase):
         self.assertIn(" -> tiny ", trace)
         self.assertIn(" <- tiny ", trace)
 
+    async def test_unopenable_trace_file_changes_nothing(self) -> None:
+        """An ACPKIT_TRACE that cannot be opened means no trace, and nothing else."""
+        self.trace = self.root / "no-such-dir" / "trace.log"
+        out, err, code = await self.ask("--agent", "refuser", "x")
+        self.assertEqual((code, out), (cli.EXIT_REFUSED, b"no\n"), err)
+        self.assertFalse(self.trace.exists())
+
     async def test_allow_flag(self) -> None:
         """--allow chooses allow_once: the agent writes through fs/write_text_file."""
         _out, err, code = await self.ask("--allow", "go")
