@@ -4,8 +4,9 @@ re-encodes to the same JSON.
 
 The only differences allowed are the ones the codec documents (acpkit/codec.py):
 
-- an optional field sent as ``null`` comes back absent (``None`` means absent), except the
-  null-meaningful fields (default ``ABSENT``), whose ``null`` must survive;
+- an optional field (default ``None``) sent as ``null`` comes back absent (``None`` means
+  absent); the null-meaningful fields (default ``ABSENT``) and required fields must keep
+  their ``null``;
 - a field left out comes back with its default when the model has a non-``None`` default;
 - in lenient mode, keys the model does not know are dropped (only in the unknown-keys test).
 
@@ -108,7 +109,7 @@ def _object_differences(
                 child = None
             problems.extend(_differences(child, sent[key], back[key], where, unknown_ok))
         elif key in sent:
-            optional_null = field is not None and sent[key] is None and field.default is not ABSENT
+            optional_null = field is not None and sent[key] is None and field.default is None
             ignored_unknown = unknown_ok and fields is not None and field is None
             if not (optional_null or ignored_unknown):
                 problems.append(f"{where}: sent {_show(sent[key])}, missing on re-encode")
@@ -224,6 +225,16 @@ def test_comparison_keeps_null_meaningful_fields() -> None:
     """A null-meaningful field (default ABSENT) sent as null must not come back absent."""
     sent = {"sessionUpdate": "session_info_update", "title": None}
     model = decode(acpkit.schema.SessionUpdate, sent)
+    assert attrs.fields_dict(type(model))["title"].default is ABSENT
     problems = _differences(model, sent, {"sessionUpdate": "session_info_update"}, "$", False)
     assert [p.split(":")[0] for p in problems] == ["$.title"]
+    assert _differences(model, sent, _as_json(encode(model)), "$", unknown_ok=False) == []
+
+
+def test_comparison_keeps_required_nulls() -> None:
+    """A required field whose value is null (a null request id) must be re-encoded as null."""
+    sent = {"requestId": None}
+    model = decode(acpkit.schema.CancelRequestNotification, sent)
+    problems = _differences(model, sent, {}, "$", unknown_ok=False)
+    assert [p.split(":")[0] for p in problems] == ["$.requestId"]
     assert _differences(model, sent, _as_json(encode(model)), "$", unknown_ok=False) == []
