@@ -154,6 +154,11 @@ class _Role(Generic[H]):
 
     handler: H
 
+    #: Called as ``hook(method, raw_params, error)`` for a notification that could not be
+    #: decoded (it is dropped; notifications are never answered).  A client uses it to
+    #: count what it could not show.
+    on_undecodable_notification: Callable[[str, Any, Exception], None] | None = None
+
     def __init__(
         self,
         handler: H | Callable[[Any], H],
@@ -242,6 +247,9 @@ class _Role(Generic[H]):
             self._log.warn(
                 "dropped a {method} notification: {error}", method=method.name, error=str(e)
             )
+            hook = self.on_undecodable_notification
+            if hook is not None:
+                hook(method.name, params, e)
             return None
         return self._deliver_notification(method, pyname, decoded)
 

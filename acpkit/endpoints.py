@@ -613,6 +613,12 @@ def spawn_agent(
     if not IReactorProcess.providedBy(reactor):
         raise TypeError(f"{reactor!r} cannot spawn processes")
     child_env = dict(os.environ)
+    # Our own trace already records both directions of this connection; an acpkit
+    # agent inheriting ACPKIT_TRACE would write every message a second time.  An
+    # explicit ``env`` may still set it for the child.
+    from acpkit.trace import TRACE_VARIABLE
+
+    child_env.pop(TRACE_VARIABLE, None)
     if env is not None:
         child_env.update(env)
     executable = _resolve_command(command, child_env.get("PATH"), cwd)

@@ -121,22 +121,14 @@ class AgentWindow(Client):
         return ensureDeferred(self.run.handshake())
 
     def _count_undecodable_updates(self, connection: ClientConnection) -> None:
-        """Count ``session/update``\\ s the core cannot decode (it drops them with a log line)."""
-        registry = connection.protocol.registry
-        registered = registry.notification_method("session/update")
-        if registered is None:
-            return
-        original = registered.handler
+        """Count the ``session/update``\\ s the core could not decode (it drops them)."""
         conversation = self.conversation
 
-        def checked(params: Any, meta: Any) -> Any:
-            try:
-                codec.decode(schema.SessionNotification, params)
-            except codec.DecodeError as e:
-                conversation.ignore(params, f"undecodable: {e}")
-            return original(params, meta)
+        def undecodable(method: str, params: Any, error: Exception) -> None:
+            if method == "session/update":
+                conversation.ignore(params, f"undecodable: {error}")
 
-        registry.add_notification("session/update", checked)
+        connection.on_undecodable_notification = undecodable
 
     # -- turns -------------------------------------------------------------------------
 

@@ -409,3 +409,20 @@ def test_extension_methods_round_trip() -> None:
         pair.result(pair.client.extension_request("_acme/unknown", {}))
     with pytest.raises(ValueError, match="start with '_'"):
         pair.client.extension_request("acme/echo")
+
+
+def test_undecodable_notification_reaches_the_hook() -> None:
+    """A session/update that does not decode is dropped, and the hook hears of it."""
+    pair, _, client = make_pair()
+    start_session(pair)
+    seen: list[tuple[str, Any, str]] = []
+    pair.client.on_undecodable_notification = lambda method, params, error: seen.append(
+        (method, params, str(error))
+    )
+    pair.agent.protocol.notify("session/update", {"sessionId": "s1", "update": "garbage"})
+    pair.pump()
+    assert [(m, p) for m, p, _ in seen] == [
+        ("session/update", {"sessionId": "s1", "update": "garbage"})
+    ]
+    assert "update" in seen[0][2]
+    assert all(u.session_id == "s1" for u in client.updates)

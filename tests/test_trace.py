@@ -323,13 +323,21 @@ class SpawnedTraceTests(TestCase):
 
     @defer.inlineCallbacks
     def test_client_and_agent_share_the_trace(self):  # type: ignore[no-untyped-def]
-        """A spawned echo agent's traffic is traced by both sides into one file, by whole lines."""
+        """With ACPKIT_TRACE given to the child explicitly, a spawned echo agent's traffic is
+        traced by both sides into one file, by whole lines."""
         from acpkit.endpoints import spawn_agent
 
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, PYTHONPATH=REPO_ROOT, ACPKIT_TRACE=path))
         proto = Line()
-        agent = spawn_agent(reactor, proto, sys.executable, [FIXTURE, "echo"], name="bob")
+        agent = spawn_agent(
+            reactor,
+            proto,
+            sys.executable,
+            [FIXTURE, "echo"],
+            name="bob",
+            env={"ACPKIT_TRACE": path},
+        )
         self.addCleanup(agent.stop, 0.5)
         self.assertIsInstance(proto.tracer, Tracer)
         proto.sendLine(b'{"id":1,"method":"ping"}')
@@ -337,3 +345,18 @@ class SpawnedTraceTests(TestCase):
         self.assertEqual(proto.lines, [b'{"id":1,"method":"ping"}'])
         seen = sorted((r.direction, r.name) for r in read_trace(path))
         self.assertEqual(seen, [("->", "bob"), ("->", "client"), ("<-", "bob"), ("<-", "client")])
+
+    @defer.inlineCallbacks
+    def test_child_does_not_inherit_the_trace(self):  # type: ignore[no-untyped-def]
+        """By default the child does not inherit ACPKIT_TRACE: each message is traced once."""
+        from acpkit.endpoints import spawn_agent
+
+        path = fresh_path()
+        self.patch(os, "environ", dict(os.environ, PYTHONPATH=REPO_ROOT, ACPKIT_TRACE=path))
+        proto = Line()
+        agent = spawn_agent(reactor, proto, sys.executable, [FIXTURE, "echo"], name="bob")
+        self.addCleanup(agent.stop, 0.5)
+        proto.sendLine(b'{"id":1,"method":"ping"}')
+        yield agent.stop(grace=5)
+        seen = sorted((r.direction, r.name) for r in read_trace(path))
+        self.assertEqual(seen, [("->", "bob"), ("<-", "bob")])
