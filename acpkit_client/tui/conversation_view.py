@@ -38,7 +38,7 @@ class Notice:
 
 
 def _width(text: str) -> int:
-    return int(urwid.util.calc_width(text, 0, len(text)))
+    return int(urwid.calc_width(text, 0, len(text)))
 
 
 @implementer(IConversationObserver)
@@ -220,12 +220,12 @@ class ConversationView(urwid.Widget):
         index = first
         while index < len(lines) and drawn < maxrow + skip:
             line = lines[index]
-            markup: Any = line.markup or ""
+            widget: urwid.Widget = urwid.Text(line.markup or "", wrap="any")
             if selection is not None and index in selection:
-                markup = ("selection", _plain(line) or " ")
+                widget = urwid.AttrMap(urwid.Text(_plain(line), wrap="any"), "selection")
             elif index == self.cursor and focus:
-                markup = ("cursor", _plain(line) or " ")
-            canvas = urwid.Text(markup, wrap="any").render((maxcol,))
+                widget = urwid.AttrMap(urwid.Text(_plain(line), wrap="any"), "cursor")
+            canvas = widget.render((maxcol,))
             canvases.append((canvas, None, False))
             drawn += canvas.rows()
             index += 1

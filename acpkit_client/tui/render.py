@@ -97,7 +97,7 @@ def _lexer(language: str) -> Lexer | None:
     name = HIGHLIGHTED_LANGUAGES.get(language.lower())
     if name is None:
         return None
-    return get_lexer_by_name(name, stripnl=False, ensurenl=False)
+    return get_lexer_by_name(name, stripnl=False)
 
 
 def highlight_code(code: str, language: str) -> list[Markup]:

@@ -1,0 +1,104 @@
+"""The conversation pane alone: drawing, cursor keys, wheel, mouse drag selection, following."""
+
+from __future__ import annotations
+
+from acpkit import schema
+from acpkit_client.conversation import Conversation
+from acpkit_client.tui.conversation_view import ConversationView
+
+SIZE = (40, 5)
+
+
+def view_with_lines(count: int) -> tuple[Conversation, ConversationView]:
+    conversation = Conversation()
+    view = ConversationView(conversation, "bob")
+    text = "\n".join(f"line {n}" for n in range(count))
+    conversation.apply(schema.AgentMessageChunk(content=schema.TextContentBlock(text=text)))
+    return conversation, view
+
+
+def rows(view: ConversationView, focus: bool = True) -> list[str]:
+    return [row.decode().rstrip() for row in view.render(SIZE, focus=focus).text]
+
+
+def test_follows_the_end_as_output_arrives() -> None:
+    """With the cursor at the end, the last lines are shown and new output stays in view."""
+    conversation, view = view_with_lines(10)
+    assert rows(view)[-1] == "  line 9"
+    conversation.apply(schema.AgentMessageChunk(content=schema.TextContentBlock(text="\nline 10")))
+    assert rows(view)[-1] == "  line 10"
+
+
+def test_home_end_and_page_keys_move_the_cursor() -> None:
+    """Home shows the start, End the end; PgUp moves about a screen."""
+    _, view = view_with_lines(20)
+    view.keypress(SIZE, "home")
+    assert view.cursor == 0 and rows(view)[0] == "bob"
+    view.keypress(SIZE, "end")
+    assert view.cursor == 20 and rows(view)[-1] == "  line 19"
+    view.keypress(SIZE, "page up")
+    assert 14 <= view.cursor <= 17
+
+
+def test_wheel_scrolls_three_rows_without_moving_the_cursor() -> None:
+    """Wheel up scrolls by three rows and the cursor stays on its line."""
+    _, view = view_with_lines(20)
+    rows(view)
+    cursor, top = view.cursor, view.top
+    assert view.mouse_event(SIZE, "mouse press", 4, 0, 0, True)
+    assert view.cursor == cursor and view.top == top - 3
+    assert rows(view)[0] == "  line 12"
+    view.mouse_event(SIZE, "mouse press", 5, 0, 0, True)
+    assert view.top == top and view.cursor == cursor
+
+
+def test_mouse_drag_selects_whole_lines() -> None:
+    """Dragging with button 1 from one row to another selects those whole lines."""
+    _, view = view_with_lines(4)
+    rows(view)
+    view.mouse_event(SIZE, "mouse press", 1, 5, 1, True)
+    view.mouse_event(SIZE, "mouse drag", 1, 2, 3, True)
+    view.mouse_event(SIZE, "mouse release", 0, 2, 3, True)
+    assert view.copy_lines() == ["line 0", "line 1", "line 2"]
+
+
+def test_a_click_without_drag_selects_nothing_and_moves_the_cursor() -> None:
+    """A click puts the cursor on the clicked line; copying then takes its region."""
+    _, view = view_with_lines(4)
+    rows(view)
+    view.mouse_event(SIZE, "mouse press", 1, 5, 0, True)
+    view.mouse_event(SIZE, "mouse release", 0, 5, 0, True)
+    assert view.selection is None
+    assert view.copy_lines() == ["bob"]
+
+
+def test_selection_and_cursor_are_drawn() -> None:
+    """Selected lines are drawn with the selection attribute, the cursor bar when focused."""
+    _, view = view_with_lines(3)
+    view.keypress(SIZE, "shift up")
+    canvas = view.render(SIZE, focus=True)
+    attributes = [{attribute for attribute, _, _ in row} for row in canvas.content()]
+    assert attributes[-3] == {"selection"} and attributes[-2] == {"selection"}
+    view.abandon_selection()
+    canvas = view.render(SIZE, focus=True)
+    attributes = [{attribute for attribute, _, _ in row} for row in canvas.content()]
+    assert attributes[-3] == {"cursor"} and "selection" not in attributes[-2]
+
+
+def test_long_lines_wrap_and_copy_once() -> None:
+    """A line wider than the pane wraps over rows but copies as one line."""
+    conversation = Conversation()
+    view = ConversationView(conversation, "bob")
+    long = "x" * 70
+    conversation.apply(schema.AgentMessageChunk(content=schema.TextContentBlock(text=long)))
+    drawn = rows(view)
+    assert drawn[1] == "  " + "x" * 38 and drawn[2] == "x" * 32
+    assert view.copy_lines() == [long]
+
+
+def test_empty_conversation_draws_blank_and_copies_nothing() -> None:
+    """No entries: a blank pane, keys are harmless and nothing is copied."""
+    view = ConversationView(Conversation())
+    assert rows(view) == [""] * 5
+    assert view.keypress(SIZE, "up") is None
+    assert view.copy_lines() == []
