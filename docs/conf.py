@@ -1,0 +1,56 @@
+"""
+Sphinx configuration of the acpkit documentation (MyST Markdown + autodoc).
+
+Build (warnings are errors)::
+
+    python -m sphinx -W --keep-going -b html docs docs/_build/html
+
+Everything here works offline: no intersphinx, no theme downloads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_HERE)
+# The checkout, so that autodoc imports the acpkit being documented (not an installed one).
+sys.path.insert(0, _ROOT)
+
+from acpkit import __version__  # noqa: E402
+
+project = "acpkit"
+author = "the acpkit authors"
+copyright = "2026, the acpkit authors"
+release = __version__
+version = __version__
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+]
+
+source_suffix = {".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "examples/README.md", "Thumbs.db", ".DS_Store"]
+
+# MyST: ``:::`` fences for directives, anchors for ``page.md#section`` links, and
+# ``{attrs}`` for headings.
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+# autodoc: document members in source order, with their type hints in the description.
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_typehints_format = "short"
+autodoc_default_options = {"members": True, "show-inheritance": True}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+nitpicky = False
+
+html_theme = "alabaster"
+html_title = f"acpkit {release}"
+html_static_path: list[str] = []

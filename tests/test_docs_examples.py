@@ -1,0 +1,200 @@
+"""
+The example programs of ``docs/examples/`` run for real: the client examples against the
+agent examples, and the reference client (``acpkit-client ask``) against the agents,
+over real pipes, from a project laid out as the tutorials describe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+from twisted.internet import reactor
+from twisted.internet.utils import getProcessOutputAndValue
+from twisted.trial.unittest import TestCase
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = ROOT / "docs" / "examples"
+PYTHON = sys.executable
+
+pytestmark = pytest.mark.process
+
+
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Our environment, with this checkout importable and this Python first in PATH."""
+    env = {k: v for k, v in os.environ.items() if k != "ACPKIT_TRACE"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env["PATH"] = os.pathsep.join([os.path.dirname(PYTHON), env.get("PATH", os.defpath)])
+    env.update(extra or {})
+    return env
+
+
+class ExampleTestCase(TestCase):
+    """Runs example programs in a fresh copy of ``docs/examples`` (the tutorial's project)."""
+
+    timeout = 60
+
+    def setUp(self) -> None:
+        self.project = Path(self.mktemp()).resolve()
+        shutil.copytree(EXAMPLES, self.project, ignore=shutil.ignore_patterns("__pycache__"))
+        # Agents started with PYTHONPATH="." (the twistd entry of acp.toml) import acpkit
+        # from the project directory, as they would from an installed acpkit.
+        (self.project / "acpkit").symlink_to(ROOT / "acpkit")
+
+    async def run_program(
+        self, args: Sequence[str], env: Mapping[str, str] | None = None
+    ) -> tuple[str, str, int]:
+        """Run ``python ARGS`` in the project; return stdout, stderr and the exit status."""
+        out, err, code = await getProcessOutputAndValue(
+            PYTHON, list(args), env=child_env(env), path=str(self.project), reactor=reactor
+        )
+        return out.decode("utf-8"), err.decode("utf-8"), code
+
+    async def ask(self, *args: str) -> tuple[str, str, int]:
+        """``acpkit-client ask ARGS`` in the project (its ``.acpkit/acp.toml`` applies)."""
+        return await self.run_program(["-m", "acpkit_client", "ask", *args])
+
+    def check(self, result: tuple[str, str, int], status: int = 0) -> str:
+        """The program's stdout, after checking its exit status (stderr shown on failure)."""
+        out, err, code = result
+        self.assertEqual(code, status, f"exit status {code}\nstdout:\n{out}\nstderr:\n{err}")
+        return out
+
+
+class MinimalAgentTests(ExampleTestCase):
+    """``minimal_agent.py``, driven by ``minimal_client.py`` and by ``acpkit-client ask``."""
+
+    async def test_minimal_client_prints_the_echo(self) -> None:
+        """The minimal client prints the streamed echo, then the stop reason."""
+        out = self.check(
+            await self.run_program(
+                ["minimal_client.py", "Hello, agent", "--", PYTHON, "minimal_agent.py"]
+            )
+        )
+        self.assertEqual(out, "Hello, agent\n[stop reason: end_turn]\n")
+
+    async def test_ask_runs_the_agent_from_the_project_agents_file(self) -> None:
+        """``acpkit-client ask --agent Echo`` starts ``python minimal_agent.py`` and prints it."""
+        out = self.check(await self.ask("--agent", "Echo", "one two three"))
+        self.assertEqual(out.strip(), "one two three")
+
+    async def test_ask_runs_the_agent_under_twistd(self) -> None:
+        """The twistd plugin serves the same agent; twistd's log stays off stdout."""
+        out = self.check(await self.ask("--agent", "Echo (twistd)", "served by twistd"))
+        self.assertEqual(out.strip(), "served by twistd")
+        self.assertFalse((self.project / "twistd.pid").exists())
+
+    async def test_minimal_client_usage_error(self) -> None:
+        """Without ``-- COMMAND`` the minimal client exits 1 with its usage line."""
+        out, err, code = await self.run_program(["minimal_client.py", "Hello"])
+        self.assertEqual((out, code), ("", 1))
+        self.assertIn("usage: minimal_client.py PROMPT -- AGENT-COMMAND", err)
+
+    async def test_minimal_client_missing_agent(self) -> None:
+        """An agent command that does not exist fails with a status and names the command."""
+        _out, err, code = await self.run_program(
+            ["minimal_client.py", "Hello", "--", "./no-such-agent"]
+        )
+        self.assertNotEqual(code, 0)
+        self.assertIn('agent command "./no-such-agent" does not exist', err)
+
+
+class FsPermissionAgentTests(ExampleTestCase):
+    """``fs_permission_agent.py`` through the reference client, which serves fs for real."""
+
+    async def test_allowed_edit_writes_the_file(self) -> None:
+        """With ``--allow`` the agent reads, asks, then writes the file through the client."""
+        (self.project / "notes.txt").write_text("hello world\n")
+        out = self.check(await self.ask("--agent", "Upper-case", "--allow", "notes.txt"))
+        self.assertEqual(out.strip(), "notes.txt is now upper-case.")
+        self.assertEqual((self.project / "notes.txt").read_text(), "HELLO WORLD\n")
+
+    async def test_rejected_edit_changes_nothing(self) -> None:
+        """With ``--deny`` the permission is rejected and the file keeps its text."""
+        (self.project / "notes.txt").write_text("hello world\n")
+        result = await self.ask("--agent", "Upper-case", "--deny", "notes.txt")
+        self.assertEqual(self.check(result).strip(), "notes.txt left unchanged.")
+        self.assertIn("[failed]", result[1])
+        self.assertEqual((self.project / "notes.txt").read_text(), "hello world\n")
+
+    async def test_missing_file_is_reported(self) -> None:
+        """A file the client cannot read is reported in the answer; the turn still ends."""
+        out = self.check(await self.ask("--agent", "Upper-case", "--allow", "missing.txt"))
+        self.assertIn(f"I cannot read {self.project / 'missing.txt'}", out)
+        self.assertIn("-32002", out)
+        self.assertFalse((self.project / "missing.txt").exists())
+
+    async def test_client_without_fs_gets_an_explanation(self) -> None:
+        """A client that offers no fs capability (minimal_client.py) gets an explanation."""
+        (self.project / "notes.txt").write_text("hello\n")
+        out = self.check(
+            await self.run_program(
+                ["minimal_client.py", "notes.txt", "--", PYTHON, "fs_permission_agent.py"]
+            )
+        )
+        self.assertIn("This client does not let agents read and write files.", out)
+        self.assertEqual((self.project / "notes.txt").read_text(), "hello\n")
+
+
+EXPECTED_SUMMARY = [
+    "-> agent request 1 initialize",
+    "<- agent response 1",
+    "-> agent request 2 session/new",
+    "<- agent response 2",
+    "-> agent request 3 session/prompt",
+    "<- agent notification session/update",
+    "<- agent notification session/update",
+    "<- agent response 3",
+]
+
+
+class TracingClientTests(ExampleTestCase):
+    """``tracing_client.py`` against ``minimal_agent.py``."""
+
+    def assert_trace(self, out: str, trace: Path) -> None:
+        """The summary lists every message; the file holds them as JSON, both directions."""
+        self.assertEqual(out.splitlines(), EXPECTED_SUMMARY)
+        records = trace.read_text().splitlines()
+        self.assertEqual(len(records), len(EXPECTED_SUMMARY))
+        prompt = json.loads(records[4].split(" ", 3)[3])
+        self.assertEqual(prompt["params"]["prompt"], [{"type": "text", "text": "hi there"}])
+
+    async def test_explicit_tracer(self) -> None:
+        """``--trace FILE`` records the conversation through an explicit Tracer."""
+        trace = self.project / "explicit.log"
+        command = ["tracing_client.py", "--trace", str(trace), "hi there"]
+        out = self.check(await self.run_program([*command, "--", PYTHON, "minimal_agent.py"]))
+        self.assert_trace(out, trace)
+
+    async def test_environment_variable(self) -> None:
+        """``ACPKIT_TRACE`` alone is enough: spawn_agent attaches the tracer."""
+        trace = self.project / "env.log"
+        out = self.check(
+            await self.run_program(
+                ["tracing_client.py", "hi there", "--", PYTHON, "minimal_agent.py"],
+                env={"ACPKIT_TRACE": str(trace)},
+            )
+        )
+        self.assert_trace(out, trace)
+
+    async def test_no_trace_file_is_a_usage_error(self) -> None:
+        """Without ``--trace`` or ``ACPKIT_TRACE`` the client refuses to start (status 2)."""
+        _out, err, code = await self.run_program(
+            ["tracing_client.py", "hi", "--", PYTHON, "minimal_agent.py"]
+        )
+        self.assertEqual(code, 2)
+        self.assertIn("give --trace FILE or set ACPKIT_TRACE", err)
+
+    async def test_unwritable_trace_file(self) -> None:
+        """A trace file that cannot be opened stops the client with a clear message."""
+        trace = self.project / "no-such-dir" / "t.log"
+        _out, err, code = await self.run_program(
+            ["tracing_client.py", "--trace", str(trace), "hi", "--", PYTHON, "minimal_agent.py"]
+        )
+        self.assertNotEqual(code, 0)
+        self.assertIn(f"cannot write the trace file {trace}", err)
