@@ -26,6 +26,11 @@ key                         type      default                       meaning
                                                                     ``echo``
 ``engine.*``                any                                     the engine's settings,
                                                                     checked by ``make_engine``
+``[[hooks.preToolCall]]``,  tables    none                          hooks: ``command``
+``[[hooks.postAsk]]``                                               (string), ``args`` (list
+                                                                    of strings), ``timeout``
+                                                                    (seconds > 0, default 10);
+                                                                    see :mod:`.hooks`
 ==========================  ========  ============================  =======================
 """
 
@@ -37,6 +42,8 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
+
+from acpkit_agent.hooks import HookCommand, parse_hooks
 
 __all__ = [
     "DEFAULT_TITLE",
@@ -70,6 +77,8 @@ class AgentConfig:
     sessions_dir: str = ".acpkit/sessions"
     engine_name: str = "echo"
     engine_settings: Mapping[str, Any] = attrs.field(factory=dict)
+    hooks: Mapping[str, tuple[HookCommand, ...]] = attrs.field(factory=dict)
+    """The configured hooks by event (``preToolCall``, ``postAsk``)."""
     path: str | None = None
     """The file this came from, None for the defaults."""
 
@@ -85,7 +94,7 @@ _SCALARS: dict[str, tuple[tuple[type, ...], str]] = {
     "sessions.enabled": ((bool,), "sessions_enabled"),
     "sessions.dir": ((str,), "sessions_dir"),
 }
-_TABLES = ("acp", "context", "sessions", "engine")
+_TABLES = ("acp", "context", "sessions", "engine", "hooks")
 _TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a number"}
 
 
@@ -111,6 +120,12 @@ def parse_config(data: Mapping[str, Any], path: str) -> AgentConfig:
             if not isinstance(value, dict):
                 raise _fail(path, f"{top} must be a table, not {value!r}")
             if top == "engine":
+                continue
+            if top == "hooks":
+                try:
+                    values["hooks"] = parse_hooks(value)
+                except ValueError as error:
+                    raise _fail(path, str(error)) from None
                 continue
             for key, inner in value.items():
                 full = f"{top}.{key}"

@@ -26,6 +26,7 @@ from twisted.logger import Logger
 from acpkit import schema
 from acpkit_agent.client_files import file_access_for
 from acpkit_agent.config import AgentConfig
+from acpkit_agent.elicitation import InteractiveToolContext, UserAsker
 from acpkit_agent.engines.base import (
     EngineError,
     IEngine,
@@ -34,9 +35,10 @@ from acpkit_agent.engines.base import (
     ToolSpec,
     one_line_excerpt,
 )
+from acpkit_agent.hooks import HookRunner
 from acpkit_agent.permissions import ask_permission, rejection_message
 from acpkit_agent.session import Session
-from acpkit_agent.tools.base import Tool, ToolContext, ToolResult
+from acpkit_agent.tools.base import Tool, ToolResult
 from acpkit_agent.tools.plan import PlanEntry
 
 __all__ = [
@@ -188,6 +190,11 @@ class TurnRunner:
     def _update(self, session: Session, update: object) -> None:
         send_update(self.conn, session.id, update)
 
+    @property
+    def hooks(self) -> HookRunner:
+        """The configured hooks (:mod:`acpkit_agent.hooks`)."""
+        return HookRunner(self.runtime.config.hooks, self.runtime.reactor)
+
     def send_usage(self, session: Session, used: int) -> None:
         """A ``usage_update`` with the known window as ``size``."""
         self._update(session, schema.UsageUpdate(used=used, size=self.runtime.known_window()))
@@ -236,6 +243,13 @@ class TurnRunner:
                 for call in reply.tool_calls:
                     output = await self._tool_call(session, call, counts, open_calls)
                     history.append({"role": "tool", "tool_call_id": call.id, "content": output})
+            await self.hooks.finish_answer(
+                session,
+                user_text,
+                lambda text: self._update(
+                    session, schema.AgentMessageChunk(content=schema.TextContentBlock(text=text))
+                ),
+            )
             outcome = TurnOutcome(stop_reason="end_turn")
         except CancelledError:
             outcome = TurnOutcome(stop_reason="cancelled")
@@ -372,6 +386,18 @@ class TurnRunner:
         if call.error is not None:
             output = f"[invalid arguments for {call.name}: {call.error}]"
             return self._close(session, open_calls, acp_id, output, failed=True)
+        denial = await self.hooks.pre_tool_call(
+            session_id=session.id,
+            cwd=session.cwd,
+            tool_call_id=acp_id,
+            tool=tool.name,
+            title=title,
+            arguments=args,
+        )
+        if denial is not None:
+            open_calls.pop(acp_id, None)
+            self._update(session, denial.update(acp_id, title))
+            return denial.output
         if not self.runtime.config.yolo and tool.needs_permission(args):
             request = schema.ToolCallUpdate(
                 tool_call_id=acp_id,
@@ -392,12 +418,13 @@ class TurnRunner:
             session,
             schema.ToolCallProgress(tool_call_id=acp_id, status=schema.ToolCallStatus.IN_PROGRESS),
         )
-        context = ToolContext(
+        context = InteractiveToolContext(
             cwd=session.cwd,
             files=file_access_for(self.conn, session.id),
             reactor=self.runtime.reactor,
             plan=session.plan,
             send_plan=lambda entries: self._send_plan(session, entries),
+            asker=UserAsker(self.conn, session.id, acp_id),
         )
         running = tool.run(context, args)
         open_calls[acp_id].running = running
