@@ -7,13 +7,16 @@ method                    behaviour
 ========================  ================================================================
 ``initialize``            logs the client, the protocol version and
                           ``elicitation(form)=…``; answers the negotiated version,
-                          ``agentCapabilities`` (``loadSession`` false: persistence is not
-                          built yet), ``agentInfo`` and ``authMethods: []``
+                          ``agentCapabilities`` (``loadSession`` = ``sessions.enabled``),
+                          ``agentInfo`` and ``authMethods: []``
 ``authenticate``          ``{}``
 ``session/new``           a date-sortable id, the request's cwd, a fresh history; counts
                           ``mcpServers`` (ignored); then ``available_commands_update``
+                          (the commands, then the skills: :mod:`acpkit_agent.commands`)
+``session/load``          with ``sessions.enabled``: :mod:`acpkit_agent.replay`
 ``session/prompt``        a slash command of the :class:`CommandRegistry`, or a model turn
-                          (:mod:`acpkit_agent.turn`); turns serialized process-wide
+                          (:mod:`acpkit_agent.turn`; ``/skill`` rewritten to ``$skill``,
+                          automatic compaction first); turns serialized process-wide
 ``session/cancel``        the connection cancels the running turn
 others                    ``-32601`` (the :class:`acpkit.connection.Agent` base)
 ========================  ================================================================
@@ -33,14 +36,18 @@ from acpkit import schema, unstable
 from acpkit.connection import Agent, negotiate_version
 from acpkit.errors import InternalError, InvalidParams
 from acpkit.interfaces import IAgent
+from acpkit_agent.commands import advertised_commands, builtin_commands, skill_library_for
+from acpkit_agent.compaction import maybe_compact
 from acpkit_agent.prompt_content import flatten_prompt
+from acpkit_agent.replay import load_and_replay
 from acpkit_agent.session import (
     SYSTEM_PROMPT,
-    MemorySessionStore,
     Session,
     SessionStore,
     new_session_id,
 )
+from acpkit_agent.skills import rewrite_skill_command, skills_prompt
+from acpkit_agent.store import DiskSessionStore, session_store_for
 from acpkit_agent.turn import AgentRuntime, TurnRunner, send_update
 
 __all__ = ["AGENT_VERSION", "BobAgent", "CommandRegistry", "SlashCommand"]
@@ -126,8 +133,15 @@ class BobAgent(Agent):
     ) -> None:
         self.conn = conn
         self.runtime = runtime
-        self.sessions: SessionStore = sessions if sessions is not None else MemorySessionStore()
-        self.commands = commands if commands is not None else CommandRegistry()
+        self.sessions: SessionStore = (
+            sessions if sessions is not None else session_store_for(runtime.config)
+        )
+        if commands is None:
+            commands = CommandRegistry()
+            for builtin in builtin_commands(runtime, self.sessions):
+                commands.register(builtin)
+        self.commands = commands
+        self.skills = skill_library_for(runtime)
         self.system_prompt = system_prompt
         self.turns = TurnRunner(runtime, conn)
         #: Whether the client advertised ``elicitation.form`` (for ``ask_user``, part 2).
@@ -155,7 +169,7 @@ class BobAgent(Agent):
         config = self.runtime.config
         return schema.InitializeResponse(
             protocol_version=version,
-            agent_capabilities=schema.AgentCapabilities(load_session=False),
+            agent_capabilities=schema.AgentCapabilities(load_session=config.sessions_enabled),
             agent_info=schema.Implementation(
                 name=config.name, title=config.title or None, version=AGENT_VERSION
             ),
@@ -169,9 +183,11 @@ class BobAgent(Agent):
         session_id = new_session_id()
         while self.sessions.get(session_id) is not None:
             session_id = new_session_id()
+        catalog = self.skills.catalog(params.cwd)
         session = Session.create(session_id, params.cwd, self.system_prompt)
+        session.history[0]["content"] += skills_prompt(catalog)
         self.sessions.add(session)
-        self.sessions.saved(session)
+        self._save(session)
         _log.info(
             "[acp] session {sid}: new in {cwd} ({mcp} MCP server(s) ignored)",
             sid=session_id,
@@ -183,9 +199,48 @@ class BobAgent(Agent):
         send_update(
             self.conn,
             session_id,
-            schema.AvailableCommandsUpdate(available_commands=self.commands.advertised()),
+            schema.AvailableCommandsUpdate(
+                available_commands=advertised_commands(self.commands, catalog)
+            ),
         )
         return schema.NewSessionResponse(session_id=session_id)
+
+    async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
+        """With ``sessions.enabled``: read the saved session, replay it, advertise commands."""
+        store = self.sessions
+        if not self.runtime.config.sessions_enabled or not isinstance(store, DiskSessionStore):
+            return super().load_session(params)  # type: ignore[no-any-return]
+        lock = self.runtime.lock
+        await lock.acquire()
+        try:
+            catalog = self.skills.catalog(params.cwd)
+            system = self.system_prompt.format(cwd=params.cwd) + skills_prompt(catalog)
+            session = load_and_replay(
+                self.conn, store, params.session_id, params.cwd, system, self.runtime.tools
+            )
+            store.add(session)
+            send_update(
+                self.conn,
+                session.id,
+                schema.AvailableCommandsUpdate(
+                    available_commands=advertised_commands(self.commands, catalog)
+                ),
+            )
+        finally:
+            lock.release()
+        return schema.LoadSessionResponse()
+
+    def _save(self, session: Session) -> None:
+        """Save the session; a failed save is told to the user once (the store logs each)."""
+        self.sessions.saved(session)
+        take_warning = getattr(self.sessions, "take_warning", None)
+        warning = take_warning(session.id) if callable(take_warning) else None
+        if warning:
+            send_update(
+                self.conn,
+                session.id,
+                schema.AgentMessageChunk(content=schema.TextContentBlock(text=warning)),
+            )
 
     def _session(self, session_id: str) -> Session:
         session = self.sessions.get(session_id)
@@ -215,12 +270,22 @@ class BobAgent(Agent):
                 self.turns.send_usage(session, session.used_tokens())
                 stop_reason = "end_turn"
             else:
-                outcome = await self.turns.run(session, flat.text)
+                text = rewrite_skill_command(flat.text, self.skills.catalog(session.cwd))
+                config = self.runtime.config
+                await maybe_compact(
+                    session,
+                    self.runtime.engine,
+                    keep_last_turns=config.keep_last_turns,
+                    compact_at=config.compact_at,
+                    window=await self.runtime.window(),
+                    seconds=self.runtime.reactor.seconds,
+                )
+                outcome = await self.turns.run(session, text)
                 if outcome.error is not None:
-                    self.sessions.saved(session)
+                    self._save(session)
                     raise InternalError(outcome.error)
                 stop_reason = outcome.stop_reason
-            self.sessions.saved(session)
+            self._save(session)
         finally:
             lock.release()
         return unstable.PromptResponse(

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import os
+
 from acpkit_agent.config import AgentConfig
+from acpkit_agent.skills import SkillLibrary, catalog_banner_lines
 
 __all__ = ["banner_lines"]
 
 
-def banner_lines(config: AgentConfig, engine_description: str, version: str) -> list[str]:
-    """The banner: name and version, engine, configuration file (or "none"), policy."""
+def banner_lines(
+    config: AgentConfig,
+    engine_description: str,
+    version: str,
+    *,
+    cwd: str | None = None,
+    home: str | None = None,
+) -> list[str]:
+    """
+    The banner: name and version, engine, configuration file (or "none"), policy, then the
+    skills seen from ``cwd`` (default: the process's) and each skill skipped or not announced.
+    """
     title = f" — {config.title}" if config.title else ""
     permissions = "yolo (no permission requests)" if config.yolo else "asks before changes"
     window = (
@@ -22,4 +35,7 @@ def banner_lines(config: AgentConfig, engine_description: str, version: str) -> 
         f"  config:      {config.path or 'none'}",
         f"  permissions: {permissions}",
         f"  context:     {window}",
+        *catalog_banner_lines(
+            SkillLibrary(config.skills_dirs, home).catalog(cwd if cwd is not None else os.getcwd())
+        ),
     ]

@@ -22,6 +22,8 @@ key                         type      default                       meaning
                                                                     compaction
 ``sessions.enabled``        bool      ``false``                     persist sessions
 ``sessions.dir``            string    ``".acpkit/sessions"``        relative to the cwd
+``skills.dirs``             list of   ``[]``                        more skill directories
+                            strings                                 (relative to the cwd)
 ``engine.name``             string    ``"echo"``                    ``openai``, ``scripted``,
                                                                     ``echo``
 ``engine.*``                any                                     the engine's settings,
@@ -75,6 +77,8 @@ class AgentConfig:
     compact_at: float = 0.8
     sessions_enabled: bool = False
     sessions_dir: str = ".acpkit/sessions"
+    skills_dirs: tuple[str, ...] = ()
+    """More skill directories (``skills.dirs``), after ``<cwd>/.acpkit/skills`` and ``~``'s."""
     engine_name: str = "echo"
     engine_settings: Mapping[str, Any] = attrs.field(factory=dict)
     hooks: Mapping[str, tuple[HookCommand, ...]] = attrs.field(factory=dict)
@@ -93,9 +97,16 @@ _SCALARS: dict[str, tuple[tuple[type, ...], str]] = {
     "context.compactAt": ((float, int), "compact_at"),
     "sessions.enabled": ((bool,), "sessions_enabled"),
     "sessions.dir": ((str,), "sessions_dir"),
+    "skills.dirs": ((list,), "skills_dirs"),
 }
-_TABLES = ("acp", "context", "sessions", "engine", "hooks")
-_TYPE_NAMES = {str: "a string", bool: "a boolean", int: "an integer", float: "a number"}
+_TABLES = ("acp", "context", "sessions", "skills", "engine", "hooks")
+_TYPE_NAMES = {
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    list: "a list of strings",
+}
 
 
 def _fail(path: str, message: str) -> ConfigError:
@@ -152,6 +163,11 @@ def parse_config(data: Mapping[str, Any], path: str) -> AgentConfig:
         raise _fail(path, "acp.name must not be empty")
     if "sessions_dir" in values and not values["sessions_dir"].strip():
         raise _fail(path, "sessions.dir must not be empty")
+    if "skills_dirs" in values:
+        for item in values["skills_dirs"]:
+            if not isinstance(item, str) or not item.strip():
+                raise _fail(path, f"skills.dirs must hold non-empty strings, not {item!r}")
+        values["skills_dirs"] = tuple(values["skills_dirs"])
     engine = dict(data.get("engine", {}))
     name = engine.pop("name", "echo")
     if not isinstance(name, str):

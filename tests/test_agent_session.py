@@ -126,7 +126,16 @@ def test_session_new_id_cwd_and_commands_after_response() -> None:
     assert [m["role"] for m in session.history] == ["system"]
     assert session.remembered == {}
     assert h.client.wire_updates() == [
-        {"sessionUpdate": "available_commands_update", "availableCommands": []}
+        {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [
+                {"name": "new", "description": "Clear the history and start a new session"},
+                {
+                    "name": "compact",
+                    "description": "Compress the history now, keeping the last turns",
+                },
+            ],
+        }
     ]
     assert f"[acp] session {sid}: new in /work/x (2 MCP server(s) ignored)" in logs.acp()
 
@@ -295,9 +304,9 @@ def test_slash_command_registry_intercepts_and_advertises() -> None:
 
     h.agent.commands.register(SlashCommand(name="hello", description="Say hi", run=run))  # type: ignore[arg-type]
     sid = h.start()
-    assert h.client.wire_updates()[0] == {
-        "sessionUpdate": "available_commands_update",
-        "availableCommands": [{"name": "hello", "description": "Say hi"}],
+    assert h.client.wire_updates()[0]["availableCommands"][-1] == {
+        "name": "hello",
+        "description": "Say hi",
     }
     h.client.updates.clear()
     result = h.raw_prompt(sid, "  /hello \n")

@@ -5,6 +5,7 @@ The contract (``Tool``, ``ToolContext``, ``ToolResult``, ``Diff``, ``IFileAccess
 :mod:`acpkit_agent.tools.base`; ``docs/reference/agent-tools.md`` documents each tool.
 """
 
+from acpkit_agent.skills import SkillLibrary
 from acpkit_agent.tools.base import (
     Diff,
     DiskFileAccess,
@@ -18,6 +19,7 @@ from acpkit_agent.tools.bash import BashTool
 from acpkit_agent.tools.fetch import FetchContentTool
 from acpkit_agent.tools.files import EditFileTool, ReadFileTool, WriteFileTool
 from acpkit_agent.tools.plan import PlanEntry, PlanState, PlanTool
+from acpkit_agent.tools.skill import ReadSkillTool
 
 __all__ = [
     "BashTool",
@@ -30,6 +32,7 @@ __all__ = [
     "PlanState",
     "PlanTool",
     "ReadFileTool",
+    "ReadSkillTool",
     "Tool",
     "ToolContext",
     "ToolResult",
@@ -39,8 +42,11 @@ __all__ = [
 ]
 
 
-def builtin_tools() -> dict[str, Tool]:
-    """Fresh instances of bash, read_file, write_file, edit_file, fetch_content and plan."""
+def builtin_tools(skills: SkillLibrary | None = None) -> dict[str, Tool]:
+    """
+    Fresh instances of bash, read_file, write_file, edit_file, fetch_content, plan and
+    read_skill (reading the skills of ``skills``, default: the standard directories).
+    """
     tools: list[Tool] = [
         BashTool(),
         ReadFileTool(),
@@ -48,5 +54,6 @@ def builtin_tools() -> dict[str, Tool]:
         EditFileTool(),
         FetchContentTool(),
         PlanTool(),
+        ReadSkillTool(skills if skills is not None else SkillLibrary()),
     ]
     return {tool.name: tool for tool in tools}

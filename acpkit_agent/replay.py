@@ -1,0 +1,172 @@
+"""
+``session/load``: a saved session read back, and its history replayed to the client.
+
+Sent before the response, one notification per element of the saved history, in order
+(the system prompt is not sent):
+
+=====================================  ==================================================
+saved element                          notification
+=====================================  ==================================================
+user message                           ``user_message_chunk`` with its text
+compaction summary                     ``agent_message_chunk`` ``🗜️ <summary>``
+model text                             ``agent_message_chunk``
+tool call with its recorded answer     ``tool_call`` ``completed``: ``toolCallId`` the
+                                       call's id, ``title``/``kind`` as live, ``rawInput``,
+                                       ``rawOutput.output`` and a ``text`` content
+tool call without a recorded answer    ``tool_call`` ``failed``, no content
+=====================================  ==================================================
+
+Each replayed message has its own ``messageId`` so that chunks do not merge.  No tool
+runs.  Then ``available_commands_update``, then ``{}``; logged
+``[acp] session <id> loaded from <dir>: N message(s) replayed``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from twisted.logger import Logger
+
+from acpkit import schema
+from acpkit.errors import InvalidParams
+from acpkit_agent.compaction import is_summary, summary_text
+from acpkit_agent.session import Session
+from acpkit_agent.store import DiskSessionStore, SessionFileError
+from acpkit_agent.tools.base import Tool
+from acpkit_agent.turn import send_update, tool_kind
+
+__all__ = ["load_and_replay", "replay_updates"]
+
+_log = Logger()
+
+
+def _message_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _arguments(raw: Any) -> Any:
+    """The parsed arguments of a recorded call (the text itself when it is not an object)."""
+    if isinstance(raw, dict):
+        return raw
+    if not isinstance(raw, str) or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if isinstance(value, dict) else raw
+
+
+def _tool_call(
+    call: Mapping[str, Any], answers: Mapping[str, str], tools: Mapping[str, Tool], cwd: str
+) -> schema.ToolCallStart:
+    function = call.get("function") or {}
+    name = str(function.get("name") or "")
+    call_id = str(call.get("id") or "")
+    raw_input = _arguments(function.get("arguments"))
+    args = raw_input if isinstance(raw_input, dict) else {}
+    tool = tools.get(name)
+    if tool is None:
+        title, kind, paths = name or "unknown tool", schema.ToolKind.EXECUTE, []
+    else:
+        title, kind, paths = tool.title(args), tool_kind(tool.kind), tool.locations(args, cwd)
+    locations = [schema.ToolCallLocation(path=p) for p in paths] or None
+    if call_id in answers:
+        output = answers[call_id]
+        return schema.ToolCallStart(
+            tool_call_id=call_id,
+            title=title,
+            kind=kind,
+            status=schema.ToolCallStatus.COMPLETED,
+            raw_input=raw_input,
+            raw_output={"output": output},
+            locations=locations,
+            content=[schema.ContentToolCallContent(content=schema.TextContentBlock(text=output))],
+        )
+    return schema.ToolCallStart(
+        tool_call_id=call_id,
+        title=title,
+        kind=kind,
+        status=schema.ToolCallStatus.FAILED,
+        raw_input=raw_input,
+        locations=locations,
+    )
+
+
+def replay_updates(
+    history: list[dict[str, Any]], tools: Mapping[str, Tool], cwd: str
+) -> tuple[list[object], int]:
+    """The ``session/update`` values replaying ``history``, and how many messages it holds."""
+    answers = {
+        str(m.get("tool_call_id")): str(m.get("content") or "")
+        for m in history
+        if m.get("role") == "tool"
+    }
+    updates: list[object] = []
+    replayed = 0
+    for message in history:
+        role = message.get("role")
+        if role == "system":
+            continue
+        replayed += 1
+        content = str(message.get("content") or "")
+        if is_summary(message):
+            updates.append(
+                schema.AgentMessageChunk(
+                    content=schema.TextContentBlock(text="🗜️ " + summary_text(message)),
+                    message_id=_message_id(),
+                )
+            )
+        elif role == "user":
+            updates.append(
+                schema.UserMessageChunk(
+                    content=schema.TextContentBlock(text=content), message_id=_message_id()
+                )
+            )
+        elif role == "assistant":
+            if content:
+                updates.append(
+                    schema.AgentMessageChunk(
+                        content=schema.TextContentBlock(text=content), message_id=_message_id()
+                    )
+                )
+            for call in message.get("tool_calls") or []:
+                if isinstance(call, dict):
+                    updates.append(_tool_call(call, answers, tools, cwd))
+    return updates, replayed
+
+
+def load_and_replay(
+    conn: Any,
+    store: DiskSessionStore,
+    session_id: str,
+    cwd: str,
+    system_prompt: str,
+    tools: Mapping[str, Tool],
+) -> Session:
+    """
+    Read the saved session, put ``system_prompt`` in place of its saved one, send the
+    replay and log it.  An unknown id or an unusable file is ``-32602`` naming the id and
+    the error.  The caller registers the session and sends the commands.
+    """
+    try:
+        session = store.load(session_id, cwd)
+    except SessionFileError as error:
+        raise InvalidParams(
+            "$.params.sessionId", f"cannot load session {session_id!r}: {error}"
+        ) from None
+    body = [message for message in session.history if message.get("role") != "system"]
+    session.history[:] = [{"role": "system", "content": system_prompt}, *body]
+    updates, replayed = replay_updates(session.history, tools, cwd)
+    for update in updates:
+        send_update(conn, session_id, update)
+    _log.info(
+        "[acp] session {sid} loaded from {dir}: {n} message(s) replayed",
+        sid=session_id,
+        dir=store.sessions_dir(cwd),
+        n=replayed,
+    )
+    return session

@@ -1,0 +1,320 @@
+"""
+Sessions on disk (``sessions.enabled``): ``<cwd>/<sessions.dir>/<id>.json``.
+
+:class:`DiskSessionStore` is a :class:`acpkit_agent.session.SessionStore` that also writes
+each session when it is registered and after each turn, ``/new`` and ``/compact``
+(:meth:`DiskSessionStore.saved`).  Writes are atomic (:func:`atomic_write`: a temporary
+file in the same directory, fsync, rename over the old file, fsync of the directory), so a
+crash mid-write leaves the previous good file.
+
+The file is a JSON object::
+
+    {"format": "acpkit-agent-session", "version": 1, "id": "...", "cwd": "...",
+     "updated": "2026-09-16T10:15:30+02:00", "history": [...],
+     "totals": {"inputTokens": 0, "outputTokens": 0, "thoughtTokens": null,
+                "cachedReadTokens": null, "reported": false},
+     "lastMeasure": 0}
+
+The remembered permission answers are not saved (a loaded session starts with an empty
+"always allow" set).  A file of another format version fails to load with a clear
+:class:`SessionFileError` (never a traceback).
+
+A failed write (full disk, unwritable directory) never fails the turn: it is logged each
+time, and :meth:`DiskSessionStore.take_warning` gives one line for the user, once until a
+write of that session succeeds again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from twisted.logger import Logger
+
+from acpkit_agent.config import AgentConfig
+from acpkit_agent.session import (
+    MemorySessionStore,
+    Session,
+    SessionStore,
+    SessionTotals,
+    new_session_id,
+)
+
+__all__ = [
+    "FILE_FORMAT",
+    "FORMAT_VERSION",
+    "DiskSessionStore",
+    "SessionFileError",
+    "atomic_write",
+    "session_from_document",
+    "session_store_for",
+    "session_to_document",
+]
+
+_log = Logger()
+
+FILE_FORMAT = "acpkit-agent-session"
+FORMAT_VERSION = 1
+"""The version this agent writes and reads."""
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+class SessionFileError(Exception):
+    """A session file that cannot be loaded; the message says why in one line."""
+
+
+def atomic_write(
+    path: str, data: bytes, *, replace: Callable[[str, str], None] = os.replace
+) -> None:
+    """
+    Write ``data`` to ``path`` atomically: temporary file in the same directory, fsync,
+    ``replace`` (rename) over ``path``, fsync of the directory.  Creates the directory.
+    On any failure the temporary file is removed and ``path`` is untouched.
+    """
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(
+        dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def session_to_document(session: Session) -> dict[str, Any]:
+    """The JSON document of a session file."""
+    totals = session.totals
+    return {
+        "format": FILE_FORMAT,
+        "version": FORMAT_VERSION,
+        "id": session.id,
+        "cwd": session.cwd,
+        "updated": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "history": session.history,
+        "totals": {
+            "inputTokens": totals.input_tokens,
+            "outputTokens": totals.output_tokens,
+            "thoughtTokens": totals.thought_tokens,
+            "cachedReadTokens": totals.cached_read_tokens,
+            "reported": totals.reported,
+        },
+        "lastMeasure": session.last_measure,
+    }
+
+
+def _optional_int(value: Any, key: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SessionFileError(f"totals.{key} is not an integer")
+    return value
+
+
+def _totals(raw: Any) -> SessionTotals:
+    if raw is None:
+        return SessionTotals()
+    if not isinstance(raw, dict):
+        raise SessionFileError("totals is not an object")
+    return SessionTotals(
+        input_tokens=_optional_int(raw.get("inputTokens"), "inputTokens") or 0,
+        output_tokens=_optional_int(raw.get("outputTokens"), "outputTokens") or 0,
+        thought_tokens=_optional_int(raw.get("thoughtTokens"), "thoughtTokens"),
+        cached_read_tokens=_optional_int(raw.get("cachedReadTokens"), "cachedReadTokens"),
+        reported=bool(raw.get("reported", False)),
+    )
+
+
+def session_from_document(document: Any, session_id: str, cwd: str) -> Session:
+    """
+    A session from a decoded session file; :class:`SessionFileError` when it is not one,
+    or when its format version is not :data:`FORMAT_VERSION`.
+    """
+    if not isinstance(document, dict) or document.get("format") != FILE_FORMAT:
+        raise SessionFileError("not an acpkit agent session file")
+    version = document.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise SessionFileError(f"format version {version!r} is not a number")
+    if version > FORMAT_VERSION:
+        raise SessionFileError(
+            f"written by a newer agent (format version {version}; this agent reads "
+            f"version {FORMAT_VERSION}): upgrade the agent to load it"
+        )
+    if version < FORMAT_VERSION:
+        raise SessionFileError(
+            f"format version {version} is older than any this agent reads "
+            f"(version {FORMAT_VERSION})"
+        )
+    history = document.get("history")
+    if not isinstance(history, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) for m in history
+    ):
+        raise SessionFileError("history is not a list of messages with a role")
+    last_measure = document.get("lastMeasure", 0)
+    if isinstance(last_measure, bool) or not isinstance(last_measure, int):
+        raise SessionFileError("lastMeasure is not an integer")
+    return Session(
+        id=session_id,
+        cwd=cwd,
+        history=history,
+        totals=_totals(document.get("totals")),
+        last_measure=last_measure,
+    )
+
+
+class DiskSessionStore:
+    """Keeps sessions in memory and writes each one to ``<cwd>/<directory>/<id>.json``."""
+
+    def __init__(self, directory: str, *, replace: Callable[[str, str], None] = os.replace):
+        self.directory = directory
+        self._replace = replace
+        self._sessions: dict[str, Session] = {}
+        self._warnings: dict[str, str] = {}
+        self._failing: set[str] = set()
+
+    # -- SessionStore -----------------------------------------------------------------
+
+    def add(self, session: Session) -> None:
+        """Register a session (new or loaded)."""
+        self._sessions[session.id] = session
+
+    def get(self, session_id: str) -> Session | None:
+        """The session with this id, or None."""
+        return self._sessions.get(session_id)
+
+    def saved(self, session: Session) -> None:
+        """Write the session's file; a failure is logged (the caller's turn goes on)."""
+        self.write(session)
+
+    def __iter__(self) -> Iterator[Session]:
+        """Every session kept."""
+        return iter(list(self._sessions.values()))
+
+    # -- files ------------------------------------------------------------------------
+
+    def sessions_dir(self, cwd: str) -> str:
+        """The directory of the session files of ``cwd``."""
+        return os.path.join(cwd, os.path.expanduser(self.directory))
+
+    def path_for(self, session_id: str, cwd: str) -> str:
+        """The file of a session (the id must be a plain file name)."""
+        if _SESSION_ID.fullmatch(session_id) is None:
+            raise SessionFileError(f"{session_id!r} is not a session id")
+        return os.path.join(self.sessions_dir(cwd), session_id + ".json")
+
+    def write(self, session: Session) -> bool:
+        """Write the session's file now; False (logged) when it could not be written."""
+        path = self.path_for(session.id, session.cwd)
+        try:
+            data = json.dumps(session_to_document(session), ensure_ascii=False, indent=1)
+            atomic_write(path, data.encode("utf-8") + b"\n", replace=self._replace)
+        except (OSError, TypeError, ValueError) as error:
+            why = _describe(error)
+            _log.warn(
+                "[acp] session {sid}: cannot save {path}: {why}", sid=session.id, path=path, why=why
+            )
+            if session.id not in self._failing:
+                self._failing.add(session.id)
+                self._warnings[session.id] = (
+                    f"[session not saved: {why} ({path}); the conversation goes on in memory]"
+                )
+            return False
+        if session.id in self._failing:
+            self._failing.discard(session.id)
+            _log.info("[acp] session {sid}: saved again to {path}", sid=session.id, path=path)
+        return True
+
+    def take_warning(self, session_id: str) -> str | None:
+        """The line telling the user a save failed, once per failure streak (else None)."""
+        return self._warnings.pop(session_id, None)
+
+    def archive(self, session: Session) -> str | None:
+        """
+        Save a copy of ``session``'s conversation under a new id (for ``/new``); None when
+        the conversation is empty (the system prompt only) or the copy could not be written.
+        """
+        if not any(message.get("role") != "system" for message in session.history):
+            return None
+        archive_id = new_session_id()
+        while archive_id in self._sessions or os.path.exists(
+            self.path_for(archive_id, session.cwd)
+        ):
+            archive_id = new_session_id()
+        copy = Session(
+            id=archive_id,
+            cwd=session.cwd,
+            history=[dict(message) for message in session.history],
+            totals=SessionTotals(**_totals_fields(session.totals)),
+            last_measure=session.last_measure,
+        )
+        if not self.write(copy):
+            self._warnings.pop(archive_id, None)
+            return None
+        return archive_id
+
+    def load(self, session_id: str, cwd: str) -> Session:
+        """Read a session file; :class:`SessionFileError` (one line) when it cannot be used."""
+        path = self.path_for(session_id, cwd)
+        try:
+            with open(path, "rb") as stream:
+                raw = stream.read()
+        except FileNotFoundError:
+            raise SessionFileError(
+                f"no saved session {session_id!r} in {os.path.dirname(path)}"
+            ) from None
+        except OSError as error:
+            raise SessionFileError(f"{path} cannot be read: {_describe(error)}") from None
+        try:
+            document = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as error:
+            raise SessionFileError(f"{path} is not valid JSON: {error}") from None
+        try:
+            return session_from_document(document, session_id, cwd)
+        except SessionFileError as error:
+            raise SessionFileError(f"{path}: {error}") from None
+
+
+def _totals_fields(totals: SessionTotals) -> dict[str, Any]:
+    return {
+        "input_tokens": totals.input_tokens,
+        "output_tokens": totals.output_tokens,
+        "thought_tokens": totals.thought_tokens,
+        "cached_read_tokens": totals.cached_read_tokens,
+        "reported": totals.reported,
+    }
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return " ".join((str(error) or type(error).__name__).split())
+
+
+def session_store_for(config: AgentConfig) -> SessionStore:
+    """A :class:`DiskSessionStore` when ``config.sessions_enabled``, else a memory store."""
+    if config.sessions_enabled:
+        return DiskSessionStore(config.sessions_dir)
+    return MemorySessionStore()
