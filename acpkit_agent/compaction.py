@@ -223,7 +223,8 @@ async def maybe_compact(
     """
     Compact before a turn when the session's tokens (the larger of the last measure and the
     history estimate) exceed ``compact_at`` of ``window``; None when below (or the window is
-    unknown).  Logged as ``[acp] session <id>: automatic compaction at U/W tokens — <line>``.
+    unknown).  Logged as ``[acp] session <id>: automatic compaction at U/W tokens — <line>``
+    when it compacted or failed (nothing to compact is not logged: it would be at each turn).
     """
     if window <= 0:
         return None
@@ -231,6 +232,8 @@ async def maybe_compact(
     if used <= compact_at * window:
         return None
     result = await compact(session, engine, keep_last_turns, seconds)
+    if not result.changed and not result.failed:
+        return result  # nothing older than the last turns: not logged at every turn
     _log.info(
         "[acp] session {sid}: automatic compaction at {used}/{window} tokens — {line}",
         sid=session.id,
