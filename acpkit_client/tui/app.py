@@ -384,7 +384,7 @@ class App:
         if self.modals:
             modal = self.modals[-1]
             width = 72
-            rows = modal.rows_wanted(width - 2) if isinstance(modal, PermissionModal) else 12
+            rows = modal.rows_wanted(width) if isinstance(modal, PermissionModal) else 12
             frame = urwid.Overlay(modal, frame, "center", width, "middle", rows)
         self.root.placeholder.original_widget = frame
         self._refresh_usage()
