@@ -1,0 +1,98 @@
+"""
+pytest plugin: ``pytest --acp-agent "CMD …"`` collects one test item per conformance rule.
+
+The suite runs once (on the first item) and each item then passes, fails with its findings,
+or is skipped when the rule is not applicable or deselected. Options: ``--acp-agent``,
+``--acp-profile`` (smoke / quick / full), ``--acp-seed``, ``--acp-timeout``,
+``--acp-model-server``. Registered as the ``pytest11`` entry point ``acpkit_conformance``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from acpkit.conformance.cli import run_suite
+from acpkit.conformance.report import SuiteResult
+from acpkit.conformance.rules import RULES, Rule
+
+__all__ = ["ConformanceItem", "pytest_addoption", "pytest_collection_modifyitems"]
+
+_RESULT_KEY = pytest.StashKey[SuiteResult]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add the ``--acp-*`` options."""
+    group = parser.getgroup("acpkit-conformance")
+    group.addoption("--acp-agent", default=None, help="agent command to test (shell words)")
+    group.addoption("--acp-profile", default="quick", choices=("smoke", "quick", "full"))
+    group.addoption("--acp-seed", type=int, default=0)
+    group.addoption("--acp-timeout", type=float, default=10.0)
+    group.addoption("--acp-model-server", action="store_true", default=False)
+
+
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Add one item per rule when ``--acp-agent`` is given."""
+    if not config.getoption("--acp-agent"):
+        return
+    parent = _ConformanceCollector.from_parent(session, name="acp-conformance")
+    items.extend(ConformanceItem.from_parent(parent, name=rule.id, rule=rule) for rule in RULES)
+
+
+class _ConformanceCollector(pytest.Collector):
+    """The parent of the rule items (one agent run shared by all of them)."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        return iter(())
+
+
+def _result(config: pytest.Config) -> SuiteResult:
+    stash = config.stash
+    if _RESULT_KEY not in stash:
+        stash[_RESULT_KEY] = run_suite(
+            shlex.split(config.getoption("--acp-agent")),
+            profile=config.getoption("--acp-profile"),
+            seed=config.getoption("--acp-seed"),
+            timeout=config.getoption("--acp-timeout"),
+            use_model_server=config.getoption("--acp-model-server"),
+        )
+    return stash[_RESULT_KEY]
+
+
+class ConformanceFailure(Exception):
+    """A rule was violated (the message lists the findings)."""
+
+
+class ConformanceItem(pytest.Item):
+    """One rule of the catalogue, checked against the agent under test."""
+
+    def __init__(self, *, rule: Rule, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rule = rule
+
+    def runtest(self) -> None:
+        """Pass, fail with the findings, or skip when not applicable."""
+        result = _result(self.config)
+        if result.error is not None:
+            pytest.fail(f"cannot test the agent: {result.error}", pytrace=False)
+        outcome = next(r for r in result.results if r.rule.id == self.rule.id)
+        if outcome.status == "fail":
+            text = "\n\n".join(f"{f.message}\n{f.excerpt}" for f in outcome.findings)
+            raise ConformanceFailure(f"{self.rule.id} ({self.rule.level}) violated:\n{text}")
+        if outcome.status in ("not-applicable", "skipped"):
+            pytest.skip(f"{self.rule.id}: {outcome.reason}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        """The findings, without a Python traceback."""
+        if isinstance(excinfo.value, ConformanceFailure):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        """Where the item comes from (the rule, not a file)."""
+        return ("acp-conformance", None, f"{self.rule.id}: {self.rule.title}")
