@@ -155,6 +155,12 @@ def load_and_replay(
     try:
         session = store.load(session_id, cwd)
     except SessionFileError as error:
+        _log.warn(
+            "[acp] session {sid}: cannot load from {dir}: {error}",
+            sid=session_id,
+            dir=store.sessions_dir(cwd),
+            error=error,
+        )
         raise InvalidParams(
             "$.params.sessionId", f"cannot load session {session_id!r}: {error}"
         ) from None

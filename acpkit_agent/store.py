@@ -286,15 +286,17 @@ class DiskSessionStore:
                 f"no saved session {session_id!r} in {os.path.dirname(path)}"
             ) from None
         except OSError as error:
-            raise SessionFileError(f"{path} cannot be read: {_describe(error)}") from None
+            raise SessionFileError(
+                f"{os.path.basename(path)} cannot be read: {_describe(error)}"
+            ) from None
         try:
             document = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as error:
-            raise SessionFileError(f"{path} is not valid JSON: {error}") from None
+            raise SessionFileError(f"{os.path.basename(path)} is not valid JSON: {error}") from None
         try:
             return session_from_document(document, session_id, cwd)
         except SessionFileError as error:
-            raise SessionFileError(f"{path}: {error}") from None
+            raise SessionFileError(f"{os.path.basename(path)}: {error}") from None
 
 
 def _totals_fields(totals: SessionTotals) -> dict[str, Any]:
