@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from acpkit import schema
 from acpkit_client.conversation import Conversation
 from acpkit_client.tui.conversation_view import ConversationView
@@ -102,3 +105,48 @@ def test_empty_conversation_draws_blank_and_copies_nothing() -> None:
     assert rows(view) == [""] * 5
     assert view.keypress(SIZE, "up") is None
     assert view.copy_lines() == []
+
+
+MOVES = ["up", "down", "page up", "page down", "home", "end"]
+KEYS = st.sampled_from([*MOVES, *(f"shift {move}" for move in MOVES)])
+MOUSE = st.tuples(
+    st.sampled_from(["mouse press", "mouse drag", "mouse release"]),
+    st.sampled_from([0, 1, 4, 5]),
+    st.integers(min_value=-2, max_value=7),
+)
+ACTIONS = st.one_of(
+    KEYS.map(lambda key: ("key", key)),
+    MOUSE.map(lambda event: ("mouse", event)),
+    st.text(max_size=30).map(lambda text: ("chunk", text)),
+)
+
+
+@given(st.lists(ACTIONS, max_size=40), st.integers(min_value=1, max_value=6))
+def test_any_sequence_keeps_the_view_consistent(
+    actions: list[tuple[str, object]], height: int
+) -> None:
+    """Whatever keys, mouse events and chunks arrive, the cursor and selection stay on
+    existing lines, the top stays in range, and the pane draws exactly its size."""
+    conversation = Conversation()
+    view = ConversationView(conversation, "bob")
+    size = (20, height)
+    for kind, value in actions:
+        if kind == "key":
+            assert isinstance(value, str)
+            view.keypress(size, value)
+        elif kind == "mouse":
+            assert isinstance(value, tuple)
+            event, button, row = value
+            view.mouse_event(size, event, button, 3, row, True)
+        else:
+            assert isinstance(value, str)
+            chunk = schema.TextContentBlock(text=value)
+            conversation.apply(schema.AgentMessageChunk(content=chunk))
+        canvas = view.render(size, focus=True)
+        assert canvas.rows() == height and canvas.cols() == 20
+        count = len(view.lines)
+        if count:
+            assert 0 <= view.cursor < count
+            if view.selection is not None:
+                assert view.selection.start >= 0 and view.selection.stop <= count
+        assert view.top >= 0

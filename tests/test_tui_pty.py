@@ -6,6 +6,7 @@ waits (with a timeout, never a sleep) until the expected text is on it.
 
 from __future__ import annotations
 
+import base64
 import os
 import sys
 import time
@@ -29,6 +30,8 @@ class Terminal:
     def __init__(self, project: Path) -> None:
         self.screen = pyte.Screen(COLUMNS, ROWS)
         self.stream = pyte.ByteStream(self.screen)
+        #: Every byte the UI wrote (OSC 52 is not kept by the screen model).
+        self.raw = bytearray()
         env = dict(os.environ)
         env.update(
             PYTHONPATH=str(ROOT),
@@ -55,7 +58,9 @@ class Terminal:
             if left <= 0:
                 raise AssertionError(f"timed out waiting for {what}; screen:\n{self.text}")
             try:
-                self.stream.feed(self.child.read_nonblocking(65536, timeout=min(left, 1.0)))
+                data = self.child.read_nonblocking(65536, timeout=min(left, 1.0))
+                self.raw.extend(data)
+                self.stream.feed(data)
             except pexpect.TIMEOUT:
                 continue
             except pexpect.EOF:
@@ -150,6 +155,12 @@ def test_reference_agent_mention_permission_answer_and_close(project: Path) -> N
         terminal.wait_for("[completed]")
         assert "you" in screen and "look at @notes.txt" in screen
         assert " / 32,768 tokens" in terminal.text
+        terminal.send("\t\x03")
+        terminal.wait_for("2 lines copied")
+        assert (
+            b"\x1b]52;c;" + base64.b64encode(b"1 tool result(s):\n- bash: 42-done\n")
+            in terminal.raw
+        )
         agents = children_of(terminal.child.pid)
         assert agents, "the agent process runs"
         terminal.send("\x17")
