@@ -448,3 +448,19 @@ def test_sending_before_the_agent_is_ready_says_so(tmp_path: Path) -> None:
     harness.press("enter")
     assert harness.input_text == "hi"
     assert "tiny is not ready" in harness.screen()
+
+
+def test_a_long_input_keeps_the_conversation_visible_and_the_caret_in_view(ui: Harness) -> None:
+    """A pasted 60-line input takes at most a third of the window and shows the caret's line."""
+    ui.open()
+    assert ui.session is not None
+    ui.session.conversation.apply(
+        schema.AgentMessageChunk(content=schema.TextContentBlock(text="still here"))
+    )
+    ui.app.clipboards.text = "\n".join(f"line{n}" for n in range(60))
+    ui.press("shift insert")
+    lines = ui.screen().split("\n")
+    assert "  still here" in "\n".join(lines)
+    assert any(line.startswith("──") for line in lines)
+    assert lines[-2].rstrip() == "line59"
+    assert "line0" not in "\n".join(lines)

@@ -44,7 +44,7 @@ from acpkit_client.session import AgentWindow, TurnError
 from acpkit_client.tui.completion_list import CompletionList
 from acpkit_client.tui.conversation_view import ConversationView
 from acpkit_client.tui.copy import Clipboards, copied_text
-from acpkit_client.tui.input_area import InputArea
+from acpkit_client.tui.input_area import InputArea, InputBox
 from acpkit_client.tui.rule import Rule
 from acpkit_client.tui.sizes import Size, box_size
 
@@ -85,8 +85,14 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         self._body_placeholder: urwid.WidgetPlaceholder[urwid.Widget] = urwid.WidgetPlaceholder(
             self.view
         )
+        self._input_box = InputBox(self.input)
+        self._input_height = 1
         self.pile = urwid.Pile(
-            [("weight", 1, self._body_placeholder), ("pack", self.rule), ("pack", self.input)]
+            [
+                ("weight", 1, self._body_placeholder),
+                ("pack", self.rule),
+                ("given", 1, self._input_box),
+            ]
         )
         self.pile.focus_position = 2
         super().__init__(self.pile)
@@ -255,7 +261,21 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
 
     # -- keys ------------------------------------------------------------------------------
 
+    def _fit_input(self, size: Size) -> None:
+        """Give the input area the rows it needs, at most a third of the window."""
+        columns, rows = box_size(size)
+        wanted = int(self.input.rows((columns,)))
+        height = max(1, min(wanted, rows // 3))
+        if height != self._input_height:
+            self._input_height = height
+            self.pile.contents[2] = (self._input_box, self.pile.options("given", height))
+
+    def render(self, size: Size, focus: bool = False) -> urwid.Canvas:
+        self._fit_input(size)
+        return super().render(size, focus)
+
     def keypress(self, size: Size, key: str) -> str | None:
+        self._fit_input(size)
         if self.list_open and self.input_focused:
             handled = self._list_key(size, key)
             if handled:
@@ -310,7 +330,7 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
     ) -> bool | None:
         if event == "mouse press" and button in (4, 5) and len(size) == 2:
             columns, rows = box_size(size)
-            body_rows = rows - 1 - self.input.rows((columns,))
+            body_rows = rows - 1 - self._input_height
             if row < body_rows:
                 return bool(
                     self.view.mouse_event((columns, body_rows), event, button, col, row, focus)
