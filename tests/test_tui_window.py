@@ -464,3 +464,38 @@ def test_a_long_input_keeps_the_conversation_visible_and_the_caret_in_view(ui: H
     assert any(line.startswith("──") for line in lines)
     assert lines[-2].rstrip() == "line59"
     assert "line0" not in "\n".join(lines)
+
+
+def test_menu_opens_with_a_click_and_the_close_box_closes(ui: Harness) -> None:
+    """A click on **Agent** opens the menu; a click on ``[x]`` closes the window."""
+    ui.open()
+    ui.app.root.mouse_event(SIZE, "mouse press", 1, 2, 0, True)
+    assert "Agent status" in ui.screen()
+    ui.press("esc")
+    ui.app.root.mouse_event(SIZE, "mouse press", 1, 1, 1, True)
+    assert ui.app.windows == []
+    assert "No agent window is open" in ui.screen()
+
+
+def test_wheel_over_the_conversation_keeps_the_input_focused(ui: Harness) -> None:
+    """The wheel scrolls the conversation three rows; the focus stays in the input area."""
+    window = ui.open()
+    assert ui.session is not None
+    text = "\n".join(f"row {n}" for n in range(60))
+    ui.session.conversation.apply(
+        schema.AgentMessageChunk(content=schema.TextContentBlock(text=text))
+    )
+    ui.screen()
+    top = window.view.top
+    ui.app.root.mouse_event(SIZE, "mouse press", 4, 5, 5, True)
+    assert window.view.top == top - 3
+    assert window.input_focused
+
+
+def test_an_agent_that_cannot_start_says_why_in_its_window(ui: Harness) -> None:
+    """Starting an agent whose command does not exist leaves a notice and a status message."""
+    ghost = AgentEntry(name="ghost", command="/no/such/agent", source="test")
+    ui.app.start_agent(ghost)
+    screen = ui.screen()
+    assert "could not start ghost" in screen and "does not exist" in screen
+    assert "ghost could not start (see Agent status)" in screen
