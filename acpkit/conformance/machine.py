@@ -578,7 +578,9 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
         transcripts.append(transcript)
         return running_agent(config, verdicts, transcript=transcript, **options)
 
-    def guarded(rule_id: str, what: str, group: Callable[[], None]) -> None:
+    def guarded(rule_id: str, what: str, group: Callable[[], None], families: str) -> None:
+        if config.rules and not any(r.startswith(tuple(families.split())) for r in config.rules):
+            return
         try:
             group()
         except (StepTimeout, AgentGone) as e:
@@ -618,12 +620,26 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
             else:
                 faults.probe_eof_mid_turn(agent.driver, session, config.timeout)
 
-    probe_initialize(config, verdicts)
-    guarded("RPC-007", "the envelope probes", envelope)
-    guarded("TURN-001", "the session and turn probes", sessions_and_turns)
-    guarded("FRAME-004", "the framing probes", framing)
-    guarded("FRAME-007", "the long-line probe", long_line)
-    guarded("FRAME-009", "the EOF probe", eof)
+    def initialization() -> None:
+        probe_initialize(config, verdicts)
+
+    # Each group runs only when one of the rule id prefixes listed last is selected.
+    guarded("INIT-001", "the initialize probes", initialization, "INIT SCHEMA RPC-001")
+    guarded("RPC-007", "the envelope probes", envelope, "RPC SCHEMA FRAME-00")
+    guarded(
+        "TURN-001",
+        "the session and turn probes",
+        sessions_and_turns,
+        "SESSION CONTENT TURN CANCEL CAP RPC-010 SCHEMA",
+    )
+    guarded(
+        "FRAME-004",
+        "the framing probes",
+        framing,
+        "FRAME-004 FRAME-005 FRAME-006 FRAME-008 RPC-003",
+    )
+    guarded("FRAME-007", "the long-line probe", long_line, "FRAME-007")
+    guarded("FRAME-009", "the EOF probe", eof, "FRAME-009")
     return transcripts
 
 

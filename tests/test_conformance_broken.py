@@ -1,0 +1,95 @@
+"""
+The conformance tester reports each deliberately broken agent with the right rule id, and
+nothing on a correct one (tests/fixtures/broken_agents/raw_agent.py, real pipes).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from acpkit.conformance.cli import run_suite
+
+RAW_AGENT = str(Path(__file__).parent / "fixtures" / "broken_agents" / "raw_agent.py")
+
+#: fault -> (rule that must fail, run the state machine too?)
+BROKEN = {
+    "banner": "FRAME-003",
+    "wrong_id_type": "RPC-001",
+    "answer_notifications": "RPC-002",
+    "result_for_unknown_method": "RPC-005",
+    "end_turn_after_cancel": "CANCEL-002",
+    "die_on_long_line": "FRAME-007",
+    "fs_without_capability": "CAP-001",
+    "updates_after_response": "TURN-002",
+    "reuse_session_ids": "SESSION-001",
+    "wrong_version": "INIT-002",
+    "bad_schema": "SCHEMA-001",
+    "unfinished_tool": "TURN-003",
+    "ignore_eof": "FRAME-009",
+    "decode_each_read": "FRAME-004",
+}
+
+
+def _failed(fault: str, timeout: float, only: list[str]) -> set[str]:
+    result = run_suite(
+        [sys.executable, RAW_AGENT, fault],
+        profile="smoke",
+        timeout=timeout,
+        explore=False,
+        only=only,
+    )
+    assert result.error is None, result.error
+    return {r.rule.id for r in result.failed}
+
+
+def test_correct_raw_agent_has_no_finding() -> None:
+    """The correct raw agent passes every applicable rule, probes and state machine (exit 0)."""
+    result = run_suite([sys.executable, RAW_AGENT], profile="smoke", timeout=5.0)
+    assert result.error is None
+    assert [f.message for r in result.failed for f in r.findings] == []
+    assert result.exit_code == 0
+    statuses = {r.rule.id: r.status for r in result.results}
+    assert statuses["CANCEL-002"] == "pass"
+    assert statuses["CAP-005"] == "not-applicable"
+
+
+@pytest.mark.parametrize("fault", sorted(BROKEN))
+def test_broken_agent_is_reported_with_its_rule(fault: str) -> None:
+    """Each broken behaviour is reported under the rule it breaks."""
+    timeout = 1.0 if fault == "ignore_eof" else 3.0
+    only = [BROKEN[fault]] if fault in ("ignore_eof", "decode_each_read") else []
+    assert BROKEN[fault] in _failed(fault, timeout, only)
+
+
+def test_agent_that_never_initializes_cannot_be_tested() -> None:
+    """An agent that never answers initialize gives exit status 2 and says why."""
+    result = run_suite(
+        [sys.executable, RAW_AGENT, "never_initialize"], profile="smoke", timeout=0.5
+    )
+    assert result.exit_code == 2
+    assert result.error is not None and "initialize" in result.error
+
+
+def test_missing_command_cannot_be_tested() -> None:
+    """A command that does not exist gives exit status 2."""
+    result = run_suite(["/nonexistent/agent-binary"], profile="smoke", timeout=1.0)
+    assert result.exit_code == 2
+    assert result.error is not None and "cannot start" in result.error
+
+
+def test_state_machine_shrinks_to_a_minimal_transcript() -> None:
+    """A failure found by the state machine is shrunk; its transcript is in trace format."""
+    result = run_suite(
+        [sys.executable, RAW_AGENT, "reuse_session_ids"],
+        profile="quick",
+        timeout=3.0,
+        only=["SESSION-001"],
+    )
+    assert result.exit_code == 1
+    assert "session/new" in result.machine_transcript
+    assert " -> agent " in result.machine_transcript
+    # the minimal sequence: initialize, two session/new calls (plus the EOF note)
+    assert result.machine_transcript.count('"method":"session/new"') == 2

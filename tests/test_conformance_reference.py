@@ -1,0 +1,56 @@
+"""
+The conformance tester against real agents: the acpkit interop fixture, the official-SDK
+fixture and the reference agent bob (real processes; probes only, to stay fast).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from acpkit.conformance.cli import run_suite
+
+CHECKOUT = str(Path(__file__).parent.parent)
+INTEROP = Path(__file__).parent / "fixtures" / "interop"
+ENV = {**os.environ, "PYTHONPATH": CHECKOUT}
+
+
+def test_acpkit_interop_agent_only_breaks_session_rules() -> None:
+    """The acpkit interop fixture (a fixed session id, no cwd check) breaks only those rules."""
+    result = run_suite(
+        [sys.executable, str(INTEROP / "acpkit_agent.py")],
+        profile="smoke",
+        timeout=5.0,
+        env=ENV,
+        explore=False,
+    )
+    assert result.error is None, result.error
+    assert {r.rule.id for r in result.failed} == {"SESSION-001", "SESSION-002"}
+
+
+def test_sdk_agent_crashes_on_a_batch_line() -> None:
+    """True finding on the official Python SDK: a JSON array line kills the agent process."""
+    result = run_suite(
+        [sys.executable, str(INTEROP / "sdk_agent.py")],
+        profile="smoke",
+        timeout=2.0,
+        env=ENV,
+        explore=False,
+        only=["RPC-004", "RPC-007"],
+    )
+    findings = [f.message for r in result.failed for f in r.findings]
+    assert any("AttributeError: 'list' object has no attribute 'get'" in m for m in findings)
+
+
+def test_bob_passes_every_must_rule() -> None:
+    """bob (twistd -n acp-agent) breaks no MUST rule (it accepts a relative cwd: SHOULD)."""
+    result = run_suite(
+        [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"],
+        profile="smoke",
+        timeout=10.0,
+        env=ENV,
+        explore=False,
+    )
+    assert result.error is None, result.error
+    assert [f.message for r in result.failed for f in r.findings if r.rule.level == "MUST"] == []
