@@ -228,7 +228,10 @@ def parse_arguments(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     """The console script; returns the exit status."""
     stream = sys.stdout if out is None else out
-    globalLogBeginner.beginLoggingTo([textFileLogObserver(sys.stderr)], redirectStandardIO=False)
+    if argv is None:  # the real command line: log to stderr (tests keep their own logging)
+        globalLogBeginner.beginLoggingTo(
+            [textFileLogObserver(sys.stderr)], redirectStandardIO=False
+        )
     try:
         args = parse_arguments(sys.argv[1:] if argv is None else argv)
     except SystemExit as e:
