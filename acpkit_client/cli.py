@@ -2,8 +2,8 @@
 
 ``acpkit-client ask [--agent NAME] [--cwd DIR] [--allow|--deny] PROMPT`` runs one prompt
 on one agent of the project's agents file and streams the answer to stdout; tool calls
-and the plan go to stderr.  Without a sub-command the terminal UI would start; it is not
-installed yet, so that says so and exits 2.
+and the plan go to stderr.  Without a sub-command, ``acpkit-client [--cwd DIR] [--log FILE]``
+opens the terminal UI (``acpkit_client.tui``).
 
 Exit status of ``ask``:
 
@@ -11,7 +11,7 @@ Exit status of ``ask``:
 0     the turn ended with ``end_turn``
 1     the agent failed: could not start, refused the handshake, answered the prompt
       with an error, or died
-2     usage error (bad options; no sub-command)
+2     usage error (bad options)
 3     configuration error: an agents file was refused, or no such agent
 4     the agent refused (``stopReason: "refusal"``)
 5     the turn stopped early (``max_tokens`` or ``max_turn_requests``)
@@ -75,9 +75,8 @@ EXIT_REFUSED = 4
 EXIT_STOPPED_EARLY = 5
 EXIT_CANCELLED = 130
 
-NO_UI_MESSAGE = (
-    "acpkit-client: the terminal UI is not installed yet; use `acpkit-client ask PROMPT`\n"
-)
+#: The sub-commands; anything else starts the terminal UI.
+_SUBCOMMANDS = ("ask",)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -370,15 +369,26 @@ def _start_logging(verbose: bool) -> None:
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
 
 
+def _wants_terminal_ui(args: Sequence[str]) -> bool:
+    """No sub-command (after the global ``-v``), and no request for this parser's help."""
+    rest = [a for a in args if a not in ("-v", "--verbose")]
+    return not rest or (rest[0] not in _SUBCOMMANDS and rest[0] not in ("-h", "--help"))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``acpkit-client`` entry point; returns (or exits with) the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if _wants_terminal_ui(args):
+        from acpkit_client.tui.app import main as terminal_ui
+
+        return terminal_ui([a for a in args if a not in ("-v", "--verbose")])
     parser = _parser()
     try:
-        options = parser.parse_args(argv)
+        options = parser.parse_args(args)
     except SystemExit as e:
         return int(e.code or 0)
     if options.command is None:
-        sys.stderr.write(NO_UI_MESSAGE)
+        parser.print_usage(sys.stderr)
         return EXIT_USAGE
     _start_logging(options.verbose)
     from twisted.internet import task

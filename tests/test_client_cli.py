@@ -264,10 +264,25 @@ class TerminalPromptTests(TestCase):
         self.assertIsNone(await self.ask_with(b""))
 
 
-def test_no_subcommand_says_the_ui_is_missing(capsys: Any) -> None:
-    """Without a sub-command, acpkit-client says the terminal UI is not installed; exit 2."""
-    assert cli.main([]) == cli.EXIT_USAGE
-    assert "terminal UI is not installed" in capsys.readouterr().err
+def test_no_subcommand_opens_the_terminal_ui(monkeypatch: Any) -> None:
+    """Without a sub-command, acpkit-client hands its arguments to the terminal UI."""
+    import acpkit_client.tui.app
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(acpkit_client.tui.app, "main", lambda argv: seen.append(argv) or 0)
+    assert cli.main([]) == 0
+    assert cli.main(["--cwd", "/tmp", "-v"]) == 0
+    assert seen == [[], ["--cwd", "/tmp"]]
+
+
+def test_subcommand_and_help_stay_with_the_command_line(capsys: Any) -> None:
+    """``ask`` and ``--help`` are this parser's; -v before ``ask`` is the global flag."""
+    assert not cli._wants_terminal_ui(["ask", "hi"])
+    assert not cli._wants_terminal_ui(["-v", "ask", "hi"])
+    assert not cli._wants_terminal_ui(["--help"])
+    assert cli._wants_terminal_ui(["--log", "ui.log"])
+    assert cli.main(["--help"]) == 0
+    assert "ask" in capsys.readouterr().out
 
 
 def test_allow_and_deny_are_exclusive(capsys: Any) -> None:
