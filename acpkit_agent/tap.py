@@ -26,6 +26,7 @@ from acpkit_agent.agent import AGENT_VERSION, BobAgent
 from acpkit_agent.banner import banner_lines
 from acpkit_agent.config import AgentConfig, ConfigError, load_config
 from acpkit_agent.engines import make_engine
+from acpkit_agent.skills import SkillLibrary
 from acpkit_agent.tools import builtin_tools
 from acpkit_agent.turn import AgentRuntime
 
@@ -103,7 +104,8 @@ def build_runtime(config: AgentConfig, reactor: Any) -> AgentRuntime:
     except ValueError as error:
         where = config.path or "the configuration"
         raise ConfigError(f"{where}: engine: {error}") from None
-    return AgentRuntime(config=config, engine=engine, tools=builtin_tools(), reactor=reactor)
+    tools = builtin_tools(SkillLibrary(extra_dirs=tuple(config.skills_dirs)))
+    return AgentRuntime(config=config, engine=engine, tools=tools, reactor=reactor)
 
 
 class _AgentFactory(Factory):
