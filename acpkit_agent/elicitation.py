@@ -29,13 +29,11 @@ from twisted.logger import Logger
 
 from acpkit import codec, schema
 from acpkit.errors import RPCError
-from acpkit_agent.tools.base import ToolContext
 
 __all__ = [
     "ELICITATION_SCOPE_META",
     "FormOutcome",
     "FormStatus",
-    "InteractiveToolContext",
     "Question",
     "QuestionError",
     "UserAsker",
@@ -432,10 +430,3 @@ def _rpc_failure(message: str) -> Deferred[Any]:
     d: Deferred[Any] = Deferred()
     d.errback(RPCError(-32601, message))
     return d
-
-
-@attrs.define
-class InteractiveToolContext(ToolContext):
-    """A :class:`ToolContext` that can also ask the session's user (``ask_user``, ``ask_agent``)."""
-
-    asker: UserAsker | None = None

@@ -26,7 +26,7 @@ from twisted.logger import Logger
 from acpkit import schema
 from acpkit_agent.client_files import file_access_for
 from acpkit_agent.config import AgentConfig
-from acpkit_agent.elicitation import InteractiveToolContext, UserAsker
+from acpkit_agent.elicitation import UserAsker
 from acpkit_agent.engines.base import (
     EngineError,
     IEngine,
@@ -38,6 +38,7 @@ from acpkit_agent.engines.base import (
 from acpkit_agent.hooks import HookRunner
 from acpkit_agent.permissions import ask_permission, rejection_message
 from acpkit_agent.session import Session
+from acpkit_agent.tools.ask_user import InteractiveToolContext
 from acpkit_agent.tools.base import Tool, ToolResult
 from acpkit_agent.tools.plan import PlanEntry
 

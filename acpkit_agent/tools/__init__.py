@@ -6,6 +6,8 @@ The contract (``Tool``, ``ToolContext``, ``ToolResult``, ``Diff``, ``IFileAccess
 """
 
 from acpkit_agent.skills import SkillLibrary
+from acpkit_agent.tools.ask_agent import AskAgentTool
+from acpkit_agent.tools.ask_user import AskUserTool
 from acpkit_agent.tools.base import (
     Diff,
     DiskFileAccess,
@@ -22,6 +24,8 @@ from acpkit_agent.tools.plan import PlanEntry, PlanState, PlanTool
 from acpkit_agent.tools.skill import ReadSkillTool
 
 __all__ = [
+    "AskAgentTool",
+    "AskUserTool",
     "BashTool",
     "Diff",
     "DiskFileAccess",
@@ -44,8 +48,9 @@ __all__ = [
 
 def builtin_tools(skills: SkillLibrary | None = None) -> dict[str, Tool]:
     """
-    Fresh instances of bash, read_file, write_file, edit_file, fetch_content, plan and
-    read_skill (reading the skills of ``skills``, default: the standard directories).
+    Fresh instances of bash, read_file, write_file, edit_file, fetch_content, plan,
+    read_skill (reading the skills of ``skills``, default: the standard directories),
+    ask_user and ask_agent.
     """
     tools: list[Tool] = [
         BashTool(),
@@ -55,5 +60,7 @@ def builtin_tools(skills: SkillLibrary | None = None) -> dict[str, Tool]:
         FetchContentTool(),
         PlanTool(),
         ReadSkillTool(skills if skills is not None else SkillLibrary()),
+        AskUserTool(),
+        AskAgentTool(),
     ]
     return {tool.name: tool for tool in tools}

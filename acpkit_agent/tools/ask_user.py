@@ -19,7 +19,7 @@ from twisted.internet.defer import Deferred, succeed
 from acpkit_agent.elicitation import QuestionError, UserAsker, parse_questions
 from acpkit_agent.tools.base import ToolContext, ToolResult
 
-__all__ = ["AskUserTool"]
+__all__ = ["AskUserTool", "InteractiveToolContext"]
 
 _PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -54,6 +54,13 @@ _PARAMETERS: dict[str, Any] = {
     },
     "required": ["questions"],
 }
+
+
+@attrs.define
+class InteractiveToolContext(ToolContext):
+    """A :class:`ToolContext` that can also ask the session's user (``ask_user``, ``ask_agent``)."""
+
+    asker: UserAsker | None = None
 
 
 @attrs.define
