@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acpkit.conformance import cli, faults
+from acpkit.conformance.driver import encode
 from acpkit.conformance.observer import Observer, Verdicts
 from acpkit.conformance.report import SuiteResult, format_report, rule_results
 from acpkit.conformance.rules import RULES, UnknownRule, render_markdown, select_rules
@@ -138,7 +139,7 @@ def test_utf8_cut_points_are_inside_characters(text: str, data: st.DataObject) -
 
 def test_padded_request_has_the_requested_size() -> None:
     """padded_request pads one line to the size asked for."""
-    line = faults.encode(faults.padded_request(1, "_x/y", 100_000))
+    line = encode(faults.padded_request(1, "_x/y", 100_000))
     assert len(line) == 100_000
     assert json.loads(line)["method"] == "_x/y"
 
