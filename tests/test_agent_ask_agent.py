@@ -216,6 +216,25 @@ class AskAgentProcessTests(TestCase):
 
         return ensureDeferred(go())  # type: ignore[return-value]
 
+    def test_cancel_while_relayed_form_is_open(self) -> None:
+        """Cancel while our client shows the asked agent's form: the form request is cancelled."""
+
+        async def go() -> None:
+            client = ElicitingClient()
+            h, sid = self.harness("elicit", client=client)
+            d = pumping(h.pair, h.prompt(sid, "ask it"))
+            await wait_until(lambda: bool(client.held_elicitations))
+            pid = self.asked_pid()
+            h.pair.client.cancel(sid)
+            response = await d
+            self.assertEqual(response.stop_reason, "cancelled")
+            self.assertTrue(process_gone(pid))
+            await pumping(
+                h.pair, ensureDeferred(wait_until(lambda: client.held_elicitations[0].called))
+            )
+
+        return ensureDeferred(go())  # type: ignore[return-value]
+
     def test_unknown_agent(self) -> None:
         """An unknown name: the call fails and lists the agents; nothing is started."""
 
