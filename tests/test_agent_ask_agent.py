@@ -7,6 +7,7 @@ unknown names, and the permission ``ask_agent`` needs when ``yolo = false``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -245,6 +246,67 @@ class AskAgentProcessTests(TestCase):
                 tool_result(h), "[ask_agent: no agent named 'nobody' (the agents are 'asked')]"
             )
             self.assertFalse((self.dir / "asked.pid").exists())
+
+        return ensureDeferred(go())  # type: ignore[return-value]
+
+    def test_bob_asks_back_through_a_relayed_form(self) -> None:
+        """A real bob (scripted engine, postAsk hook) asked by ask_agent: its ask_user form
+        reaches our client, and its hook-replaced answer comes back."""
+
+        async def go() -> None:
+            script_path = self.dir / "script.json"
+            script_path.write_text(
+                json.dumps(
+                    {
+                        "turn": [
+                            {
+                                "tool_calls": [
+                                    call(
+                                        "ask_user",
+                                        questions=[
+                                            {
+                                                "question": "Colour?",
+                                                "type": "choice",
+                                                "options": ["red", "blue"],
+                                            }
+                                        ],
+                                    )
+                                ]
+                            },
+                            {"chunks": ["ok"]},
+                        ]
+                    }
+                ),
+                encoding="utf-8",
+            )
+            hook = self.dir / "shout.sh"
+            hook.write_text('#!/bin/sh\ncat >/dev/null\necho \'{"replace": "OK!"}\'\n')
+            hook.chmod(0o755)
+            config = self.dir / "bob.toml"
+            config.write_text(
+                f'[engine]\nname = "scripted"\nscript = "{script_path}"\n\n'
+                '[[hooks.postAsk]]\ncommand = "./shout.sh"\n',
+                encoding="utf-8",
+            )
+            (self.dir / ".acpkit" / "acp.toml").write_text(
+                f'[[agent]]\nname = "bob2"\ncommand = "{sys.executable}"\n'
+                'args = ["-c", "from twisted.scripts.twistd import run; run()", "-n", '
+                f'"acp-agent", "--config", "{config}"]\n'
+                f'env = {{ PYTHONPATH = "{REPO}" }}\n',
+                encoding="utf-8",
+            )
+            client = ElicitingClient()
+            client.elicitation_answers.append({"action": "accept", "content": {"q1": "blue"}})
+            h, sid = self.harness("pick a colour", client=client, agent="bob2")
+            await pumping(h.pair, h.prompt(sid, "ask bob2"))
+            [relayed] = client.elicitations
+            self.assertEqual(relayed["message"], "bob2: Colour?")
+            self.assertEqual(relayed["toolCallId"], "call_1")
+            self.assertEqual(
+                relayed["requestedSchema"]["properties"]["q1"]["enum"], ["red", "blue"]
+            )
+            self.assertEqual(relayed["_meta"]["acpkit.relayedFrom"]["agent"], "bob2")
+            self.assertEqual(tool_result(h), "ok\n\n🪝 OK!")
 
         return ensureDeferred(go())  # type: ignore[return-value]
 
