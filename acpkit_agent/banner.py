@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from acpkit_agent.config import AgentConfig
+from acpkit_agent.hooks import hook_banner_lines
 from acpkit_agent.skills import SkillLibrary, catalog_banner_lines
 
 __all__ = ["banner_lines"]
@@ -35,6 +36,7 @@ def banner_lines(
         f"  config:      {config.path or 'none'}",
         f"  permissions: {permissions}",
         f"  context:     {window}",
+        *hook_banner_lines(config.hooks),
         *catalog_banner_lines(
             SkillLibrary(config.skills_dirs, home).catalog(cwd if cwd is not None else os.getcwd())
         ),

@@ -50,6 +50,7 @@ __all__ = [
     "HookDenial",
     "HookOutcome",
     "HookRunner",
+    "hook_banner_lines",
     "parse_hooks",
     "run_hook",
 ]
@@ -121,6 +122,16 @@ def parse_hooks(value: Any) -> dict[str, tuple[HookCommand, ...]]:
             for index, entry in enumerate(entries, start=1)
         )
     return hooks
+
+
+def hook_banner_lines(hooks: Mapping[str, Sequence[HookCommand]]) -> list[str]:
+    """The banner line of the configured hooks (none when there are none)."""
+    parts = [
+        f"{event}: {', '.join(hook.display() for hook in hooks[event])}"
+        for event in HOOK_EVENTS
+        if hooks.get(event)
+    ]
+    return [f"  hooks:       {'; '.join(parts)}"] if parts else []
 
 
 @attrs.frozen

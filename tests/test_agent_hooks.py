@@ -378,3 +378,19 @@ class HookProcessTests(TestCase):
             await wait_until(lambda: process_gone(pid))
 
         return ensureDeferred(go())  # type: ignore[return-value]
+
+
+def test_banner_lists_hooks() -> None:
+    """The startup banner lists the configured hooks by event; no line without hooks."""
+    from acpkit_agent.banner import banner_lines
+
+    config = AgentConfig(
+        hooks={
+            "postAsk": (HookCommand("censor", ("-q",)),),
+            "preToolCall": (HookCommand("./a.sh"), HookCommand("./b.sh")),
+        }
+    )
+    lines = banner_lines(config, "echo", "1", cwd="/nonexistent", home="/nonexistent")
+    assert "  hooks:       preToolCall: ./a.sh, ./b.sh; postAsk: censor -q" in lines
+    plain = banner_lines(AgentConfig(), "echo", "1", cwd="/nonexistent", home="/nonexistent")
+    assert not any(line.startswith("  hooks:") for line in plain)
