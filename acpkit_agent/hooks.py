@@ -277,7 +277,7 @@ def run_hook(
     argv = [sys.executable, "-I", "-S", "-c", _PGROUP_SHIM, executable, hook.command, *hook.args]
     try:
         process = reactor.spawnProcess(protocol, sys.executable, argv, env=child_env, path=cwd)
-    except OSError as error:
+    except Exception as error:  # fail open, whatever the reactor raises
         finish(HookOutcome(None, f"cannot run: {error}"))
         return result
     state["pid"] = getattr(process, "pid", None)

@@ -394,3 +394,18 @@ def test_banner_lists_hooks() -> None:
     assert "  hooks:       preToolCall: ./a.sh, ./b.sh; postAsk: censor -q" in lines
     plain = banner_lines(AgentConfig(), "echo", "1", cwd="/nonexistent", home="/nonexistent")
     assert not any(line.startswith("  hooks:") for line in plain)
+
+
+def test_hook_that_cannot_be_spawned_fails_open() -> None:
+    """A reactor that cannot spawn the hook: logged as 'cannot run', the turn goes on."""
+    from tests.fixtures.agent.harness import captured_logs
+
+    with captured_logs() as logs:
+        config = AgentConfig(hooks={"postAsk": (HookCommand("sh"),)})
+        h = make_b_harness([{"chunks": ["Hi."]}], config=config)  # a Clock: no spawnProcess
+        sid = h.start(cwd=tempfile.gettempdir())
+        result = h.raw_prompt(sid, "go")
+    assert result["stopReason"] == "end_turn"
+    assert h.client.text() == "Hi."
+    [line] = [line for line in logs.lines if line.startswith("🪝")]
+    assert line.startswith("🪝 postAsk hook sh cannot run: ")
