@@ -72,7 +72,8 @@ class AskUserTool:
     description: str = (
         "Ask the user one or more questions when you cannot decide alone: choices, "
         "multiple choices, free text or yes/no. All questions of one call are shown "
-        "together. Returns the answers, or says the user declined or cancelled."
+        "together. Returns the answers, or says the user declined or cancelled. Never ask "
+        "for passwords, tokens or other secrets."
     )
     parameters: Mapping[str, Any] = attrs.field(factory=lambda: dict(_PARAMETERS))
 
