@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from acpkit.conformance.cli import run_suite
-from acpkit.conformance.report import SuiteResult
 from acpkit.conformance.rules import RULES, Rule
+
+if TYPE_CHECKING:
+    from acpkit.conformance.report import SuiteResult
 
 __all__ = ["ConformanceItem", "pytest_addoption", "pytest_collection_modifyitems"]
 
-_RESULT_KEY = pytest.StashKey[SuiteResult]()
+_RESULT_KEY = pytest.StashKey["SuiteResult"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,6 +55,8 @@ class _ConformanceCollector(pytest.Collector):
 def _result(config: pytest.Config) -> SuiteResult:
     stash = config.stash
     if _RESULT_KEY not in stash:
+        from acpkit.conformance.cli import run_suite  # the tester's machinery, when used
+
         stash[_RESULT_KEY] = run_suite(
             shlex.split(config.getoption("--acp-agent")),
             profile=config.getoption("--acp-profile"),
