@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from twisted.internet import reactor
+from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
@@ -88,6 +89,44 @@ class MinimalAgentTests(ExampleTestCase):
         out = self.check(await self.ask("--agent", "Echo (twistd)", "served by twistd"))
         self.assertEqual(out.strip(), "served by twistd")
         self.assertFalse((self.project / "twistd.pid").exists())
+
+    async def test_by_hand(self) -> None:
+        """The three requests typed by hand get the answers the tutorial shows, then exit 0."""
+        requests = [
+            {"method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}},
+            {"method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}},
+            {
+                "method": "session/prompt",
+                "params": {
+                    "sessionId": "echo-1",
+                    "prompt": [{"type": "text", "text": "hello there"}],
+                },
+            },
+        ]
+        stdin = self.project / "requests.ndjson"
+        stdin.write_text(
+            "".join(
+                json.dumps({"jsonrpc": "2.0", "id": n, **r}) + "\n"
+                for n, r in enumerate(requests, 1)
+            )
+        )
+        out, err, code = await getProcessOutputAndValue(
+            "/bin/sh",
+            ["-c", f'exec "{PYTHON}" minimal_agent.py < requests.ndjson'],
+            env=child_env(),
+            path=str(self.project),
+            reactor=reactor,
+        )
+        out = self.check((out.decode("utf-8"), err.decode("utf-8"), code))
+        lines = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual(len(lines), 5)
+        self.assertEqual(lines[0]["result"]["agentInfo"], {"name": "echo", "version": "1.0"})
+        self.assertEqual(lines[1], {"jsonrpc": "2.0", "id": 2, "result": {"sessionId": "echo-1"}})
+        chunks = [m["params"]["update"]["content"]["text"] for m in lines[2:4]]
+        self.assertEqual(chunks, ["hello", " there"])
+        self.assertEqual(
+            lines[4], {"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "end_turn"}}
+        )
 
     async def test_minimal_client_usage_error(self) -> None:
         """Without ``-- COMMAND`` the minimal client exits 1 with its usage line."""
@@ -198,3 +237,38 @@ class TracingClientTests(ExampleTestCase):
         )
         self.assertNotEqual(code, 0)
         self.assertIn(f"cannot write the trace file {trace}", err)
+
+
+class ConformanceTutorialTests(ExampleTestCase):
+    """
+    The conformance tutorial and the CI how-to: ``minimal_agent.py`` fails two rules on the
+    command line, ``checked_agent.py`` passes them all through the pytest plugin.
+    """
+
+    def smoke(self, args: Sequence[str]) -> Deferred[tuple[str, str, int]]:
+        """A run of ``python ARGS`` in the project, as a Deferred."""
+        return Deferred.fromCoroutine(self.run_program(args))
+
+    async def test_tester_finds_two_failures_then_none(self) -> None:
+        """The smoke profile fails SESSION-002 and SESSION-003 only; the fix passes all."""
+        cli = ["-m", "acpkit.conformance", "--profile", "smoke", "--", PYTHON, "minimal_agent.py"]
+        plugin = [
+            "-m",
+            "pytest",
+            "-p",
+            "acpkit.conformance.pytest_plugin",
+            "-p",
+            "no:cacheprovider",
+        ]
+        options = ["--acp-agent", f"{PYTHON} checked_agent.py", "--acp-profile", "smoke"]
+        report_file = self.project / "report.xml"
+        before, after = await gatherResults(
+            [self.smoke(cli), self.smoke([*plugin, *options, "-q", f"--junitxml={report_file}"])]
+        )
+        out = self.check(before, status=1)
+        failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAIL "))
+        self.assertEqual(failed, ["SESSION-002", "SESSION-003"])
+        out = self.check(after, status=0)
+        self.assertRegex(out, r"\b28 passed, 12 skipped\b")
+        report = report_file.read_text()
+        self.assertIn('name="SESSION-002"', report)
