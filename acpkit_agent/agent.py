@@ -24,6 +24,7 @@ others                    ``-32601`` (the :class:`acpkit.connection.Agent` base)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -119,6 +120,12 @@ class CommandRegistry:
 
 
 @implementer(IAgent)
+def _require_absolute_cwd(cwd: str) -> None:
+    """ACP: the session's ``cwd`` MUST be an absolute path (it is the base of relative paths)."""
+    if not os.path.isabs(cwd):
+        raise InvalidParams("$.params.cwd", f"cwd must be an absolute path, got {cwd!r}")
+
+
 class BobAgent(Agent):
     """The reference agent "bob" for one connection (``conn``: its ``AgentConnection``)."""
 
@@ -180,6 +187,7 @@ class BobAgent(Agent):
 
     def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         """Create a session and, once the response is written, advertise the commands."""
+        _require_absolute_cwd(params.cwd)
         session_id = new_session_id()
         while self.sessions.get(session_id) is not None:
             session_id = new_session_id()
@@ -210,6 +218,7 @@ class BobAgent(Agent):
         store = self.sessions
         if not self.runtime.config.sessions_enabled or not isinstance(store, DiskSessionStore):
             return super().load_session(params)  # type: ignore[no-any-return]
+        _require_absolute_cwd(params.cwd)
         lock = self.runtime.lock
         await lock.acquire()
         try:

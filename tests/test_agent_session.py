@@ -389,3 +389,19 @@ def test_mentions_attached_once_in_first_mention_order(names: list[str], gap: st
             f"\n[attached {'directory' if os.path.isdir(p) else 'file'}: {p}]" for p in expected
         )
         assert flat.text == text + suffix
+
+
+def test_session_new_refuses_a_relative_cwd() -> None:
+    """session/new with a relative cwd answers -32602 naming $.params.cwd (it MUST be absolute)."""
+    h = make_harness()
+    h.pair.result(
+        h.pair.client.protocol.request(
+            "initialize", {"protocolVersion": 1, "clientCapabilities": {}}
+        )
+    )
+    with pytest.raises(RPCError) as caught:
+        h.pair.result(
+            h.pair.client.protocol.request("session/new", {"cwd": "relative/dir", "mcpServers": []})
+        )
+    assert caught.value.code == -32602
+    assert "$.params.cwd" in str(caught.value.to_json())
