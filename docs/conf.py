@@ -50,6 +50,9 @@ napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 
 nitpicky = False
+# Docstrings write `name` (single backticks) for Python names: make them references
+# (shown as code even when the target is not documented; nitpicky is off).
+default_role = "py:obj"
 
 # No warning is suppressed. The toctrees of index.md list the first pages of each section
 # explicitly and end with a glob (``how-to/*``...) that reaches every other page, so a page
