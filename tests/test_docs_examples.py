@@ -245,29 +245,29 @@ class ConformanceTutorialTests(ExampleTestCase):
     command line, ``checked_agent.py`` passes them all through the pytest plugin.
     """
 
-    def smoke(self, args: Sequence[str]) -> Deferred[tuple[str, str, int]]:
-        """A run of ``python ARGS`` in the project, as a Deferred."""
+    def start(self, args: Sequence[str]) -> Deferred[tuple[str, str, int]]:
+        """``python ARGS`` in the project, started now; a Deferred of its outcome."""
         return Deferred.fromCoroutine(self.run_program(args))
 
     async def test_tester_finds_two_failures_then_none(self) -> None:
-        """The smoke profile fails SESSION-002 and SESSION-003 only; the fix passes all."""
-        cli = ["-m", "acpkit.conformance", "--profile", "smoke", "--", PYTHON, "minimal_agent.py"]
-        plugin = [
-            "-m",
-            "pytest",
-            "-p",
-            "acpkit.conformance.pytest_plugin",
-            "-p",
-            "no:cacheprovider",
-        ]
+        """The tester fails SESSION-002 and SESSION-003 only; the fix passes every rule."""
+        cli = ["-m", "acpkit.conformance", "--", PYTHON]
+        plugin = ["-m", "pytest", "-p", "acpkit.conformance.pytest_plugin"]
         options = ["--acp-agent", f"{PYTHON} checked_agent.py", "--acp-profile", "smoke"]
         report_file = self.project / "report.xml"
-        before, after = await gatherResults(
-            [self.smoke(cli), self.smoke([*plugin, *options, "-q", f"--junitxml={report_file}"])]
+        before, fixed, after = await gatherResults(
+            [
+                self.start([*cli, "minimal_agent.py"]),
+                self.start([*cli, "checked_agent.py"]),
+                self.start([*plugin, *options, "-q", f"--junitxml={report_file}"]),
+            ]
         )
         out = self.check(before, status=1)
         failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAIL "))
         self.assertEqual(failed, ["SESSION-002", "SESSION-003"])
+        self.assertIn("2 fail, 12 not-applicable, 26 pass; profile quick", out)
+        out = self.check(fixed, status=0)
+        self.assertIn("12 not-applicable, 28 pass; profile quick", out)
         out = self.check(after, status=0)
         self.assertRegex(out, r"\b28 passed, 12 skipped\b")
         report = report_file.read_text()
