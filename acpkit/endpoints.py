@@ -59,6 +59,7 @@ __all__ = [
     "AgentProcess",
     "AgentTransport",
     "connect",
+    "process_group_argv",
     "serve",
     "serve_stdio",
     "spawn_agent",
@@ -79,9 +80,9 @@ STDOUT_EOF_GRACE = 0.5
 #: (a grandchild may hold them open) before closing them ourselves.
 PIPE_DRAIN_TIMEOUT = 1.0
 
-# Runs in the child before the agent: become a process-group leader (so that stop()
-# can signal the whole group), then replace itself with the agent.  argv[1] is the
-# resolved executable, argv[2:] the agent's argv (argv[0] as the user wrote it).
+# Runs in the child before the program: become a process-group leader (so that the
+# whole group can be signalled), then replace itself with the program.  argv[1] is the
+# resolved executable, argv[2:] the program's argv (argv[0] as the user wrote it).
 _PGROUP_SHIM = (
     "import os, sys\n"
     "try:\n"
@@ -90,6 +91,16 @@ _PGROUP_SHIM = (
     "    pass\n"
     "os.execv(sys.argv[1], sys.argv[2:])\n"
 )
+
+
+def process_group_argv(executable: str, argv: Sequence[str]) -> tuple[str, list[str]]:
+    """
+    What to pass to ``reactor.spawnProcess`` so that ``executable`` (with ``argv``,
+    ``argv[0]`` included) runs as the leader of its own process group: killing the
+    group (``os.killpg(pid, sig)``) then also ends everything it started.  Twisted's
+    ``spawnProcess`` cannot do this itself; a tiny Python shim execs the program.
+    """
+    return sys.executable, [sys.executable, "-I", "-S", "-c", _PGROUP_SHIM, executable, *argv]
 
 
 def _attach_tracer(protocol: IProtocol, name: str) -> None:
@@ -627,10 +638,10 @@ def spawn_agent(
     agent_name = name if name is not None else os.path.basename(command)
     _attach_tracer(protocol, agent_name)
     agent = AgentProcess(reactor, protocol, agent_name, stderr_tail_lines)
-    argv = [sys.executable, "-I", "-S", "-c", _PGROUP_SHIM, executable, command, *args]
+    launcher, argv = process_group_argv(executable, [command, *args])
     reactor.spawnProcess(
         _AgentProcessProtocol(agent),
-        sys.executable,
+        launcher,
         argv,
         env=child_env,
         path=cwd,

@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import signal
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -43,6 +42,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit import schema
+from acpkit.endpoints import process_group_argv
 
 __all__ = [
     "HOOK_EVENTS",
@@ -63,15 +63,6 @@ MAX_STDOUT = 1024 * 1024
 MAX_STDERR_TAIL = 4096
 KILL_WAIT = 5.0
 """How long to wait for a killed hook's end before giving up on it."""
-
-_PGROUP_SHIM = (
-    "import os, sys\n"
-    "try:\n"
-    "    os.setpgid(0, 0)\n"
-    "except OSError:\n"
-    "    pass\n"
-    "os.execv(sys.argv[1], sys.argv[2:])\n"
-)
 
 
 @attrs.frozen
@@ -274,9 +265,9 @@ def run_hook(
         state["killer"] = reactor.callLater(KILL_WAIT, give_up)
 
     protocol = _HookProtocol(json.dumps(payload).encode("utf-8") + b"\n", ended)
-    argv = [sys.executable, "-I", "-S", "-c", _PGROUP_SHIM, executable, hook.command, *hook.args]
+    launcher, argv = process_group_argv(executable, [hook.command, *hook.args])
     try:
-        process = reactor.spawnProcess(protocol, sys.executable, argv, env=child_env, path=cwd)
+        process = reactor.spawnProcess(protocol, launcher, argv, env=child_env, path=cwd)
     except Exception as error:  # fail open, whatever the reactor raises
         finish(HookOutcome(None, f"cannot run: {error}"))
         return result
