@@ -200,6 +200,8 @@ def _enum_decoder(cls: type[enum.Enum]) -> Decoder:
         member = lookup.get(v) if type(v) is base else None
         if member is not None:
             return member
+        if type(v) is cls:  # already decoded (an encode() result decoded again)
+            return v
         if type(v) is not base:
             raise _type_error(expected, v)
         if strict and not is_open:
@@ -697,12 +699,17 @@ def _encode_generic(v: Any) -> Any:
     return v
 
 
+def _enum_value(v: Any) -> Any:
+    """The wire value of an enum field (plain ``str``/``int``, never the member)."""
+    return v.value if isinstance(v, enum.Enum) else v
+
+
 def _encoder_for(tp: Any) -> Encoder | None:
     """A specialised encoder for a field type, or None when values pass through unchanged."""
     if tp in (str, int, float, bool, Any, type(None)):
         return None
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return None
+        return _enum_value
     origin = get_origin(tp)
     if origin is dict and get_args(tp)[1] is Any:
         return None
