@@ -6,6 +6,7 @@ over real pipes, from a project laid out as the tutorials describe.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -239,6 +240,15 @@ class TracingClientTests(ExampleTestCase):
         self.assertIn(f"cannot write the trace file {trace}", err)
 
 
+def plugin_option() -> list[str]:
+    """
+    How pytest gets the conformance plugin: nothing when acpkit is installed (its
+    ``pytest11`` entry point loads it), ``-p MODULE`` from a checkout that is not.
+    """
+    names = {ep.name for ep in importlib.metadata.entry_points(group="pytest11")}
+    return [] if "acpkit_conformance" in names else ["-p", "acpkit.conformance.pytest_plugin"]
+
+
 class ConformanceTutorialTests(ExampleTestCase):
     """
     The conformance tutorial and the CI how-to: ``minimal_agent.py`` fails two rules on the
@@ -252,7 +262,7 @@ class ConformanceTutorialTests(ExampleTestCase):
     async def test_tester_finds_two_failures_then_none(self) -> None:
         """The tester fails SESSION-002 and SESSION-003 only; the fix passes every rule."""
         cli = ["-m", "acpkit.conformance", "--", PYTHON]
-        plugin = ["-m", "pytest", "-p", "acpkit.conformance.pytest_plugin"]
+        plugin = ["-m", "pytest", *plugin_option()]
         options = ["--acp-agent", f"{PYTHON} checked_agent.py", "--acp-profile", "smoke"]
         report_file = self.project / "report.xml"
         before, fixed, after = await gatherResults(
