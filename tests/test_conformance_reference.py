@@ -54,3 +54,29 @@ def test_bob_passes_every_must_rule() -> None:
     )
     assert result.error is None, result.error
     assert [f.message for r in result.failed for f in r.findings if r.rule.level == "MUST"] == []
+
+
+def test_bob_on_the_model_server_runs_real_turns() -> None:
+    """
+    With ``--model-server``, bob's openai engine talks to the scripted model server: its
+    turns stream text and call tools (TURN-003 is exercised and holds), and no rule fails.
+    """
+    result = run_suite(
+        [
+            sys.executable,
+            "-c",
+            "from twisted.scripts.twistd import run; run()",
+            "-n",
+            "acp-agent",
+            "--engine",
+            "openai",
+        ],
+        profile="smoke",
+        timeout=10.0,
+        env=ENV,
+        use_model_server=True,
+    )
+    assert result.error is None, result.error
+    assert [f.message for r in result.failed for f in r.findings] == []
+    statuses = {r.rule.id: r.status for r in result.results}
+    assert statuses["TURN-003"] == "pass"
