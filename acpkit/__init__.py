@@ -5,8 +5,105 @@ The layers, top to bottom: ``acpkit.framing`` (bytes to lines), ``acpkit.jsonrpc
 (lines to JSON-RPC messages), ``acpkit.schema`` and ``acpkit.codec`` (messages to
 typed models), ``acpkit.connection`` (typed agent and client roles) and
 ``acpkit.endpoints`` (stdio, child processes, Twisted endpoints).
+
+The names most programs need are available from here too (imported on first use, so
+``import acpkit`` stays cheap)::
+
+    from acpkit import Agent, AgentConnection, schema, serve_stdio
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from acpkit._version import __version__
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from acpkit import codec, schema
+    from acpkit.connection import (
+        Agent,
+        AgentConnection,
+        Client,
+        ClientConnection,
+        ProtocolVersionError,
+        negotiate_version,
+    )
+    from acpkit.endpoints import AgentExited, AgentProcess, connect, serve, serve_stdio, spawn_agent
+    from acpkit.errors import (
+        CapabilityError,
+        ConnectionLost,
+        InvalidParams,
+        MethodNotFound,
+        RequestCancelled,
+        RPCError,
+    )
+    from acpkit.interfaces import IAgent, IClient
+    from acpkit.jsonrpc import JSONRPCProtocol
+    from acpkit.trace import Tracer
+
+#: Public name → the module that defines it.
+_WHERE: dict[str, str] = {
+    "codec": "acpkit.codec",
+    "schema": "acpkit.schema",
+    "Agent": "acpkit.connection",
+    "AgentConnection": "acpkit.connection",
+    "Client": "acpkit.connection",
+    "ClientConnection": "acpkit.connection",
+    "ProtocolVersionError": "acpkit.connection",
+    "negotiate_version": "acpkit.connection",
+    "AgentExited": "acpkit.endpoints",
+    "AgentProcess": "acpkit.endpoints",
+    "connect": "acpkit.endpoints",
+    "serve": "acpkit.endpoints",
+    "serve_stdio": "acpkit.endpoints",
+    "spawn_agent": "acpkit.endpoints",
+    "CapabilityError": "acpkit.errors",
+    "ConnectionLost": "acpkit.errors",
+    "InvalidParams": "acpkit.errors",
+    "MethodNotFound": "acpkit.errors",
+    "RequestCancelled": "acpkit.errors",
+    "RPCError": "acpkit.errors",
+    "IAgent": "acpkit.interfaces",
+    "IClient": "acpkit.interfaces",
+    "JSONRPCProtocol": "acpkit.jsonrpc",
+    "Tracer": "acpkit.trace",
+}
+
+__all__ = [
+    "Agent",
+    "AgentConnection",
+    "AgentExited",
+    "AgentProcess",
+    "CapabilityError",
+    "Client",
+    "ClientConnection",
+    "ConnectionLost",
+    "IAgent",
+    "IClient",
+    "InvalidParams",
+    "JSONRPCProtocol",
+    "MethodNotFound",
+    "ProtocolVersionError",
+    "RPCError",
+    "RequestCancelled",
+    "Tracer",
+    "__version__",
+    "codec",
+    "connect",
+    "negotiate_version",
+    "schema",
+    "serve",
+    "serve_stdio",
+    "spawn_agent",
+]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'acpkit' has no attribute {name!r}")
+    module = importlib.import_module(where)
+    value = module if where.rsplit(".", 1)[1] == name else getattr(module, name)
+    globals()[name] = value
+    return value
