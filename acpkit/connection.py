@@ -122,6 +122,16 @@ def _invoke(fn: Callable[[Any], Any], arg: Any) -> Deferred[Any]:
     return succeed(result)
 
 
+def _wire_tag(value: object) -> Any:
+    """The wire tag of a union variant (``"text"``, ``"form"``…) without encoding it."""
+    tag = getattr(type(value), "__acp_tag__", None)
+    if tag is not None:
+        return tag[1]
+    unknown = getattr(type(value), "__acp_unknown__", None)
+    raw = getattr(value, "raw", None)
+    return raw.get(unknown) if unknown is not None and isinstance(raw, Mapping) else None
+
+
 def _session_id_of(params: object) -> str | None:
     """The ``sessionId`` of raw params, when there is a string one."""
     if isinstance(params, Mapping):
@@ -615,7 +625,7 @@ class AgentConnection(_Role[IAgent]):
         self, params: schema.CreateElicitationRequest, *, timeout: float | None = None
     ) -> Deferred[schema.CreateElicitationResponse]:
         """``elicitation/create`` (only in a mode the client advertised)."""
-        mode = codec.encode(params).get("mode")
+        mode = _wire_tag(params)
         try:
             self._require(
                 mode in self._elicitation_modes(), "elicitation/create", f"elicitation.{mode}"
@@ -968,7 +978,7 @@ class ClientConnection(_Role[IClient]):
             caps = self._ready("session/prompt")
             allowed = caps.prompt_capabilities or schema.PromptCapabilities()
             for block in params.prompt:
-                tag = codec.encode(block).get("type")
+                tag = _wire_tag(block)
                 if tag == "image" and not allowed.image:
                     raise CapabilityError(
                         "session/prompt with an image", "promptCapabilities.image"

@@ -320,3 +320,38 @@ def test_failing_notification_handler_is_logged_not_fatal() -> None:
     )
     assert broken.seen == 1
     assert pair.result(pair.client.list_sessions()).sessions == []
+
+
+class PromptAgent(Agent):
+    """Accepts embedded context and answers every prompt end_turn."""
+
+    def __init__(self, conn: AgentConnection) -> None:
+        self.conn = conn
+
+    def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
+        caps = schema.AgentCapabilities(
+            prompt_capabilities=schema.PromptCapabilities(embedded_context=True)
+        )
+        return schema.InitializeResponse(protocol_version=1, agent_capabilities=caps)
+
+    def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
+
+
+EMBEDDED = schema.EmbeddedResourceContentBlock(
+    resource=schema.TextResourceContents(uri="file:///a.txt", text="hello")
+)
+AUDIO = schema.AudioContentBlock(data="AAAA", mime_type="audio/wav")
+
+
+def test_prompt_content_is_gated_by_prompt_capabilities() -> None:
+    """Embedded resources need embeddedContext, audio needs audio; refused locally, else sent."""
+    pair, _ = started()  # FullAgent advertises no prompt capabilities
+    for block, capability in ((EMBEDDED, "embeddedContext"), (AUDIO, "audio")):
+        request = schema.PromptRequest(session_id="s1", prompt=[block])
+        with pytest.raises(CapabilityError, match=capability):
+            pair.result(pair.client.prompt(request))
+    pair = connected_pair(PromptAgent, Recorder())
+    pair.result(pair.client.initialize())
+    request = schema.PromptRequest(session_id="s1", prompt=[EMBEDDED])
+    assert pair.result(pair.client.prompt(request)).stop_reason == schema.StopReason.END_TURN
