@@ -193,6 +193,7 @@ def slow(ui: Harness) -> Harness:
 
 
 def agent_menu_per_agent(ui: Harness) -> None:
+    """Each configured agent is an active entry; choosing it starts that agent."""
     started: list[str] = []
     ui.app.start_agent = lambda entry: started.append(entry.name)  # type: ignore[assignment,method-assign,return-value]
     items = menu_items(ui, "meta a")
@@ -205,6 +206,7 @@ def agent_menu_per_agent(ui: Harness) -> None:
 
 
 def agent_menu_create(ui: Harness) -> None:
+    """Create agents file is active without a file, writes and shows it, then is inactive."""
     assert item(menu_items(ui, "meta a"), "Create agents file").enabled
     ui.press("esc")
     choose(ui, "meta a", "Create agents file")
@@ -215,6 +217,7 @@ def agent_menu_create(ui: Harness) -> None:
 
 
 def agent_menu_cancel(ui: Harness) -> None:
+    """Cancel turn (shown with Esc) is inactive when idle and cancels a running turn."""
     harness = slow(ui)
     harness.open()
     cancel = item(menu_items(harness, "meta a"), "Cancel turn")
@@ -229,6 +232,7 @@ def agent_menu_cancel(ui: Harness) -> None:
 
 
 def agent_menu_status(ui: Harness) -> None:
+    """Agent status is always active and opens the report."""
     assert item(menu_items(ui, "meta a"), "Agent status").enabled
     ui.press("esc")
     choose(ui, "meta a", "Agent status")
@@ -240,6 +244,7 @@ def agent_menu_status(ui: Harness) -> None:
 
 
 def window_menu_tile(ui: Harness) -> None:
+    """Tile needs a window, tiles, and is then offered as Maximise, which maximises."""
     assert not item(menu_items(ui, "meta w"), "Tile").enabled
     ui.press("esc")
     ui.open()
@@ -254,6 +259,7 @@ def window_menu_tile(ui: Harness) -> None:
 
 
 def window_menu_next(ui: Harness) -> None:
+    """Next window needs a window and brings the next one to the front."""
     assert not item(menu_items(ui, "meta w"), "Next window").enabled
     ui.press("esc")
     first = ui.open()
@@ -263,6 +269,7 @@ def window_menu_next(ui: Harness) -> None:
 
 
 def window_menu_each(ui: Harness) -> None:
+    """The first nine windows are listed with Alt-1 ... Alt-9; choosing one fronts it."""
     windows = [ui.open(), *more_windows(ui, 10)]
     items = menu_items(ui, "meta w")
     per_window = [entry for entry in items if entry.label == windows[0].title]
@@ -274,6 +281,7 @@ def window_menu_each(ui: Harness) -> None:
 
 
 def window_menu_close(ui: Harness) -> None:
+    """Close window needs a window and closes the front one, stopping its agent."""
     assert not item(menu_items(ui, "meta w"), "Close window").enabled
     ui.press("esc")
     ui.open()
@@ -283,6 +291,7 @@ def window_menu_close(ui: Harness) -> None:
 
 
 def window_menu_quit(ui: Harness) -> None:
+    """Quit is always active and stops every agent."""
     assert item(menu_items(ui, "meta w"), "Quit").enabled
     ui.press("esc")
     ui.open()
@@ -294,6 +303,7 @@ def window_menu_quit(ui: Harness) -> None:
 
 
 def any_agent_menu(ui: Harness) -> None:
+    """Alt-A and F10 open the Agent menu."""
     for key in ("meta a", "f10"):
         assert any(entry.label == "Agent status" for entry in menu_items(ui, key))
         assert ui.app.menubar.open_index == 0
@@ -301,11 +311,13 @@ def any_agent_menu(ui: Harness) -> None:
 
 
 def any_window_menu(ui: Harness) -> None:
+    """Alt-W opens the Window menu."""
     assert any(entry.label == "Quit" for entry in menu_items(ui, "meta w"))
     assert ui.app.menubar.open_index == 1
 
 
 def any_next(ui: Harness) -> None:
+    """F6 cycles through the windows."""
     first = ui.open()
     (second,) = more_windows(ui, 1)
     ui.press("f6")
@@ -315,6 +327,7 @@ def any_next(ui: Harness) -> None:
 
 
 def any_jump(ui: Harness) -> None:
+    """Alt-n brings window n to the front."""
     windows = [ui.open(), *more_windows(ui, 9)]
     for number in range(9, 0, -1):
         ui.press(f"meta {number}")
@@ -323,6 +336,7 @@ def any_jump(ui: Harness) -> None:
 
 
 def any_tile(ui: Harness) -> None:
+    """F5 tiles the windows, and maximises the front one again."""
     ui.open()
     more_windows(ui, 1)
     ui.press("f5")
@@ -332,6 +346,7 @@ def any_tile(ui: Harness) -> None:
 
 
 def any_close(ui: Harness) -> None:
+    """Ctrl-W closes the front window and says its agent stopped."""
     first = ui.open()
     more_windows(ui, 1)
     ui.press("ctrl w")
@@ -340,6 +355,7 @@ def any_close(ui: Harness) -> None:
 
 
 def any_quit(ui: Harness) -> None:
+    """Ctrl-Q quits, closing every window."""
     ui.open()
     ui.press("ctrl q")
     assert ui.app.stopping is not None and ui.app.windows == []
@@ -349,6 +365,7 @@ def any_quit(ui: Harness) -> None:
 
 
 def menu_move(ui: Harness) -> None:
+    """The arrows move between the active entries, skipping the inactive ones."""
     items = menu_items(ui, "meta a")
     dropdown = ui.app.dropdown
     assert dropdown is not None
@@ -364,18 +381,19 @@ def menu_move(ui: Harness) -> None:
 
 
 def menu_choose(ui: Harness) -> None:
+    """Enter and Space choose the highlighted entry."""
     for key in ("enter", " "):
         items = menu_items(ui, "meta a")
-        dropdown = ui.app.dropdown
-        assert dropdown is not None
         for _ in range(items.index(item(items, "Agent status"))):
             ui.press("down")
         ui.press(key)
         assert ui.app.dropdown is None and ui.app.text_window is not None
+        assert ui.app.text_window.title == "Agent status"
         ui.press("esc")
 
 
 def menu_left_right(ui: Harness) -> None:
+    """The left and right arrows open the neighbouring menu."""
     menu_items(ui, "meta a")
     ui.press("right")
     assert ui.app.menubar.open_index == 1
@@ -386,6 +404,7 @@ def menu_left_right(ui: Harness) -> None:
 
 
 def menu_switch(ui: Harness) -> None:
+    """A menu's key opens it from the other one, and closes it when it is open."""
     menu_items(ui, "meta a")
     ui.press("meta w")
     assert ui.app.menubar.open_index == 1
@@ -396,6 +415,7 @@ def menu_switch(ui: Harness) -> None:
 
 
 def menu_close(ui: Harness) -> None:
+    """Esc and F10 close the menu."""
     for key in ("esc", "f10"):
         menu_items(ui, "meta w")
         ui.press(key)
@@ -403,6 +423,7 @@ def menu_close(ui: Harness) -> None:
 
 
 def menu_other(ui: Harness) -> None:
+    """Other keys, Ctrl-Q included, do nothing while a menu is open."""
     window = ui.open()
     menu_items(ui, "meta a")
     ui.press("ctrl q", "x", "f6", "ctrl w")
@@ -415,9 +436,10 @@ def menu_other(ui: Harness) -> None:
 
 
 def status_scroll(ui: Harness) -> None:
+    """The arrows and the page keys scroll the status window."""
     ui.app.open_text_window(TextWindow("Agent status", [f"line {n}" for n in range(100)]))
-    listbox = ui.app.text_window.listbox if ui.app.text_window else None
-    assert listbox is not None
+    assert ui.app.text_window is not None
+    listbox = ui.app.text_window.listbox
     ui.press("down", "down")
     assert listbox.focus_position == 2
     ui.press("page down")
@@ -429,6 +451,7 @@ def status_scroll(ui: Harness) -> None:
 
 
 def status_close(ui: Harness) -> None:
+    """Esc and Ctrl-W close the status window and leave the agent window open."""
     ui.open()
     for key in ("esc", "ctrl w"):
         ui.app.show_status()
@@ -439,6 +462,7 @@ def status_close(ui: Harness) -> None:
 
 
 def status_ignored(ui: Harness) -> None:
+    """F6 and F5 do nothing while the status window is open."""
     ui.open()
     more_windows(ui, 1)
     ui.app.show_status()
@@ -450,6 +474,7 @@ def status_ignored(ui: Harness) -> None:
 
 
 def window_enter(ui: Harness) -> None:
+    """Enter sends the input from the input area only, and never an empty one."""
     window = ui.open()
     ui.press("enter")
     ui.type("   ")
@@ -464,6 +489,7 @@ def window_enter(ui: Harness) -> None:
 
 
 def window_alt_enter(ui: Harness) -> None:
+    """Alt-Enter inserts a line break."""
     ui.open()
     ui.type("a")
     ui.press("meta enter")
@@ -472,6 +498,7 @@ def window_alt_enter(ui: Harness) -> None:
 
 
 def window_tab(ui: Harness) -> None:
+    """Tab moves the focus between the conversation and the input area."""
     window = ui.open()
     assert window.input_focused
     ui.press("tab")
@@ -481,6 +508,7 @@ def window_tab(ui: Harness) -> None:
 
 
 def window_copy(ui: Harness) -> None:
+    """Ctrl-C and Ctrl-Ins copy the cursor's region, or the selection, to both clipboards."""
     window = with_text(ui, "Try:\n```bash\nmake\nmake test\n```\nok")
     for key in ("ctrl c", "ctrl insert"):
         ui.app.clipboards.text = ""
@@ -495,6 +523,7 @@ def window_copy(ui: Harness) -> None:
 
 
 def window_paste(ui: Harness) -> None:
+    """Shift-Ins pastes the client's clipboard at the caret."""
     ui.open()
     ui.type("say ")
     ui.app.clipboards.text = "pasted"
@@ -503,6 +532,7 @@ def window_paste(ui: Harness) -> None:
 
 
 def window_esc(ui: Harness) -> None:
+    """Esc drops the selection first, then cancels the running turn."""
     harness = slow(ui)
     window = harness.open()
     harness.type("wait")
@@ -518,6 +548,7 @@ def window_esc(ui: Harness) -> None:
 
 
 def window_close(ui: Harness) -> None:
+    """Ctrl-W closes the agent window."""
     ui.open()
     ui.press("ctrl w")
     assert ui.app.windows == [] and "tiny stopped" in ui.screen()
@@ -527,6 +558,7 @@ def window_close(ui: Harness) -> None:
 
 
 def input_arrows(ui: Harness) -> None:
+    """The arrows move the caret; up on the first line moves into the conversation."""
     window = with_text(ui, "above")
     ui.type("ab")
     ui.press("left")
@@ -544,6 +576,7 @@ def input_arrows(ui: Harness) -> None:
 
 
 def input_home_end(ui: Harness) -> None:
+    """Home and End go to the start and end of the caret's line."""
     window = ui.open()
     ui.type("ab")
     ui.press("meta enter")
@@ -555,6 +588,7 @@ def input_home_end(ui: Harness) -> None:
 
 
 def input_edit(ui: Harness) -> None:
+    """Backspace and Del edit; backspace at a line start joins the lines."""
     ui.open()
     ui.type("ab")
     ui.press("meta enter")
@@ -568,6 +602,7 @@ def input_edit(ui: Harness) -> None:
 
 
 def input_slash(ui: Harness) -> None:
+    """A first-character slash opens the commands; elsewhere or without commands it is text."""
     window = ui.open()
     ui.type("/")
     assert window.list_kind == "/" and "Search the web" in ui.screen()
@@ -582,6 +617,7 @@ def input_slash(ui: Harness) -> None:
 
 
 def input_at(ui: Harness) -> None:
+    """@ opens the project's files, narrowed by what follows."""
     window = ui.open()
     ui.type("see @")
     assert window.list_kind == "@"
@@ -602,6 +638,7 @@ def lines_window(ui: Harness, count: int = 60) -> AgentWindowWidget:
 
 
 def conversation_up_down(ui: Harness) -> None:
+    """Up and down move the cursor a line; back on the last line the view follows."""
     window = lines_window(ui)
     last = window.view.cursor
     ui.press("up")
@@ -611,6 +648,7 @@ def conversation_up_down(ui: Harness) -> None:
 
 
 def conversation_pages(ui: Harness) -> None:
+    """PgUp and PgDn move the cursor a screen (its height less one row)."""
     window = lines_window(ui)
     last = window.view.cursor
     ui.press("page up")
@@ -621,6 +659,7 @@ def conversation_pages(ui: Harness) -> None:
 
 
 def conversation_home_end(ui: Harness) -> None:
+    """Home and End move the cursor to the first and last lines."""
     window = lines_window(ui)
     last = window.view.cursor
     ui.press("home")
@@ -630,6 +669,7 @@ def conversation_home_end(ui: Harness) -> None:
 
 
 def conversation_shift(ui: Harness) -> None:
+    """Shift with each move extends a whole-line selection; a plain move drops it."""
     window = lines_window(ui)
     last = window.view.cursor
     for move in ("up", "page up", "home"):
@@ -647,6 +687,7 @@ def conversation_shift(ui: Harness) -> None:
 
 
 def conversation_drag(ui: Harness) -> None:
+    """Dragging with button 1 selects the lines dragged over."""
     window = lines_window(ui, 5)
     ui.press("home")
     root = ui.app.root
@@ -660,6 +701,7 @@ def conversation_drag(ui: Harness) -> None:
 
 
 def conversation_wheel(ui: Harness) -> None:
+    """The wheel scrolls three rows without moving the cursor or the focus."""
     window = with_text(ui, "\n".join(f"row {n}" for n in range(60)))
     for focused in (True, False):
         top, cursor = window.view.top, window.view.cursor
@@ -675,6 +717,7 @@ def conversation_wheel(ui: Harness) -> None:
 
 
 def list_up_down(ui: Harness) -> None:
+    """Up and down move the highlight and keep the input area in front."""
     window = ui.open()
     ui.type("@")
     assert window.list.highlight == 0
@@ -685,6 +728,7 @@ def list_up_down(ui: Harness) -> None:
 
 
 def list_pages(ui: Harness) -> None:
+    """PgUp and PgDn move the highlight by the rows shown."""
     for number in range(20):
         (ui.root / f"file{number:02}.txt").write_text("x", encoding="utf-8")
     window = ui.open()
@@ -696,6 +740,7 @@ def list_pages(ui: Harness) -> None:
 
 
 def list_tab(ui: Harness) -> None:
+    """Tab takes the highlighted entry; with no match it does nothing."""
     window = ui.open()
     ui.type("/w")
     ui.press("tab")
@@ -707,6 +752,7 @@ def list_tab(ui: Harness) -> None:
 
 
 def list_enter(ui: Harness) -> None:
+    """Enter takes the entry, and sends on a complete command."""
     ui.open()
     ui.type("/he")
     ui.press("enter")
@@ -717,6 +763,7 @@ def list_enter(ui: Harness) -> None:
 
 
 def list_esc(ui: Harness) -> None:
+    """Esc closes the list until the text changes."""
     harness = slow(ui)
     window = harness.open()
     harness.type("/")
@@ -732,6 +779,7 @@ def list_esc(ui: Harness) -> None:
 
 
 def modal_choose(ui: Harness) -> None:
+    """Enter and Space answer with the focused option."""
     ui.open()
     for key in ("enter", " "):
         answers = ask(ui)
@@ -740,6 +788,7 @@ def modal_choose(ui: Harness) -> None:
 
 
 def modal_left_right(ui: Harness) -> None:
+    """The left and right arrows move between the options."""
     ui.open()
     answers = ask(ui)
     ui.press("right", "enter")
@@ -750,6 +799,7 @@ def modal_left_right(ui: Harness) -> None:
 
 
 def modal_kept(ui: Harness) -> None:
+    """Keys that do not answer stay in the modal: nothing behind it moves."""
     window = ui.open()
     answers = ask(ui)
     ui.press("up", "down", "tab", "ctrl q", "f6", "meta a", "x")
@@ -761,6 +811,7 @@ def modal_kept(ui: Harness) -> None:
 
 
 def modal_esc(ui: Harness) -> None:
+    """Esc answers reject_once, or no answer when the agent offers none."""
     ui.open()
     answers = ask(ui)
     ui.press("esc")
