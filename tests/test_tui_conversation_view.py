@@ -150,3 +150,17 @@ def test_any_sequence_keeps_the_view_consistent(
             if view.selection is not None:
                 assert view.selection.start >= 0 and view.selection.stop <= count
         assert view.top >= 0
+
+
+def test_tabs_wide_and_control_characters_draw_within_the_width() -> None:
+    """A tab beside wide characters (and control characters) never draws past the pane;
+    a copy still gets the original text, tab included."""
+    conversation = Conversation()
+    view = ConversationView(conversation, "bob")
+    for text in ("\tꥒ", "0000000000𠀀", "bell\x07 esc\x1b[31m"):
+        conversation.apply(schema.AgentMessageChunk(content=schema.TextContentBlock(text=text)))
+    for height in (1, 3, 6):
+        canvas = view.render((20, height), focus=True)
+        assert canvas.rows() == height and canvas.cols() == 20
+    assert any("\t" in line.text for line in view.lines)
+    assert not any("\t" in piece for line in view.lines for _, piece in line.markup)

@@ -77,12 +77,25 @@ _FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^\s`]*)")
 PLAN_MARKERS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
+# Tabs and control characters cannot be drawn as they are (urwid counts a tab as zero
+# columns, the terminal does not): a tab becomes spaces and any other control character a
+# replacement mark.  Only the drawing changes; ``Line.text`` (what a copy takes) keeps them.
+_UNDRAWABLE = {c: "\ufffd" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]}
+_UNDRAWABLE[ord("\t")] = "    "
+
+
+def drawable(markup: Markup) -> Markup:
+    """``markup`` with tabs and control characters replaced by what a terminal can draw."""
+    return [(attr, piece.translate(_UNDRAWABLE)) for attr, piece in markup]
+
+
 @attrs.frozen
 class Line:
     """One logical line of the conversation as displayed (see the module docstring)."""
 
-    #: What is drawn, display indentation included.
-    markup: Markup
+    #: What is drawn, display indentation included (tabs and control characters made
+    #: drawable).
+    markup: Markup = attrs.field(converter=drawable)
     #: The text a copy takes: what is drawn minus the display indentation.
     text: str
     #: The region this line belongs to (unique within the conversation).
