@@ -58,7 +58,8 @@ class ConversationView(urwid.Widget):
         self.conversation = conversation
         self.agent_name = agent_name
         self._items: list[Entry | Notice] = list(conversation.entries)
-        self._rendered: dict[int, list[Line]] = {}
+        # Per item: its lines and their display widths, kept until the item changes.
+        self._rendered: dict[int, tuple[list[Line], list[int]]] = {}
         self._lines: list[Line] = []
         self._widths: list[int] = []
         self._dirty = True
@@ -116,17 +117,20 @@ class ConversationView(urwid.Widget):
         """Every display line, in order."""
         if self._dirty:
             lines: list[Line] = []
+            widths: list[int] = []
             for number, item in enumerate(self._items):
-                rendered = self._rendered.get(number)
-                if rendered is None:
+                cached = self._rendered.get(number)
+                if cached is None:
                     if isinstance(item, Notice):
                         rendered = render_notice(item.text, number)
                     else:
                         rendered = render_entry(item, number, self.agent_name)
-                    self._rendered[number] = rendered
-                lines.extend(rendered)
+                    measured = [sum(_width(piece) for _, piece in line.markup) for line in rendered]
+                    cached = self._rendered[number] = (rendered, measured)
+                lines.extend(cached[0])
+                widths.extend(cached[1])
             self._lines = lines
-            self._widths = [sum(_width(piece) for _, piece in line.markup) for line in lines]
+            self._widths = widths
             self._dirty = False
             if self.follow and lines:
                 self.cursor = len(lines) - 1
