@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from acpkit.conformance.cli import run_suite
+from acpkit.conformance.machine import SuiteConfig, run_turn, running_agent
+from acpkit.conformance.observer import Verdicts
 
 RAW_AGENT = str(Path(__file__).parent / "fixtures" / "broken_agents" / "raw_agent.py")
 
@@ -30,7 +33,25 @@ BROKEN = {
     "unfinished_tool": "TURN-003",
     "ignore_eof": "FRAME-009",
     "decode_each_read": "FRAME-004",
+    "terminal_after_release": "TERMINAL-001",
+    "keep_terminal": "TERMINAL-002",
+    "url_elicitation_without_cap": "CAP-003",
+    "nested_form": "ELICIT-001",
+    "complete_unknown_elicitation": "ELICIT-002",
+    "empty_notice": "NOTICE-001",
+    "bad_compaction": "NOTICE-002",
 }
+
+#: Faults in the use of the client services (terminal, elicitation, notices, compaction).
+SERVICE_FAULTS = (
+    "terminal_after_release",
+    "keep_terminal",
+    "url_elicitation_without_cap",
+    "nested_form",
+    "complete_unknown_elicitation",
+    "empty_notice",
+    "bad_compaction",
+)
 
 
 def _failed(fault: str, timeout: float, only: list[str]) -> set[str]:
@@ -54,13 +75,37 @@ def test_correct_raw_agent_has_no_finding() -> None:
     statuses = {r.rule.id: r.status for r in result.results}
     assert statuses["CANCEL-002"] == "pass"
     assert statuses["CAP-005"] == "not-applicable"
+    for served in ("CAP-002", "CAP-003", "CAP-004", "TERMINAL-001", "TERMINAL-002"):
+        assert statuses[served] == "pass", served
+    for served in ("ELICIT-001", "NOTICE-001", "NOTICE-002"):
+        assert statuses[served] == "pass", served
+
+
+def test_correct_raw_agent_completes_url_elicitations_it_started() -> None:
+    """
+    Offered the url elicitation mode, the correct raw agent's elicitation/complete for its
+    own url elicitation passes ELICIT-002 (and its url request passes CAP-003 / ELICIT-001).
+    """
+    verdicts = Verdicts()
+    config = SuiteConfig(argv=(sys.executable, RAW_AGENT), timeout=3.0)
+    capabilities: dict[str, Any] = {"elicitation": {"url": {}}}
+    with running_agent(config, verdicts, capabilities=capabilities) as agent:
+        session = agent.new_session()
+        assert session is not None
+        outcome = run_turn(agent, session, [{"type": "text", "text": "sign in"}])
+        agent.driver.drain(0.2)
+    assert outcome.stop_reason == "end_turn"
+    assert verdicts.findings == []
+    assert {"ELICIT-001", "ELICIT-002", "CAP-003"} <= set(verdicts.exercised)
 
 
 @pytest.mark.parametrize("fault", sorted(BROKEN))
 def test_broken_agent_is_reported_with_its_rule(fault: str) -> None:
     """Each broken behaviour is reported under the rule it breaks."""
     timeout = 1.0 if fault == "ignore_eof" else 3.0
-    only = [BROKEN[fault]] if fault in ("ignore_eof", "decode_each_read") else []
+    # the client-service faults only need the probes of their rule (keeps the file fast)
+    narrow = ("ignore_eof", "decode_each_read", *SERVICE_FAULTS)
+    only = [BROKEN[fault]] if fault in narrow else []
     assert BROKEN[fault] in _failed(fault, timeout, only)
 
 

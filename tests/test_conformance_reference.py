@@ -59,7 +59,9 @@ def test_bob_passes_every_must_rule() -> None:
 def test_bob_on_the_model_server_runs_real_turns() -> None:
     """
     With ``--model-server``, bob's openai engine talks to the scripted model server: its
-    turns stream text and call tools (TURN-003 is exercised and holds), and no rule fails.
+    turns stream text and call tools (TURN-003 is exercised and holds); its read_file /
+    write_file go through fs/* when fs is advertised (CAP-001 exercised) and its ask_user
+    through elicitation/create (CAP-003, ELICIT-001); no rule fails.
     """
     result = run_suite(
         [
@@ -80,3 +82,5 @@ def test_bob_on_the_model_server_runs_real_turns() -> None:
     assert [f.message for r in result.failed for f in r.findings] == []
     statuses = {r.rule.id: r.status for r in result.results}
     assert statuses["TURN-003"] == "pass"
+    for rule_id in ("CAP-001", "CAP-003", "ELICIT-001"):
+        assert statuses[rule_id] == "pass", rule_id

@@ -33,11 +33,37 @@ from acpkit.conformance.observer import Verdicts
 from acpkit.conformance.report import FORMATS, SuiteResult, format_report, rule_results
 from acpkit.conformance.rules import UnknownRule, select_rules
 
-__all__ = ["DEFAULT_MODEL_SCRIPT", "main", "model_server", "parse_arguments", "run_suite"]
+__all__ = [
+    "DEFAULT_MODEL_SCRIPT",
+    "MODEL_TOOL_CALLS",
+    "main",
+    "model_server",
+    "parse_arguments",
+    "run_suite",
+]
 
 _log = Logger(namespace="acpkit.conformance")
 
-#: The script `--model-server` plays: text, a tool call, usage, and a slow turn (for cancels).
+#: The tool calls of the script's second turn. Tool names are agent-specific (these are the
+#: reference agent's: ``bash``, ``write_file`` / ``read_file`` with a ``path`` relative to the
+#: session directory, which go through ``fs/*`` when the client advertised fs, and
+#: ``ask_user``, which goes through ``elicitation/create`` when it advertised forms). An agent
+#: that does not know a tool reports the call failed or ignores it: no rule counts that
+#: against it.
+MODEL_TOOL_CALLS: list[dict[str, object]] = [
+    {"name": "bash", "arguments": {"command": "echo conformance"}},
+    {
+        "name": "write_file",
+        "arguments": {"path": "conformance.txt", "content": "written by acpkit-conformance\n"},
+    },
+    {"name": "read_file", "arguments": {"path": "conformance.txt"}},
+    {
+        "name": "ask_user",
+        "arguments": {"questions": [{"question": "Proceed with the test?", "type": "confirm"}]},
+    },
+]
+
+#: The script `--model-server` plays: text, tool calls, usage, and a slow turn (for cancels).
 DEFAULT_MODEL_SCRIPT: dict[str, object] = {
     "loop": True,
     "model": "scripted",
@@ -49,7 +75,7 @@ DEFAULT_MODEL_SCRIPT: dict[str, object] = {
         },
         {
             "chunks": ["Let me look."],
-            "tool_calls": [{"name": "bash", "arguments": {"command": "echo conformance"}}],
+            "tool_calls": MODEL_TOOL_CALLS,
             "usage": {"input": 20, "output": 8},
         },
         {"chunks": ["Done."], "usage": {"input": 30, "output": 2}},

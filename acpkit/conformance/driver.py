@@ -9,7 +9,8 @@ small pauses between them, see `acpkit.conformance.faults`) and reads stdout wit
 `acpkit.conformance.observer.Observer`.
 
 Requests the agent sends to us are answered by a `ClientPolicy` (permission choice, fs
-served from the session directories, everything else ``-32601``); a policy may hold a
+served from the session directories, simulated terminals and elicitation answers from
+`acpkit.conformance.services`, everything else ``-32601``); a policy may hold a
 permission request unanswered so that a test can cancel the turn while it is pending.
 """
 
@@ -30,6 +31,7 @@ from typing import Any
 import attrs
 
 from acpkit.conformance.observer import Observer, id_key
+from acpkit.conformance.services import Draw, FakeTerminals, elicitation_answer
 
 __all__ = [
     "AgentDriver",
@@ -72,11 +74,17 @@ class ClientPolicy:
     ``permission``: ``"allow"`` (first allow option, else the first option), ``"reject"``
     (first reject option, else the last option) or ``"hold"`` (leave it pending; the driver
     answers ``cancelled`` after a ``session/cancel``). ``roots``: directories whose files
-    ``fs/*`` may read and write.
+    ``fs/*`` may read and write. ``terminals``: the simulated terminal service for
+    ``terminal/*``. ``elicitation``: the answer to ``elicitation/create`` (``accept``,
+    ``decline`` or ``cancel``); ``draw`` draws accepted form content from a strategy (the state
+    machine passes Hypothesis' ``data.draw``; without it a deterministic filler is used).
     """
 
     permission: str = "allow"
     roots: list[str] = attrs.field(factory=list)
+    terminals: FakeTerminals = attrs.field(factory=FakeTerminals)
+    elicitation: str = "accept"
+    draw: Draw | None = None
 
     def _inside(self, path: Any) -> bool:
         if not isinstance(path, str) or not os.path.isabs(path):
@@ -132,6 +140,10 @@ class ClientPolicy:
             except OSError as e:
                 return {"error": {"code": -32603, "message": f"cannot write {path}: {e}"}}
             return {"result": {}}
+        if method.startswith("terminal/"):
+            return self.terminals.answer(method, p)
+        if method == "elicitation/create":
+            return elicitation_answer(p, self.elicitation, self.draw)
         return {"error": {"code": -32601, "message": f"Method not found: {method}"}}
 
 

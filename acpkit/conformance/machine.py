@@ -41,6 +41,7 @@ from hypothesis.stateful import (
 from acpkit.conformance import faults
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.observer import Observer, Transcript, Verdicts
+from acpkit.conformance.services import ELICITATION_ACTIONS
 from acpkit.testing.jsonschema import for_definition
 
 __all__ = [
@@ -136,8 +137,65 @@ class Agent:
         return None
 
 
-def _client_capabilities(fs_read: bool = False, fs_write: bool = False) -> dict[str, Any]:
-    return {"fs": {"readTextFile": fs_read, "writeTextFile": fs_write}, "terminal": False}
+def _client_capabilities(
+    fs_read: bool = False,
+    fs_write: bool = False,
+    *,
+    terminal: bool = False,
+    elicitation: Sequence[str] = (),
+    notices: bool = False,
+    compaction: bool = False,
+) -> dict[str, Any]:
+    """``clientCapabilities``; ``elicitation`` lists the advertised modes (``form``, ``url``)."""
+    capabilities: dict[str, Any] = {
+        "fs": {"readTextFile": fs_read, "writeTextFile": fs_write},
+        "terminal": terminal,
+    }
+    if elicitation:
+        capabilities["elicitation"] = {mode: {} for mode in elicitation}
+    session: dict[str, Any] = {}
+    if notices:
+        session["notices"] = {}
+    if compaction:
+        session["compaction"] = {}
+    if session:
+        capabilities["session"] = session
+    return capabilities
+
+
+#: Every client service the tester can serve, advertised by the services probe (elicitation:
+#: form only, so that an agent that asks for a url anyway is caught by CAP-003).
+ALL_SERVICES = _client_capabilities(
+    True, True, terminal=True, elicitation=("form",), notices=True, compaction=True
+)
+
+#: The rules that need a client capability, with the capability path that enables them.
+_SERVICE_RULES = {
+    "TERMINAL-001": ("terminal",),
+    "TERMINAL-002": ("terminal",),
+    "ELICIT-001": ("elicitation",),
+    "ELICIT-002": ("elicitation", "url"),
+    "NOTICE-001": ("session", "notices"),
+    "NOTICE-002": ("session", "compaction"),
+}
+
+
+def _advertised(capabilities: Mapping[str, Any], path: Sequence[str]) -> bool:
+    value: Any = capabilities
+    for part in path:
+        if not isinstance(value, Mapping):
+            return False
+        value = value.get(part)
+    return value is True or isinstance(value, Mapping)
+
+
+def explain_services(observer: Observer) -> None:
+    """Record why a service rule was not applicable (its capability was not advertised)."""
+    for rule_id, path in _SERVICE_RULES.items():
+        if not _advertised(observer.client_capabilities, path):
+            observer.verdicts.skip(
+                rule_id, f"clientCapabilities.{'.'.join(path)} was not advertised"
+            )
 
 
 def start_agent(
@@ -569,6 +627,31 @@ def probe_load(agent: Agent, session_id: str) -> None:
         agent.observer.verdicts.ok("SESSION-004")
 
 
+#: Prompts for the services probe: they invite an agent driven by a model to use tools.
+SERVICE_PROMPTS = (
+    "Run `echo conformance` in a terminal, then ask me one question with a form.",
+    "Read and write a file named conformance.txt in the working directory.",
+)
+
+
+def probe_services(agent: Agent) -> None:
+    """
+    TERMINAL / ELICIT / NOTICE (and CAP-001..004 with the capabilities advertised): turns with
+    every client service offered; elicitations answered accept, then decline, then cancel.
+    """
+    session = agent.new_session()
+    if session is None:
+        agent.observer.verdicts.skip("TERMINAL-001", "session/new failed")
+        return
+    for number, action in enumerate(("accept", "decline", "cancel")):
+        agent.driver.policy.elicitation = action
+        text = SERVICE_PROMPTS[number % len(SERVICE_PROMPTS)]
+        run_turn(agent, session, [{"type": "text", "text": text}])
+    agent.driver.policy.elicitation = "accept"
+    agent.driver.drain(0.2)
+    explain_services(agent.observer)
+
+
 def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
     """Run every fixed probe (each group on a fresh agent); the transcripts of the runs."""
     transcripts: list[Transcript] = []
@@ -623,6 +706,10 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
     def initialization() -> None:
         probe_initialize(config, verdicts)
 
+    def services() -> None:
+        with fresh(capabilities=ALL_SERVICES) as agent:
+            probe_services(agent)
+
     # Each group runs only when one of the rule id prefixes listed last is selected.
     guarded("INIT-001", "the initialize probes", initialization, "INIT SCHEMA RPC-001")
     guarded("RPC-007", "the envelope probes", envelope, "RPC SCHEMA FRAME-00")
@@ -631,6 +718,12 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
         "the session and turn probes",
         sessions_and_turns,
         "SESSION CONTENT TURN CANCEL CAP RPC-010 SCHEMA",
+    )
+    guarded(
+        "TERMINAL-001",
+        "the client services probe",
+        services,
+        "TERMINAL ELICIT NOTICE CAP SCHEMA TURN",
     )
     guarded(
         "FRAME-004",
@@ -682,10 +775,33 @@ class ConformanceMachine(RuleBasedStateMachine):
         fs_read=st.booleans(),
         fs_write=st.booleans(),
         meta=st.booleans(),
+        terminal=st.booleans(),
+        form=st.booleans(),
+        url=st.booleans(),
+        notices=st.booleans(),
+        compaction=st.booleans(),
     )
-    def start(self, fs_read: bool, fs_write: bool, meta: bool) -> None:
-        """Start a fresh agent with drawn client capabilities."""
-        capabilities = _client_capabilities(fs_read, fs_write)
+    def start(
+        self,
+        fs_read: bool,
+        fs_write: bool,
+        meta: bool,
+        terminal: bool,
+        form: bool,
+        url: bool,
+        notices: bool,
+        compaction: bool,
+    ) -> None:
+        """Start a fresh agent with drawn client capabilities (fs, terminal, elicitation
+        modes, session notices and compaction)."""
+        capabilities = _client_capabilities(
+            fs_read,
+            fs_write,
+            terminal=terminal,
+            elicitation=[m for m, on in (("form", form), ("url", url)) if on],
+            notices=notices,
+            compaction=compaction,
+        )
         if meta:
             capabilities.update(_META)
         self.agent = start_agent(
@@ -712,14 +828,23 @@ class ConformanceMachine(RuleBasedStateMachine):
         data=st.data(),
         cancel=st.sampled_from([None, None, "now", "first_update", "permission"]),
         permission=st.sampled_from(["allow", "reject"]),
+        elicitation=st.sampled_from(ELICITATION_ACTIONS),
     )
-    def prompt(self, data: st.DataObject, cancel: str | None, permission: str) -> None:
-        """A prompt turn with generated content, maybe cancelled at some moment."""
+    def prompt(
+        self, data: st.DataObject, cancel: str | None, permission: str, elicitation: str
+    ) -> None:
+        """A prompt turn with generated content, maybe cancelled at some moment; an
+        elicitation during it is answered ``elicitation`` (accepted content is drawn)."""
         agent = self._agent()
         session = self._session(data)
         blocks = data.draw(_prompt_blocks(agent.capabilities), label="prompt")
-        with self._survives("TURN-001", "a prompt turn"):
-            run_turn(agent, session, blocks, cancel=cancel, permission=permission)
+        policy = agent.driver.policy
+        policy.elicitation, policy.draw = elicitation, data.draw
+        try:
+            with self._survives("TURN-001", "a prompt turn"):
+                run_turn(agent, session, blocks, cancel=cancel, permission=permission)
+        finally:
+            policy.elicitation, policy.draw = "accept", None
         self._learn_commands()
 
     @contextmanager
@@ -788,6 +913,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         """Stop the agent process of this example and hand its verdicts to the collector."""
         if self.agent is not None:
+            explain_services(self.agent.observer)
             self.agent.driver.stop()
             shutil.rmtree(self.agent.tmp, ignore_errors=True)
         if self.verdicts.findings:

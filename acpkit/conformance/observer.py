@@ -34,6 +34,7 @@ __all__ = [
     "SchemaValidator",
     "Transcript",
     "Verdicts",
+    "form_schema_problem",
     "id_key",
 ]
 
@@ -44,6 +45,10 @@ TURN_UPDATES = frozenset(
 _REPLAY_UPDATES = TURN_UPDATES | {"user_message_chunk"}
 _CHUNK_UPDATES = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 _TERMINAL_STATUSES = frozenset({"completed", "failed"})
+_PRIMITIVE_TYPES = frozenset({"string", "number", "integer", "boolean"})
+_TERMINAL_USES = frozenset(
+    {"terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release"}
+)
 _EXCERPT_LINES = 12
 _MAX_SHOWN = 400
 
@@ -195,6 +200,50 @@ class _Turn:
 
 
 @attrs.define
+class _Terminal:
+    """A terminal the client created for the agent."""
+
+    session_id: str | None
+    turn_key: str | None
+    released: bool = False
+
+
+def form_schema_problem(requested: Any) -> str | None:
+    """
+    ``None`` when ``requested`` is a flat object schema of primitive properties (string,
+    number, integer, boolean, or an array of string options) whose ``required`` names are
+    among its properties; else what is wrong with it (ELICIT-001).
+    """
+    if not isinstance(requested, dict):
+        return f"requestedSchema is {type(requested).__name__}, not an object schema"
+    if requested.get("type", "object") != "object":
+        return f"requestedSchema has type {requested.get('type')!r}, not 'object'"
+    properties = requested.get("properties", {})
+    if not isinstance(properties, dict):
+        return "requestedSchema.properties is not an object"
+    for name, prop in properties.items():
+        kind = prop.get("type") if isinstance(prop, dict) else None
+        if kind in _PRIMITIVE_TYPES:
+            continue
+        if kind == "array":
+            items = prop.get("items")
+            if isinstance(items, dict) and (
+                items.get("type") == "string" or "enum" in items or "anyOf" in items
+            ):
+                continue
+            return f"requestedSchema.properties.{name} is an array whose items are not strings"
+        return f"requestedSchema.properties.{name} has type {kind!r}, not a primitive type"
+    required = requested.get("required")
+    if required is not None:
+        if not isinstance(required, list):
+            return "requestedSchema.required is not a list"
+        missing = [r for r in required if r not in properties]
+        if missing:
+            return f"requestedSchema.required names unknown properties {missing!r}"
+    return None
+
+
+@attrs.define
 class _Pending:
     method: str
     params: Any
@@ -220,6 +269,9 @@ class Observer:
         self.last_message_id: dict[str, str] = {}
         self.agent_requests: list[dict[str, Any]] = []
         self.answered: set[str] = set()
+        self.agent_pending: dict[str, dict[str, Any]] = {}
+        self.terminals: dict[str, _Terminal] = {}
+        self.url_elicitations: set[str] = set()
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -245,7 +297,9 @@ class Observer:
             return
         method = message.get("method")
         params = message.get("params")
-        if "id" in message and isinstance(method, str):
+        if method is None and "id" in message:
+            self._answered_agent(message)
+        elif "id" in message and isinstance(method, str):
             session_id = params.get("sessionId") if isinstance(params, dict) else None
             key = id_key(message["id"])
             self.pending[key] = _Pending(method, params, session_id)
@@ -263,6 +317,21 @@ class Observer:
                 turn = self.turns.get(str(params.get("sessionId")))
                 if turn is not None:
                     turn.cancel_sent = True
+
+    def _answered_agent(self, response: dict[str, Any]) -> None:
+        """Our answer to one of the agent's requests: learn the terminals we created."""
+        request = self.agent_pending.pop(id_key(response.get("id")), None)
+        if request is None or request.get("method") != "terminal/create":
+            return
+        result = response.get("result")
+        params = request.get("params")
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if isinstance(result, dict) and isinstance(result.get("terminalId"), str):
+            turn = self.turns.get(str(session_id))
+            self.terminals[result["terminalId"]] = _Terminal(
+                session_id if isinstance(session_id, str) else None,
+                turn.request_key if turn is not None else None,
+            )
 
     # -- incoming ------------------------------------------------------------------------
 
@@ -330,6 +399,13 @@ class Observer:
         self._check_capability(method, params, index)
         if "id" in message:
             self.agent_requests.append(message)
+            self.agent_pending[id_key(message["id"])] = message
+        if method in _TERMINAL_USES:
+            self._terminal_use(method, params, index)
+        elif method == "elicitation/create":
+            self._elicitation(params, index)
+        elif method == "elicitation/complete":
+            self._elicitation_complete(params, index)
         if method == "session/update" and isinstance(params, dict):
             self._session_update(params, index)
 
@@ -378,6 +454,83 @@ class Observer:
             else:
                 self.verdicts.ok("CAP-003")
 
+    def _terminal_use(self, method: str, params: Any, index: int) -> None:
+        terminal_id = params.get("terminalId") if isinstance(params, dict) else None
+        terminal = self.terminals.get(terminal_id) if isinstance(terminal_id, str) else None
+        if terminal is None:
+            self.violation(
+                "TERMINAL-001",
+                f"{method} for terminal {terminal_id!r}, which the client never created",
+                index,
+            )
+        elif terminal.released:
+            self.violation(
+                "TERMINAL-001", f"{method} for terminal {terminal_id!r} after its release", index
+            )
+        else:
+            self.verdicts.ok("TERMINAL-001")
+            if method == "terminal/release":
+                terminal.released = True
+
+    def _elicitation(self, params: Any, index: int) -> None:
+        if not isinstance(params, dict):
+            return
+        mode = params.get("mode")
+        if mode == "form":
+            problem = form_schema_problem(params.get("requestedSchema"))
+        elif mode == "url":
+            elicitation_id = params.get("elicitationId")
+            url = params.get("url")
+            if not isinstance(elicitation_id, str) or not isinstance(url, str) or ":" not in url:
+                problem = f"url elicitation needs an elicitationId and a url, got {params!r}"[:300]
+            else:
+                problem = None
+                self.url_elicitations.add(elicitation_id)
+        else:
+            return  # a custom or future mode: CAP-003 and the schema judge it
+        if problem is None:
+            self.verdicts.ok("ELICIT-001")
+        else:
+            self.violation("ELICIT-001", f"elicitation/create ({mode}): {problem}", index)
+
+    def _elicitation_complete(self, params: Any, index: int) -> None:
+        elicitation_id = params.get("elicitationId") if isinstance(params, dict) else None
+        if isinstance(elicitation_id, str) and elicitation_id in self.url_elicitations:
+            self.verdicts.ok("ELICIT-002")
+        else:
+            self.violation(
+                "ELICIT-002",
+                f"elicitation/complete for {elicitation_id!r}, which no url-mode "
+                "elicitation/create started",
+                index,
+            )
+
+    def _notice_or_compaction(self, kind: str, update: dict[str, Any], index: int) -> None:
+        if kind == "notice":
+            title = update.get("title")
+            severity = update.get("severity")
+            if isinstance(severity, str) and isinstance(title, str) and title:
+                self.verdicts.ok("NOTICE-001")
+            else:
+                self.violation(
+                    "NOTICE-001",
+                    f"notice needs a severity and a non-empty title, got severity={severity!r} "
+                    f"title={title!r}",
+                    index,
+                )
+            return
+        compaction_id = update.get("compactionId")
+        if kind == "compaction_update":
+            good = isinstance(compaction_id, str) and isinstance(update.get("status"), str)
+            needs = "compactionId and status"
+        else:
+            good = isinstance(compaction_id, str) and isinstance(update.get("content"), dict)
+            needs = "compactionId and one content block"
+        if good:
+            self.verdicts.ok("NOTICE-002")
+        else:
+            self.violation("NOTICE-002", f"{kind} needs {needs}", index)
+
     def _session_update(self, params: dict[str, Any], index: int) -> None:
         session_id = params.get("sessionId")
         update = params.get("update")
@@ -395,6 +548,8 @@ class Observer:
                 )
             else:
                 self.verdicts.ok("CAP-004")
+                if kind in ("notice", "compaction_update", "compaction_summary_chunk"):
+                    self._notice_or_compaction(kind, update, index)
         turn = self.turns.get(session_id)
         if kind in _REPLAY_UPDATES and session_id in self.loading:
             self.replayed[session_id] = self.replayed.get(session_id, 0) + 1
@@ -561,6 +716,7 @@ class Observer:
             del self.turns[session_id]
             if not isinstance(result, dict):
                 return
+            self._terminals_released(turn.request_key, index)
             stop = result.get("stopReason")
             if stop != "cancelled":
                 unfinished = sorted(
@@ -577,6 +733,22 @@ class Observer:
                     )
                 elif turn.tool_calls:
                     self.verdicts.ok("TURN-003")
+
+    def _terminals_released(self, turn_key: str, index: int) -> None:
+        created = {
+            terminal_id: terminal
+            for terminal_id, terminal in self.terminals.items()
+            if terminal.turn_key == turn_key
+        }
+        live = sorted(t for t, terminal in created.items() if not terminal.released)
+        if live:
+            self.violation(
+                "TERMINAL-002",
+                f"turn ended with terminals never released: {', '.join(live)}",
+                index,
+            )
+        elif created:
+            self.verdicts.ok("TERMINAL-002")
 
     def expect_null_id_error(self) -> None:
         """We sent something unparseable: one error response with id null is legitimate."""

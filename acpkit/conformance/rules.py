@@ -266,6 +266,66 @@ RULES: tuple[Rule, ...] = (
         "All Agents MUST support ContentBlock::Text and ContentBlock::ResourceLink in "
         "session/prompt requests.",
     ),
+    # -- terminals ----------------------------------------------------------------------
+    _r(
+        "TERMINAL-001",
+        "terminal/* calls name a live terminal: one the client created and not yet released",
+        "MUST",
+        "terminals",
+        "After release the terminal ID becomes invalid for all other terminal/* methods.",
+        "terminal",
+    ),
+    _r(
+        "TERMINAL-002",
+        "Every terminal created during a turn is released (terminal/release) before the turn ends",
+        "MUST",
+        "terminals",
+        "The Agent MUST release the terminal using terminal/release when it's no longer "
+        "needed. ... The Agent MUST still call terminal/release when it's done using it.",
+        "terminal",
+    ),
+    # -- elicitation --------------------------------------------------------------------
+    _r(
+        "ELICIT-001",
+        "elicitation/create is well-formed: a form's requestedSchema is a flat object of "
+        "primitive properties (required names among them); a url one has elicitationId and url",
+        "MUST",
+        "schema",
+        "Type-safe elicitation schema for requesting structured user input. This represents a "
+        "JSON Schema object with primitive-typed properties, as required by the elicitation "
+        "specification. ... Property definitions (must be primitive types).",
+        "elicitation",
+    ),
+    _r(
+        "ELICIT-002",
+        "elicitation/complete only names a url-mode elicitation the agent started",
+        "MUST",
+        "schema",
+        "Notification sent by the agent when a URL-based elicitation is complete. "
+        "elicitationId: The ID of the elicitation that completed.",
+        "elicitation.url",
+    ),
+    # -- notices and compaction ---------------------------------------------------------
+    _r(
+        "NOTICE-001",
+        "A notice update has a severity and a non-empty title",
+        "MUST",
+        "schema",
+        "Agents MUST only send notices when the Client advertised the session.notices Client "
+        "capability. ... title: Required non-empty plain-text title that can stand alone.",
+        "session.notices",
+    ),
+    _r(
+        "NOTICE-002",
+        "Compaction updates are well-formed: compaction_update has compactionId and status, "
+        "compaction_summary_chunk has compactionId and one content block",
+        "MUST",
+        "schema",
+        "Agents MUST only send this update when the Client advertised the session.compaction "
+        "Client capability. ... compactionId: The Agent-owned ID of this compaction, unique "
+        "within the session.",
+        "session.compaction",
+    ),
     # -- sessions -----------------------------------------------------------------------
     _r(
         "SESSION-001",
