@@ -15,7 +15,9 @@ from jsonschema import Draft202012Validator
 from acpkit.conformance import cli
 from acpkit.conformance.driver import ClientPolicy, encode
 from acpkit.conformance.machine import ALL_SERVICES, explain_services
-from acpkit.conformance.observer import Observer, form_schema_problem
+from acpkit.conformance.observer import Observer, Verdicts, form_schema_problem
+from acpkit.conformance.report import rule_results
+from acpkit.conformance.rules import RULES
 from acpkit.conformance.services import FakeTerminals, elicitation_answer, fill_form
 
 _FORM = {
@@ -278,6 +280,22 @@ def test_unadvertised_services_are_reported_not_applicable_with_the_reason() -> 
     everything = _observer(json.loads(json.dumps(ALL_SERVICES)))
     explain_services(everything)
     assert set(everything.verdicts.not_applicable) == {"ELICIT-002"}
+    assert "TERMINAL-002" in everything.verdicts.offered
+
+
+def test_report_says_when_an_advertised_service_was_never_used() -> None:
+    """A service rule offered in one run and never used says so, even if another run did not
+    advertise it."""
+    verdicts = Verdicts()
+    verdicts.skip("TERMINAL-001", "clientCapabilities.terminal was not advertised")
+    verdicts.skip("TERMINAL-002", "clientCapabilities.terminal was not advertised")
+    other = Verdicts()
+    other.offer("TERMINAL-001")
+    verdicts.merge(other)
+    results = {r.rule.id: r for r in rule_results(verdicts, RULES)}
+    assert results["TERMINAL-001"].status == "not-applicable"
+    assert "never used it" in results["TERMINAL-001"].reason
+    assert results["TERMINAL-002"].reason == "clientCapabilities.terminal was not advertised"
 
 
 def test_model_script_calls_file_and_question_tools_in_the_session_directory() -> None:

@@ -4,12 +4,15 @@ What the tester does to an agent: fixed probes, then a Hypothesis rule-based sta
 Fixed probes (`run_probes`) each start a fresh agent process and check the rules that need a
 precise stimulus: version negotiation, the JSON-RPC envelope (ids, -32700/-32600/-32601/-32602,
 notifications), sessions (unique ids, relative cwd, unknown session), content, cancellation
-while a permission request is pending, ``$/cancel_request``, ``session/load``, and the byte
-faults of `acpkit.conformance.faults`.
+while a permission request is pending, ``$/cancel_request``, ``session/load``, turns with
+every client service advertised (`probe_services`), and the byte faults of
+`acpkit.conformance.faults`.
 
 `ConformanceMachine` plays the client. **Each Hypothesis example runs against a fresh agent
 process** (started in ``__init__``, stopped in ``teardown``) so that examples are independent
-and a shrunk failure replays from a clean agent. It draws the client capabilities, creates
+and a shrunk failure replays from a clean agent. It draws the client capabilities (fs,
+terminal, elicitation modes, session notices and compaction, served by the driver's
+`acpkit.conformance.driver.ClientPolicy`), creates
 sessions in fresh temporary directories, sends prompts whose content is generated from the
 schema (gated by the agent's ``promptCapabilities``), runs the commands the agent announces,
 answers permission requests (allow / reject / hold then cancel), cancels at random moments,
@@ -190,9 +193,11 @@ def _advertised(capabilities: Mapping[str, Any], path: Sequence[str]) -> bool:
 
 
 def explain_services(observer: Observer) -> None:
-    """Record why a service rule was not applicable (its capability was not advertised)."""
+    """Record, per service rule, whether its capability was advertised (offered) or why not."""
     for rule_id, path in _SERVICE_RULES.items():
-        if not _advertised(observer.client_capabilities, path):
+        if _advertised(observer.client_capabilities, path):
+            observer.verdicts.offer(rule_id)
+        else:
             observer.verdicts.skip(
                 rule_id, f"clientCapabilities.{'.'.join(path)} was not advertised"
             )

@@ -111,6 +111,7 @@ class Verdicts:
     exercised: dict[str, int] = attrs.field(factory=dict)
     findings: list[Finding] = attrs.field(factory=list)
     not_applicable: dict[str, str] = attrs.field(factory=dict)
+    offered: set[str] = attrs.field(factory=set)
 
     def ok(self, rule_id: str) -> None:
         """The rule was checked and held once."""
@@ -125,8 +126,13 @@ class Verdicts:
         """The rule could not be applied (the first reason is kept)."""
         self.not_applicable.setdefault(rule_id, reason)
 
+    def offer(self, rule_id: str) -> None:
+        """The client capability the rule needs was advertised in some run."""
+        self.offered.add(rule_id)
+
     def merge(self, other: Verdicts) -> None:
-        """Add ``other``'s counts, findings (one per distinct message) and reasons."""
+        """Add ``other``'s counts, findings (one per distinct message), reasons and offers."""
+        self.offered |= other.offered
         for rule_id, count in other.exercised.items():
             self.exercised[rule_id] = self.exercised.get(rule_id, 0) + count
         seen = {(f.rule_id, f.message) for f in self.findings}

@@ -83,7 +83,10 @@ def rule_results(
         elif checks:
             results.append(RuleResult(rule, "pass", checks=checks))
         else:
-            reason = verdicts.not_applicable.get(rule.id, "never exercised by this run")
+            if rule.id in verdicts.offered:
+                reason = "the client advertised the capability but the agent never used it"
+            else:
+                reason = verdicts.not_applicable.get(rule.id, "never exercised by this run")
             results.append(RuleResult(rule, "not-applicable", reason=reason))
     return tuple(results)
 
