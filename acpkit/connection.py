@@ -109,6 +109,11 @@ def _invoke(fn: Callable[[Any], Any], arg: Any) -> Deferred[Any]:
         result = fn(arg)
     except BaseException:
         return fail()
+    return _as_deferred(result)
+
+
+def _as_deferred(result: Any) -> Deferred[Any]:
+    """A handler's result as a Deferred: Deferreds as they are, awaitables wrapped."""
     if isinstance(result, Deferred):
         return result
     if inspect.iscoroutine(result):
@@ -267,7 +272,14 @@ class _Role(Generic[H]):
         fn = getattr(self.handler, pyname, None)
         if fn is None:
             return None
-        d = _invoke(fn, params)
+        try:
+            result = fn(params)
+        except Exception:
+            self._notification_failed(Failure(), method.name)
+            return None
+        if result is None:  # a synchronous handler: no Deferred needed
+            return None
+        d = _as_deferred(result)
         d.addErrback(self._notification_failed, method.name)
         return d
 
@@ -533,11 +545,10 @@ class AgentConnection(_Role[IAgent]):
         Send one ``session/update``.  The returned Deferred fires when the transport
         accepts more output: ``await`` it in long streams to respect back-pressure.
         """
-        params = codec.encode(
-            schema.SessionNotification(
-                session_id=session_id, update=update, meta=dict(meta) if meta else None
-            )
-        )
+        # The SessionNotification envelope built directly: this is the hot path of a turn.
+        params: dict[str, Any] = {"sessionId": session_id, "update": codec.encode(update)}
+        if meta:
+            params["_meta"] = dict(meta)
         if session_id not in self._known_sessions and self._new_sessions_in_flight:
             self._held_updates.setdefault(session_id, []).append(params)
             return succeed(None)

@@ -879,7 +879,16 @@ class JSONRPCProtocol(NDJSONProtocol):
             )
             return
         meta = params.get("_meta") if isinstance(params, dict) else None
-        d = _call_handler(registration.handler, params, meta if isinstance(meta, dict) else None)
+        try:
+            result = registration.handler(params, meta if isinstance(meta, dict) else None)
+        except Exception:
+            self._log.failure(
+                "{peer}: notification handler for {method} failed", peer=self.name, method=method
+            )
+            return
+        if result is None:  # the common case: a synchronous handler, nothing to wait for
+            return
+        d = _as_deferred(result)
         if d.called:
             d.addErrback(
                 lambda f: self._log.failure(
