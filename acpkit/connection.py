@@ -231,15 +231,28 @@ class _Role(Generic[H]):
         fn = getattr(self.handler, pyname, None)
         if fn is None:
             raise MethodNotFound(method.name)
-        d = _invoke(fn, params)
+        after = self._after_handler(method, req, params)
+        result = fn(params)
+        if not isinstance(result, Deferred) and not inspect.isawaitable(result):
+            # A synchronous answer: encode and finish it now, without Deferreds.
+            result = self._encode_result(result, method)
+            for step in after:
+                result = step(result)
+            return result
+        d = _as_deferred(result)
         d.addCallback(self._encode_result, method)
-        return self._wrap_request(method, req, params, d)
-
-    def _wrap_request(
-        self, method: schema.Method, req: InboundRequest, params: Any, d: Deferred[Any]
-    ) -> Deferred[Any]:
-        """A hook for per-method semantics around a running request handler."""
+        for step in after:
+            d.addBoth(step)
         return d
+
+    def _after_handler(
+        self, method: schema.Method, req: InboundRequest, params: Any
+    ) -> list[Callable[[Any], Any]]:
+        """
+        Per-method steps applied to a handler's encoded result (or its Failure, when it
+        fails asynchronously), in order; each returns the result to pass on.
+        """
+        return []
 
     def _encode_result(self, result: Any, method: schema.Method) -> Any:
         if result is None:
@@ -467,16 +480,20 @@ class AgentConnection(_Role[IAgent]):
             return lambda req: dict(_CANCELLED_PROMPT)
         return None
 
-    def _wrap_request(
-        self, method: schema.Method, req: InboundRequest, params: Any, d: Deferred[Any]
-    ) -> Deferred[Any]:
+    def _after_handler(
+        self, method: schema.Method, req: InboundRequest, params: Any
+    ) -> list[Callable[[Any], Any]]:
         if method.name == "initialize":
-            d.addCallback(self._initialized, params)
-        elif method.name == "session/new":
-            d.addBoth(self._new_session_answered, req)
-        elif method.name == "session/prompt":
-            d.addBoth(self._prompt_answered, req)
-        return d
+            return [
+                lambda result: (
+                    result if isinstance(result, Failure) else self._initialized(result, params)
+                )
+            ]
+        if method.name == "session/new":
+            return [lambda result: self._new_session_answered(result, req)]
+        if method.name == "session/prompt":
+            return [lambda result: self._prompt_answered(result, req)]
+        return []
 
     def _initialized(self, result: Any, params: schema.InitializeRequest) -> Any:
         self.client_capabilities = params.client_capabilities or schema.ClientCapabilities()

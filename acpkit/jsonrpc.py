@@ -1036,7 +1036,16 @@ class JSONRPCProtocol(NDJSONProtocol):
         assert registration is not None
         request._state = _State.RUNNING
         self._running += 1
-        d = _call_handler(registration.handler, request)
+        try:
+            result = registration.handler(request)
+        except BaseException:
+            self._handler_done(Failure(), request)
+            return
+        if not isinstance(result, Deferred) and not inspect.iscoroutine(result):
+            # A synchronous handler: answer now, no Deferred needed.
+            self._handler_done(result, request)
+            return
+        d = _as_deferred(result)
         request._deferred = d
         d.addBoth(self._handler_done, request)
         if request.cancel_requested and not request.answered:
