@@ -743,7 +743,7 @@ class JSONRPCProtocol(NDJSONProtocol):
     # -- reading: classification ----------------------------------------------------------
 
     def _process_line(self, line: bytes) -> None:
-        if not line.strip():
+        if not line or line.isspace():  # (strip() would copy every line)
             return
         if line.startswith(_BOM):
             line = line[len(_BOM) :]
