@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from acpkit.conformance.cli import run_suite
-from acpkit.conformance.machine import SuiteConfig, run_turn, running_agent
+from acpkit.conformance.harness import SuiteConfig, run_turn, running_agent
 from acpkit.conformance.observer import Verdicts
 
 RAW_AGENT = str(Path(__file__).parent / "fixtures" / "broken_agents" / "raw_agent.py")

@@ -12,9 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from acpkit.conformance import cli
 from acpkit.conformance.driver import ClientPolicy, encode
-from acpkit.conformance.machine import ALL_SERVICES, explain_services
+from acpkit.conformance.harness import ALL_SERVICES, explain_services
 from acpkit.conformance.observer import Observer, Verdicts, form_schema_problem
 from acpkit.conformance.report import rule_results
 from acpkit.conformance.rules import RULES
@@ -296,18 +295,3 @@ def test_report_says_when_an_advertised_service_was_never_used() -> None:
     assert results["TERMINAL-001"].status == "not-applicable"
     assert "never used it" in results["TERMINAL-001"].reason
     assert results["TERMINAL-002"].reason == "clientCapabilities.terminal was not advertised"
-
-
-def test_model_script_calls_file_and_question_tools_in_the_session_directory() -> None:
-    """The --model-server script asks for write_file / read_file with a relative path and
-    ask_user, so that an agent like bob goes through fs/* and elicitation/create."""
-    names = [call["name"] for call in cli.MODEL_TOOL_CALLS]
-    assert {"write_file", "read_file", "ask_user", "bash"} <= set(names)
-    for call in cli.MODEL_TOOL_CALLS:
-        arguments = call["arguments"]
-        assert isinstance(arguments, dict)
-        path = arguments.get("path")
-        assert path is None or (isinstance(path, str) and not path.startswith("/"))
-    turns = cli.DEFAULT_MODEL_SCRIPT["turn"]
-    assert isinstance(turns, list)
-    assert any(turn.get("tool_calls") == cli.MODEL_TOOL_CALLS for turn in turns)

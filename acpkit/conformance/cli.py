@@ -2,118 +2,54 @@
 ``acpkit-conformance [options] -- AGENT_COMMAND [ARGS…]``: argument parsing, the run, exit codes.
 
 Exit status: 0 when every applicable rule holds, 1 when a rule is violated, 2 when the agent
-could not be tested (it does not start, or never answers ``initialize``) or the options are
-wrong. `run_suite` is the programmatic entry point (used by the pytest plugin too).
+could not be tested (it does not start, never answers ``initialize``, or nothing could be
+judged within the step timeout), when the tester itself failed, or when the options are
+wrong. A tester failure is never exit 1. `run_suite` is the programmatic entry point (used
+by the pytest plugin too).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
-import subprocess
 import sys
-import tempfile
 import time
+import traceback
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import IO
+from typing import IO, Any, Protocol
 
 from twisted.logger import Logger, globalLogBeginner, textFileLogObserver
 
-from acpkit.conformance.machine import (
-    PROFILES,
-    CannotTest,
-    SuiteConfig,
-    run_machine,
-    run_probes,
-)
+from acpkit.conformance.harness import PROFILES, CannotTest, SuiteConfig
+from acpkit.conformance.machine import run_machine
 from acpkit.conformance.observer import Verdicts
+from acpkit.conformance.probes import run_probes
 from acpkit.conformance.report import FORMATS, SuiteResult, format_report, rule_results
 from acpkit.conformance.rules import UnknownRule, select_rules
 
 __all__ = [
-    "DEFAULT_MODEL_SCRIPT",
-    "MODEL_TOOL_CALLS",
+    "ModelServer",
     "main",
-    "model_server",
     "parse_arguments",
     "run_suite",
 ]
 
 _log = Logger(namespace="acpkit.conformance")
 
-#: The tool calls of the script's second turn. Tool names are agent-specific (these are the
-#: reference agent's: ``bash``, ``write_file`` / ``read_file`` with a ``path`` relative to the
-#: session directory, which go through ``fs/*`` when the client advertised fs, and
-#: ``ask_user``, which goes through ``elicitation/create`` when it advertised forms). An agent
-#: that does not know a tool reports the call failed or ignores it: no rule counts that
-#: against it.
-MODEL_TOOL_CALLS: list[dict[str, object]] = [
-    {"name": "bash", "arguments": {"command": "echo conformance"}},
-    {
-        "name": "write_file",
-        "arguments": {"path": "conformance.txt", "content": "written by acpkit-conformance\n"},
-    },
-    {"name": "read_file", "arguments": {"path": "conformance.txt"}},
-    {
-        "name": "ask_user",
-        "arguments": {"questions": [{"question": "Proceed with the test?", "type": "confirm"}]},
-    },
-]
 
-#: The script `--model-server` plays: text, tool calls, usage, and a slow turn (for cancels).
-DEFAULT_MODEL_SCRIPT: dict[str, object] = {
-    "loop": True,
-    "model": "scripted",
-    "context_window": 8192,
-    "turn": [
-        {
-            "chunks": ["Hello", " from", " the scripted", " model."],
-            "usage": {"input": 12, "output": 4},
-        },
-        {
-            "chunks": ["Let me look."],
-            "tool_calls": MODEL_TOOL_CALLS,
-            "usage": {"input": 20, "output": 8},
-        },
-        {"chunks": ["Done."], "usage": {"input": 30, "output": 2}},
-        {
-            "chunks": [f"word{n} " for n in range(20)],
-            "delay": 0.2,
-            "usage": {"input": 5, "output": 20},
-        },
-    ],
-}
+class ModelServer(Protocol):
+    """What the run needs of the conformance model server (`acpkit.conformance.model`)."""
 
+    def env(self) -> dict[str, str]:
+        """The base-URL and key variables of every model API it speaks."""
 
-@contextmanager
-def model_server(timeout: float) -> Iterator[str]:
-    """Run ``python -m acpkit.testing.modelserver`` with `DEFAULT_MODEL_SCRIPT`; yield its URL."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(DEFAULT_MODEL_SCRIPT, f)
-        script = f.name
-    process = subprocess.Popen(
-        [sys.executable, "-m", "acpkit.testing.modelserver", script, "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip()
-        if not url.startswith("http"):
-            raise CannotTest(f"the model server did not start (printed {url!r})")
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        os.unlink(script)
+    def placeholders(self) -> dict[str, str]:
+        """``{model_url}``-style names for the agent's command line."""
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The model requests it answered so far (api, scenario, tools by role)."""
 
 
 def run_suite(
@@ -130,49 +66,74 @@ def run_suite(
     explore: bool = True,
 ) -> SuiteResult:
     """
-    Test the agent started by ``argv``: fixed probes, then the state machine (``explore``).
+    Test the agent started by ``argv``: fixed probes, then the explorer (``explore``).
 
-    With ``use_model_server`` a scripted model server runs on loopback; the agent gets
-    ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY=test`` and ``{model_url}`` in ``argv`` is replaced.
-    Raises `UnknownRule` for a bad selector and `KeyError` for an unknown profile.
+    With ``use_model_server`` a conformance model server runs on loopback: the agent's
+    environment gets the base URL and key variables of every model API it speaks, and
+    ``{model_url}``-style placeholders in ``argv`` are replaced. Never raises for the agent's
+    sake: an agent that cannot be tested, or a failure of the tester itself, is a result with
+    ``error`` set (exit status 2). Raises `UnknownRule` for a bad selector and `KeyError` for
+    an unknown profile.
     """
     selected = select_rules(only, skip)
     chosen_profile = PROFILES[profile]
     started = time.monotonic()
     replay = _replay_command(argv, profile, seed, timeout, only, skip, use_model_server)
-    with _maybe_model_server(use_model_server, timeout) as url:
-        environment = dict(os.environ if env is None else env)
-        command = list(argv)
-        if url is not None:
-            environment.update({"OPENAI_BASE_URL": url, "OPENAI_API_KEY": "test"})
-            command = [part.replace("{model_url}", url) for part in command]
-        config = SuiteConfig(
-            argv=tuple(command),
-            cwd=cwd,
-            env=environment,
-            timeout=timeout,
-            profile=chosen_profile,
+    notes: list[str] = []
+
+    def failed(error: str) -> SuiteResult:
+        return SuiteResult(
+            agent=shlex.join(argv),
+            results=(),
             seed=seed,
-            rules=frozenset(r.id for r in selected),
+            profile=profile,
+            elapsed=time.monotonic() - started,
+            replay=replay,
+            error=error,
+            timeout=timeout,
         )
-        verdicts = Verdicts()
-        steps = transcript = ""
-        try:
+
+    verdicts = Verdicts()
+    steps = transcript = ""
+    try:
+        with _maybe_model_server(use_model_server, timeout) as model:
+            environment = dict(os.environ if env is None else env)
+            command = list(argv)
+            if model is not None:
+                environment.update(model.env())
+                for name, value in model.placeholders().items():
+                    command = [part.replace("{" + name + "}", value) for part in command]
+            config = SuiteConfig(
+                argv=tuple(command),
+                cwd=cwd,
+                env=environment,
+                timeout=timeout,
+                profile=chosen_profile,
+                seed=seed,
+                rules=frozenset(r.id for r in selected),
+                model=model is not None,
+            )
+            probes_started = time.monotonic()
             run_probes(config, verdicts)
+            notes.append(f"fixed probes took {time.monotonic() - probes_started:.1f}s")
             if explore:
+                explore_started = time.monotonic()
                 failure = run_machine(config, verdicts)
+                notes.append(f"exploration took {time.monotonic() - explore_started:.1f}s")
                 if failure is not None:
                     steps, transcript = failure.steps, failure.transcript
-        except CannotTest as e:
-            return SuiteResult(
-                agent=shlex.join(argv),
-                results=(),
-                seed=seed,
-                profile=profile,
-                elapsed=time.monotonic() - started,
-                replay=replay,
-                error=str(e),
-            )
+                    if failure.shrink is not None:
+                        notes.append(failure.shrink.describe())
+            if model is not None:
+                notes.append(_model_summary(model.requests()))
+    except CannotTest as e:
+        return failed(str(e))
+    except Exception:
+        _log.failure("the conformance tester failed")
+        return failed(
+            "the conformance tester itself failed (not a finding about the agent):\n"
+            + traceback.format_exc()
+        )
     return SuiteResult(
         agent=shlex.join(argv),
         results=rule_results(verdicts, selected),
@@ -182,16 +143,35 @@ def run_suite(
         replay=replay,
         machine_steps=steps,
         machine_transcript=transcript,
+        timeout=timeout,
+        notes=tuple(notes),
     )
 
 
+def _model_summary(requests: Sequence[Mapping[str, object]]) -> str:
+    if not requests:
+        return "the model server received no request: the agent never called a model"
+    apis = sorted({str(r.get("api")) for r in requests})
+    tools = sorted({str(name) for r in requests for name in _names(r.get("roles"))})
+    called = f"; tools it called by role: {', '.join(tools)}" if tools else "; it called no tool"
+    return f"the model server answered {len(requests)} request(s) ({', '.join(apis)}){called}"
+
+
+def _names(roles: object) -> list[str]:
+    if not isinstance(roles, Mapping):
+        return []
+    return [f"{role}={name}" for role, name in roles.items()]
+
+
 @contextmanager
-def _maybe_model_server(wanted: bool, timeout: float) -> Iterator[str | None]:
+def _maybe_model_server(wanted: bool, timeout: float) -> Iterator[ModelServer | None]:
     if not wanted:
         yield None
         return
-    with model_server(timeout) as url:
-        yield url
+    from acpkit.conformance.model import serve_conformance_model
+
+    with serve_conformance_model() as server:
+        yield server
 
 
 def _replay_command(
@@ -222,7 +202,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="acpkit-conformance",
         description="Property-based ACP conformance testing of an agent run as a command.",
-        epilog="Exit status: 0 all applicable rules hold, 1 a rule is violated, 2 cannot test.",
+        epilog="Exit status: 0 all applicable rules hold, 1 a rule is violated, 2 cannot test "
+        "(or nothing could be judged in time, or the tester failed).",
     )
     parser.add_argument("--rules", action="append", default=[], help="rule ids or prefixes")
     parser.add_argument("--skip", action="append", default=[], help="rule ids or prefixes")
@@ -233,7 +214,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--report", choices=FORMATS, default="text")
     parser.add_argument("--output", help="write the report to this file (default stdout)")
     parser.add_argument(
-        "--model-server", action="store_true", help="run a scripted OpenAI-compatible server"
+        "--model-server",
+        action="store_true",
+        help="run the conformance model on loopback (OpenAI chat and Responses, Anthropic, "
+        "Gemini) and point the agent at it",
     )
     parser.add_argument("--env", action="append", default=[], metavar="K=V")
     parser.add_argument("--list-rules", action="store_true", help="print the rule ids and exit")
@@ -291,10 +275,21 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     except UnknownRule as e:
         sys.stderr.write(f"acpkit-conformance: {e}\n")
         return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("acpkit-conformance: interrupted\n")
+        return 130
+    except Exception as e:  # run_suite reports its own failures; this is a last resort
+        sys.stderr.write(f"acpkit-conformance: the tester failed: {e!r}\n")
+        return 2
     text = format_report(result, args.report)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            sys.stderr.write(f"acpkit-conformance: cannot write the report: {e}\n")
+            stream.write(format_report(result, "text"))
+            return 2
         _log.info("report written to {path}", path=args.output)
         if args.report != "text":
             stream.write(format_report(result, "text"))

@@ -311,8 +311,7 @@ class AgentDriver:
             self._read(0)
 
     def send(self, message: Any, line_end: bytes = b"\n") -> None:
-        """Send one message as one line."""
-        self.observer.sent(message)
+        """Send one message as one line (the observer accounts for it from the bytes)."""
         self.write(encode(message) + line_end)
 
     def notify(self, method: str, params: Any = None) -> None:
@@ -358,6 +357,8 @@ class AgentDriver:
         if self._eof and self._buffer:
             line, self._buffer = bytes(self._buffer), bytearray()
             self._dispatch(line)
+        if self._eof:
+            self.observer.flush()
         return not self._eof
 
     def _dispatch(self, line: bytes) -> None:
@@ -395,8 +396,10 @@ class AgentDriver:
         later (it is removed from the inbox, the others stay). Raises `StepTimeout` or
         `AgentGone`.
         """
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
         checked = min(start, len(self.inbox))
+        first_record = len(self.observer.transcript.records)
         while True:
             for position in range(checked, len(self.inbox)):
                 if predicate(self.inbox[position]):
@@ -404,7 +407,10 @@ class AgentDriver:
             checked = len(self.inbox)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise StepTimeout(f"no answer within {self.timeout}s while {what}")
+                raise StepTimeout(
+                    f"no answer within {limit:g}s while {what}; "
+                    f"{self._received_since(first_record)}"
+                )
             if not self._read(min(remaining, 0.25)):
                 if self._eof:
                     for position in range(checked, len(self.inbox)):
@@ -412,6 +418,18 @@ class AgentDriver:
                             return self.inbox.pop(position)
                     self.wait_exit(min(1.0, self.timeout))
                     raise AgentGone(self.returncode, self.stderr_tail, what)
+
+    def _received_since(self, first_record: int) -> str:
+        """What the agent wrote since transcript record ``first_record`` (for evidence)."""
+        lines = [
+            line
+            for _, direction, line in self.observer.transcript.records[first_record:]
+            if direction == "<-"
+        ]
+        if not lines:
+            return "meanwhile the agent wrote nothing on stdout"
+        last = lines[-1][:160].decode("utf-8", "replace")
+        return f"meanwhile the agent wrote {len(lines)} line(s), the last: {last}"
 
     def drain(self, seconds: float) -> None:
         """Read and dispatch for ``seconds`` (to catch late or unexpected messages)."""

@@ -83,8 +83,41 @@ def padded_request(request_id: Any, method: str, size: int) -> dict[str, Any]:
 def _answered(driver: AgentDriver, request_id: Any, what: str) -> dict[str, Any] | None:
     try:
         return driver.response_to(request_id, what)
-    except (StepTimeout, AgentGone):
+    except StepTimeout as e:
+        driver.observer.verdicts.slow(_rule_of(driver), f"{what}: {e}")
         return None
+
+
+def _rule_of(driver: AgentDriver) -> str:
+    step = driver.observer.step
+    return step[0] if step is not None else "FRAME-004"
+
+
+def _judge(
+    driver: AgentDriver,
+    rule_id: str,
+    response: dict[str, Any] | None,
+    what: str,
+    *,
+    success: bool = False,
+) -> None:
+    """
+    ``response`` proves the line was read as one message: an unknown ``_acpkit.dev/…`` method
+    answered -32601 (or a success: an agent may implement anything), or with ``success`` a
+    result. A -32700 / -32600 answer means the agent did not read the message whole.
+    """
+    if response is None:
+        return  # timed out: recorded as slow by _answered
+    error = response.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    if success and "result" not in response:
+        driver.observer.violation(rule_id, f"{what} was answered with error {error!r}")
+    elif code in (-32700, -32600):
+        driver.observer.violation(
+            rule_id, f"{what} was answered {code}: the agent did not read it as one message"
+        )
+    else:
+        driver.observer.verdicts.ok(rule_id)
 
 
 def probe_split(
@@ -100,120 +133,134 @@ def probe_split(
     }
     data = encode(message) + b"\n"
     chosen = list(cuts) if cuts is not None else split_points(data, 4, random.Random(rid))
-    driver.observer.sent(message)
-    driver.observer.note(f"the next line is written in pieces cut at {chosen}")
-    driver.write(data, chosen, pause)
-    if _answered(driver, rid, "reading a split message") is None:
-        driver.observer.violation(
-            "FRAME-004", f"no answer to a session/new written in pieces (cut at {chosen})"
-        )
-    else:
-        driver.observer.verdicts.ok("FRAME-004")
+    observer = driver.observer
+    with observer.probe("FRAME-004", "a session/new written in pieces"):
+        observer.note(f"the next line is written in pieces cut at {chosen}")
+        # an agent that parses the pieces answers them with id-null errors: judged here
+        before = observer.expected_null_id_errors
+        observer.expected_null_id_errors += len(chosen) + 1
+        driver.write(data, chosen, pause)
+        try:
+            response = driver.wait_for(
+                lambda m: (
+                    "method" not in m
+                    and (m.get("id") == rid or (m.get("id") is None and "error" in m))
+                ),
+                "reading a split message",
+            )
+        except StepTimeout as e:
+            observer.verdicts.slow("FRAME-004", f"a session/new written in pieces: {e}")
+            return
+        finally:
+            observer.expected_null_id_errors = before
+        if response.get("id") is None:
+            observer.violation(
+                "FRAME-004",
+                f"one valid session/new written in pieces (cut at {chosen}) was answered with "
+                f"an id-null error {response.get('error')!r}: the agent parsed a piece, not "
+                "the whole line",
+            )
+            return
+        _judge(driver, "FRAME-004", response, f"a session/new cut at {chosen}", success=True)
 
 
 def probe_batched_write(driver: AgentDriver) -> None:
-    """FRAME-005: three requests in one write, each answered."""
+    """FRAME-005: three requests in one write, each answered (in any order)."""
     ids = [driver.next_id() for _ in range(3)]
     messages = [
         {"jsonrpc": "2.0", "id": rid, "method": f"_acpkit.dev/batched_{n}", "params": {}}
         for n, rid in enumerate(ids)
     ]
-    for message in messages:
-        driver.observer.sent(message)
-    driver.write(b"".join(encode(m) + b"\n" for m in messages))
-    missing = [rid for rid in ids if _answered(driver, rid, "reading batched messages") is None]
-    if missing:
-        driver.observer.violation(
-            "FRAME-005", f"of three messages written at once, ids {missing} got no answer"
-        )
-    else:
-        driver.observer.verdicts.ok("FRAME-005")
+    with driver.observer.probe("FRAME-005", "three requests in one write"):
+        driver.write(b"".join(encode(m) + b"\n" for m in messages))
+        for rid in ids:
+            response = _answered(driver, rid, f"request {rid} of three written at once")
+            _judge(driver, "FRAME-005", response, f"request {rid} of three written at once")
 
 
 def probe_crlf(driver: AgentDriver) -> None:
     """FRAME-006: a request ended by CRLF is answered."""
     rid = driver.next_id()
-    driver.send({"jsonrpc": "2.0", "id": rid, "method": "_acpkit.dev/crlf"}, line_end=b"\r\n")
-    if _answered(driver, rid, "reading a CRLF-terminated message") is None:
-        driver.observer.violation("FRAME-006", "no answer to a request ended by \\r\\n")
-    else:
-        driver.observer.verdicts.ok("FRAME-006")
+    with driver.observer.probe("FRAME-006", "a request ended by CRLF"):
+        driver.send({"jsonrpc": "2.0", "id": rid, "method": "_acpkit.dev/crlf"}, line_end=b"\r\n")
+        response = _answered(driver, rid, "reading a CRLF-terminated message")
+        _judge(driver, "FRAME-006", response, "a request ended by \\r\\n")
 
 
 def probe_long_line(driver: AgentDriver, size: int) -> None:
     """FRAME-007: a ``size``-byte request line, then a small one; both must be answered."""
     rid = driver.next_id()
     big = padded_request(rid, "_acpkit.dev/long_line", size)
-    driver.observer.sent(big)
-    try:
-        driver.write(encode(big) + b"\n")
-    except (StepTimeout, AgentGone) as e:
-        driver.observer.violation("FRAME-007", f"writing a {size}-byte line failed: {e}")
-        return
-    first = _answered(driver, rid, f"reading a {size}-byte line")
-    follow = driver.next_id()
-    try:
-        driver.send({"jsonrpc": "2.0", "id": follow, "method": "_acpkit.dev/after_long_line"})
-        second = _answered(driver, follow, "answering after a long line")
-    except (StepTimeout, AgentGone):
-        second = None
-    if first is None or second is None:
-        which = "the long line" if first is None else "the request after it"
-        status = driver.returncode
-        died = f" (agent exited with status {status})" if status is not None else ""
-        driver.observer.violation(
-            "FRAME-007", f"no answer to {which} after a {size}-byte line{died}"
-        )
-    else:
-        driver.observer.verdicts.ok("FRAME-007")
+    with driver.observer.probe("FRAME-007", f"a {size}-byte request line"):
+        try:
+            driver.write(encode(big) + b"\n")
+        except StepTimeout as e:
+            driver.observer.verdicts.slow("FRAME-007", f"writing a {size}-byte line: {e}")
+            return
+        first = _answered(driver, rid, f"reading a {size}-byte line")
+        follow = driver.next_id()
+        try:
+            driver.send({"jsonrpc": "2.0", "id": follow, "method": "_acpkit.dev/after_long_line"})
+            second = _answered(driver, follow, "answering after a long line")
+        except AgentGone:
+            second = None
+        if driver.returncode is not None and (first is None or second is None):
+            which = "the long line" if first is None else "the request after it"
+            driver.observer.violation(
+                "FRAME-007",
+                f"no answer to {which} after a {size}-byte line: the agent exited with status "
+                f"{driver.returncode}",
+            )
+            return
+        _judge(driver, "FRAME-007", first, f"a {size}-byte line")
+        _judge(driver, "FRAME-007", second, "the request after a long line")
 
 
 def probe_junk(driver: AgentDriver, lines: Sequence[bytes] = JUNK_LINES) -> None:
     """FRAME-008 (still alive after junk) and RPC-003 (-32700 for text that is not JSON)."""
-    for line in lines:
-        driver.observer.expect_null_id_error()
-        driver.write(line + b"\n")
-    rid = driver.next_id()
-    try:
+    observer = driver.observer
+    with observer.probe("FRAME-008", f"{len(lines)} junk lines, then a request"):
+        start = len(driver.inbox)
+        for number, line in enumerate(lines):
+            observer.fault(f"junk-{number + 1}", "FRAME-008", f"the junk line {line[:30]!r}")
+            driver.write(line + b"\n")
+        rid = driver.next_id()
         driver.send({"jsonrpc": "2.0", "id": rid, "method": "_acpkit.dev/after_junk"})
-    except (StepTimeout, AgentGone):
-        pass
-    if _answered(driver, rid, "answering after junk lines") is None:
-        driver.observer.violation(
-            "FRAME-008", f"no answer to a request sent after {len(lines)} junk lines"
-        )
+        response = _answered(driver, rid, "answering after junk lines")
+        _judge(driver, "FRAME-008", response, "the request after junk lines")
+    if response is None:
         return
-    driver.observer.verdicts.ok("FRAME-008")
     parse_errors = [
         m
-        for m in driver.inbox
+        for m in driver.inbox[start:]
         if "method" not in m
         and isinstance(m.get("error"), dict)
         and m["error"].get("code") == -32700
     ]
     if parse_errors:
-        driver.observer.verdicts.ok("RPC-003")
+        observer.verdicts.ok("RPC-003")
     else:
-        driver.observer.violation(
+        observer.violation(
             "RPC-003", "a line that is not JSON got no -32700 (parse error) response"
         )
 
 
 def probe_eof_mid_turn(driver: AgentDriver, session_id: str, grace: float) -> None:
     """FRAME-009: close stdin right after a prompt; the agent must exit within ``grace``."""
-    driver.send(
-        {
-            "jsonrpc": "2.0",
-            "id": driver.next_id(),
-            "method": "session/prompt",
-            "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]},
-        }
-    )
-    driver.close_stdin()
-    status = driver.wait_exit(grace)
-    if status is None:
-        driver.observer.violation(
-            "FRAME-009", f"agent still running {grace:g}s after its stdin was closed mid-turn"
+    with driver.observer.probe("FRAME-009", "stdin closed in the middle of a turn"):
+        driver.send(
+            {
+                "jsonrpc": "2.0",
+                "id": driver.next_id(),
+                "method": "session/prompt",
+                "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]},
+            }
         )
-    else:
-        driver.observer.verdicts.ok("FRAME-009")
+        driver.close_stdin()
+        status = driver.wait_exit(grace)
+        if status is None:
+            driver.observer.violation(
+                "FRAME-009", f"agent still running {grace:g}s after its stdin was closed mid-turn"
+            )
+        else:
+            driver.observer.verdicts.ok("FRAME-009")

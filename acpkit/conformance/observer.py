@@ -6,17 +6,26 @@ agent sends against the rule catalogue.
 - `SchemaValidator` validates params and results with ``jsonschema`` against
   ``acpkit/schemas/v1/schema.json`` (the definition is chosen by method, from the schema's
   ``x-method`` / ``x-side`` annotations), and names the field and the broken constraint.
-- `Verdicts` collects, per rule, whether it was exercised, its findings, and why it was not
-  applicable.
-- `Observer` ties them together: `Observer.sent` for every message we send,
-  `Observer.received` for every line the agent sends; it returns the decoded message (or
-  ``None`` for a line that is not a JSON-RPC message) and records findings as it goes.
+- `Verdicts` collects, per rule, whether it was exercised, its findings, the steps that could
+  not be judged (too slow) and why it was not applicable.
+- `Observer` ties them together. It sees every line we write (`Observer.sent_bytes`; each
+  JSON line is accounted for by `Observer.sent`, including deliberately malformed ones, so an
+  answer that echoes their id is matched) and every line the agent writes
+  (`Observer.received`). It classifies the agent's lines (framing, JSON-RPC envelope, ids)
+  and hands each message to `acpkit.conformance.checks.SessionChecks`, which judges its
+  content against the session, turn and service rules, whenever it arrives.
+
+A message the agent meant as a message is always delivered to the caller, even when its
+envelope is wrong (a response without ``id``, a pretty-printed message written over several
+lines): the finding names what is wrong and the waiting code sees what did arrive, so no
+finding says "no response" when there was one.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
@@ -25,10 +34,12 @@ import attrs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from acpkit.conformance.checks import SessionChecks, form_schema_problem
 from acpkit.testing.jsonschema import load_schema
 from acpkit.trace import format_record
 
 __all__ = [
+    "BATCH_ANSWER",
     "Finding",
     "Observer",
     "SchemaValidator",
@@ -38,19 +49,11 @@ __all__ = [
     "id_key",
 ]
 
-#: Session updates that belong to a prompt turn (or a session/load replay).
-TURN_UPDATES = frozenset(
-    {"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"}
-)
-_REPLAY_UPDATES = TURN_UPDATES | {"user_message_chunk"}
-_CHUNK_UPDATES = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
-_TERMINAL_STATUSES = frozenset({"completed", "failed"})
-_PRIMITIVE_TYPES = frozenset({"string", "number", "integer", "boolean"})
-_TERMINAL_USES = frozenset(
-    {"terminal/output", "terminal/wait_for_exit", "terminal/kill", "terminal/release"}
-)
 _EXCERPT_LINES = 12
 _MAX_SHOWN = 400
+#: A pretty-printed message may span this many lines / bytes before they count as junk.
+_MAX_FRAGMENT_LINES = 20_000
+_MAX_FRAGMENT_BYTES = 8 << 20
 
 
 def id_key(value: Any) -> str:
@@ -62,6 +65,20 @@ def _short(line: bytes) -> bytes:
     if len(line) <= _MAX_SHOWN:
         return line
     return line[:_MAX_SHOWN] + b"...(%d bytes)" % len(line)
+
+
+def _parse(line: bytes) -> Any:
+    """The JSON value of ``line``, or ``_INVALID``."""
+    try:
+        return json.loads(line)
+    except ValueError:
+        return _INVALID
+
+
+_INVALID = object()
+
+#: The key of the stand-in message delivered for an array answer to a batch probe.
+BATCH_ANSWER = "acpkit.batch"
 
 
 @attrs.define
@@ -106,12 +123,16 @@ class Finding:
 
 @attrs.define
 class Verdicts:
-    """Per-rule outcome of one or more runs: exercised counts, findings, non-applicability."""
+    """
+    Per-rule outcome of one or more runs: exercised counts, findings, steps that could not be
+    judged (the agent did not answer within the step timeout), non-applicability.
+    """
 
     exercised: dict[str, int] = attrs.field(factory=dict)
     findings: list[Finding] = attrs.field(factory=list)
     not_applicable: dict[str, str] = attrs.field(factory=dict)
     offered: set[str] = attrs.field(factory=set)
+    undecided: dict[str, list[str]] = attrs.field(factory=dict)
 
     def ok(self, rule_id: str) -> None:
         """The rule was checked and held once."""
@@ -121,6 +142,12 @@ class Verdicts:
         """The rule was checked and broken."""
         self.ok(rule_id)
         self.findings.append(Finding(rule_id, message, excerpt))
+
+    def slow(self, rule_id: str, reason: str) -> None:
+        """The rule could not be judged this time: the agent was too slow (not a finding)."""
+        reasons = self.undecided.setdefault(rule_id, [])
+        if reason not in reasons and len(reasons) < 5:
+            reasons.append(reason)
 
     def skip(self, rule_id: str, reason: str) -> None:
         """The rule could not be applied (the first reason is kept)."""
@@ -142,6 +169,9 @@ class Verdicts:
                 seen.add((finding.rule_id, finding.message))
         for rule_id, reason in other.not_applicable.items():
             self.skip(rule_id, reason)
+        for rule_id, reasons in other.undecided.items():
+            for reason in reasons:
+                self.slow(rule_id, reason)
 
 
 class SchemaValidator:
@@ -196,64 +226,14 @@ def shared_validator() -> SchemaValidator:
 
 
 @attrs.define
-class _Turn:
-    """Bookkeeping for one open prompt turn."""
+class Pending:
+    """A request we sent and the agent has not answered yet."""
 
-    request_key: str
-    tool_calls: dict[str, str | None] = attrs.field(factory=dict)
-    cancel_sent: bool = False
-    permission_pending: bool = False
-
-
-@attrs.define
-class _Terminal:
-    """A terminal the client created for the agent."""
-
-    session_id: str | None
-    turn_key: str | None
-    released: bool = False
-
-
-def form_schema_problem(requested: Any) -> str | None:
-    """
-    ``None`` when ``requested`` is a flat object schema of primitive properties (string,
-    number, integer, boolean, or an array of string options) whose ``required`` names are
-    among its properties; else what is wrong with it (ELICIT-001).
-    """
-    if not isinstance(requested, dict):
-        return f"requestedSchema is {type(requested).__name__}, not an object schema"
-    if requested.get("type", "object") != "object":
-        return f"requestedSchema has type {requested.get('type')!r}, not 'object'"
-    properties = requested.get("properties", {})
-    if not isinstance(properties, dict):
-        return "requestedSchema.properties is not an object"
-    for name, prop in properties.items():
-        kind = prop.get("type") if isinstance(prop, dict) else None
-        if kind in _PRIMITIVE_TYPES:
-            continue
-        if kind == "array":
-            items = prop.get("items")
-            if isinstance(items, dict) and (
-                items.get("type") == "string" or "enum" in items or "anyOf" in items
-            ):
-                continue
-            return f"requestedSchema.properties.{name} is an array whose items are not strings"
-        return f"requestedSchema.properties.{name} has type {kind!r}, not a primitive type"
-    required = requested.get("required")
-    if required is not None:
-        if not isinstance(required, list):
-            return "requestedSchema.required is not a list"
-        missing = [r for r in required if r not in properties]
-        if missing:
-            return f"requestedSchema.required names unknown properties {missing!r}"
-    return None
-
-
-@attrs.define
-class _Pending:
     method: str
     params: Any
     session_id: str | None
+    #: a deliberately malformed request (fault injection): its answer is not schema-checked
+    invalid: bool = False
 
 
 class Observer:
@@ -264,20 +244,20 @@ class Observer:
         self.verdicts = verdicts if verdicts is not None else Verdicts()
         self.validator = shared_validator()
         self.client_capabilities: dict[str, Any] = {}
-        self.pending: dict[str, _Pending] = {}
-        self.turns: dict[str, _Turn] = {}
-        self.loading: set[str] = set()
-        self.session_ids: set[str] = set()
-        self.replayed: dict[str, int] = {}
+        self.pending: dict[str, Pending] = {}
+        self.answered: set[str] = set()
         self.expected_null_id_errors = 0
         self.notifications_sent = 0
-        self.message_ids: dict[str, tuple[str, str]] = {}
-        self.last_message_id: dict[str, str] = {}
         self.agent_requests: list[dict[str, Any]] = []
-        self.answered: set[str] = set()
         self.agent_pending: dict[str, dict[str, Any]] = {}
-        self.terminals: dict[str, _Terminal] = {}
-        self.url_elicitations: set[str] = set()
+        #: the probe step running now and the one during which an exception escaped
+        self.step: tuple[str, str] | None = None
+        self.failed_step: tuple[str, str] | None = None
+        #: a batch probe is running: an array answer is judged under RPC-004, not FRAME-002
+        self.arrays_expected = 0
+        self._fragments: list[bytes] = []
+        self._fragment_index = 0
+        self.checks = SessionChecks(self)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -289,15 +269,56 @@ class Observer:
         """Add a human note to the transcript (``!!`` records)."""
         self.transcript.add("!!", text.encode("utf-8"))
 
+    @contextmanager
+    def probe(self, rule_id: str, what: str) -> Iterator[None]:
+        """
+        Mark a probe step: it is noted in the transcript, and when an exception (the agent
+        died, or a step timed out) escapes it, `failed_step` names the rule it was probing.
+        """
+        previous = self.step
+        self.step = (rule_id, what)
+        self.note(f"probe {rule_id}: {what}")
+        try:
+            yield
+        except BaseException:
+            if self.failed_step is None:
+                self.failed_step = self.step
+            raise
+        finally:
+            self.step = previous
+
+    def fault(self, name: str, rule_id: str, what: str) -> None:
+        """Note a deliberate fault injection: the next line we write is malformed on purpose."""
+        self.note(f"fault injection {name} ({what}); expected outcome: {rule_id}")
+
     # -- outgoing ------------------------------------------------------------------------
 
     def sent_bytes(self, data: bytes) -> None:
-        """Record raw bytes we wrote (one record per line, the line end stripped)."""
+        """
+        Record raw bytes we wrote (one record per line, the line end stripped) and account for
+        every JSON line among them (see `sent`); a line that is not a JSON object, or not a
+        valid request envelope, may be answered with an error whose id is null.
+        """
         for line in data.split(b"\n"):
-            if line:
-                self.transcript.add("->", line.rstrip(b"\r"))
+            if not line:
+                continue
+            line = line.rstrip(b"\r")
+            self.transcript.add("->", line)
+            value = _parse(line)
+            if isinstance(value, dict):
+                valid = value.get("jsonrpc") == "2.0" and _valid_id(value)
+                if not valid:
+                    self.expected_null_id_errors += 1
+                self.sent(value, invalid=not valid)
+            elif isinstance(value, list):
+                self.expected_null_id_errors += 1 + len(value)
+                for element in value:
+                    if isinstance(element, dict):
+                        self.sent(element, invalid=True)
+            else:
+                self.expected_null_id_errors += 1
 
-    def sent(self, message: Any) -> None:
+    def sent(self, message: Any, *, invalid: bool = False) -> None:
         """Account for a message we sent (its bytes are recorded by `sent_bytes`)."""
         if not isinstance(message, dict):
             return
@@ -308,36 +329,26 @@ class Observer:
         elif "id" in message and isinstance(method, str):
             session_id = params.get("sessionId") if isinstance(params, dict) else None
             key = id_key(message["id"])
-            self.pending[key] = _Pending(method, params, session_id)
+            if key in self.pending or (key in self.answered and invalid):
+                return  # the same line accounted twice (send() then the bytes)
+            self.pending[key] = Pending(
+                method, params, session_id if isinstance(session_id, str) else None, invalid
+            )
+            if invalid:
+                return
             if method == "initialize" and isinstance(params, dict):
                 caps = params.get("clientCapabilities")
                 self.client_capabilities = caps if isinstance(caps, dict) else {}
-            elif method == "session/prompt" and isinstance(session_id, str):
-                self.turns[session_id] = _Turn(key)
-            elif method == "session/load" and isinstance(session_id, str):
-                self.loading.add(session_id)
-                self.replayed[session_id] = 0
+            self.checks.request_sent(key, method, params)
         elif isinstance(method, str) and "id" not in message:
             self.notifications_sent += 1
-            if method == "session/cancel" and isinstance(params, dict):
-                turn = self.turns.get(str(params.get("sessionId")))
-                if turn is not None:
-                    turn.cancel_sent = True
+            self.checks.notification_sent(method, params)
 
     def _answered_agent(self, response: dict[str, Any]) -> None:
-        """Our answer to one of the agent's requests: learn the terminals we created."""
+        """Our answer to one of the agent's requests."""
         request = self.agent_pending.pop(id_key(response.get("id")), None)
-        if request is None or request.get("method") != "terminal/create":
-            return
-        result = response.get("result")
-        params = request.get("params")
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        if isinstance(result, dict) and isinstance(result.get("terminalId"), str):
-            turn = self.turns.get(str(session_id))
-            self.terminals[result["terminalId"]] = _Terminal(
-                session_id if isinstance(session_id, str) else None,
-                turn.request_key if turn is not None else None,
-            )
+        if request is not None:
+            self.checks.client_answered(request, response)
 
     # -- incoming ------------------------------------------------------------------------
 
@@ -345,45 +356,120 @@ class Observer:
         """Check one line from the agent's stdout; the message, or ``None`` if it is not one."""
         index = self.transcript.add("<-", line)
         try:
-            text = line.decode("utf-8")
+            line.decode("utf-8")
         except UnicodeDecodeError as e:
-            self.violation("FRAME-001", f"stdout line is not UTF-8: {e.reason} at byte {e.start}")
+            self.violation(
+                "FRAME-001", f"stdout line is not UTF-8: {e.reason} at byte {e.start}", index
+            )
             return None
         self.verdicts.ok("FRAME-001")
-        stripped = text.strip()
+        stripped = line.strip()
+        if self._fragments:
+            return self._continue_fragments(line, index)
         if not stripped:
             self.violation("FRAME-003", "an empty line on stdout is not an ACP message", index)
             return None
-        try:
-            message = json.loads(stripped)
-        except ValueError:
-            self.violation(
-                "FRAME-003", f"stdout line is not JSON (banner or log?): {stripped[:80]!r}", index
-            )
+        value = _parse(stripped)
+        if value is _INVALID:
+            if stripped[:1] in (b"{", b"["):
+                self._fragments = [line]
+                self._fragment_index = index
+                return None
+            self._junk(stripped, index)
             return None
+        return self._value(value, index)
+
+    def _junk(self, stripped: bytes, index: int) -> None:
+        text = stripped.decode("utf-8", "replace")
+        self.violation(
+            "FRAME-003", f"stdout line is not JSON (banner or log?): {text[:80]!r}", index
+        )
+
+    def _continue_fragments(self, line: bytes, index: int) -> dict[str, Any] | None:
+        """A line after the start of what may be a message written over several lines."""
+        self._fragments.append(line)
+        joined = b"\n".join(self._fragments)
+        value = _parse(joined)
+        if isinstance(value, dict):
+            count = len(self._fragments)
+            self._fragments = []
+            self.violation(
+                "FRAME-002",
+                f"one JSON-RPC message was written over {count} lines (pretty-printed JSON?); "
+                "messages MUST NOT contain embedded newlines",
+                index,
+            )
+            return self._value(value, index, framed=False)
+        alone = _parse(line.strip())
+        if isinstance(alone, dict):
+            self._fragments.pop()
+            self.flush()
+            return self._value(alone, index)
+        if len(self._fragments) > _MAX_FRAGMENT_LINES or len(joined) > _MAX_FRAGMENT_BYTES:
+            self.flush()
+        return None
+
+    def flush(self) -> None:
+        """Judge lines held as the start of a multi-line message that never completed."""
+        fragments, self._fragments = self._fragments, []
+        if fragments:
+            first = fragments[0].strip().decode("utf-8", "replace")
+            self.violation(
+                "FRAME-003",
+                f"{len(fragments)} stdout line(s) that are not JSON, from {first[:80]!r}",
+                self._fragment_index + len(fragments) - 1,
+            )
+
+    def _value(self, message: Any, index: int, *, framed: bool = True) -> dict[str, Any] | None:
+        if isinstance(message, list) and self.arrays_expected > 0:
+            self.arrays_expected -= 1
+            self.violation(
+                "RPC-004",
+                "the agent answered the client's batch with a JSON array (a JSON-RPC batch "
+                "response); ACP messages are individual, so a batch is an invalid request",
+                index,
+            )
+            return {"jsonrpc": "2.0", "id": None, BATCH_ANSWER: message}
         if not isinstance(message, dict):
             kind = "a batch (array)" if isinstance(message, list) else type(message).__name__
             self.violation("FRAME-002", f"stdout line is {kind}, not one JSON-RPC object", index)
             return None
-        self.verdicts.ok("FRAME-002")
+        if framed:
+            self.verdicts.ok("FRAME-002")
+        looks_like_message = "method" in message or "result" in message or "error" in message
         if message.get("jsonrpc") != "2.0":
+            if not looks_like_message:
+                self.violation(
+                    "FRAME-003",
+                    "stdout line is a JSON object that is not a JSON-RPC message "
+                    f"(a log record?): {json.dumps(message)[:120]}",
+                    index,
+                )
+                return None
             self.violation(
-                "FRAME-003",
-                f"stdout line is not a JSON-RPC 2.0 message: jsonrpc={message.get('jsonrpc')!r}",
+                "RPC-009",
+                f'message lacks "jsonrpc": "2.0" (got jsonrpc={message.get("jsonrpc")!r})',
                 index,
             )
-            return None
-        self.verdicts.ok("FRAME-003")
+        else:
+            self.verdicts.ok("FRAME-003")
         if "method" in message:
             self._incoming_call(message, index)
-        elif "id" in message:
+        elif "result" in message or "error" in message or "id" in message:
+            if "id" not in message:
+                self.violation(
+                    "RPC-009", "a response without an id member (JSON-RPC requires it)", index
+                )
+                message = {**message, "id": None}
             self._response(message, index)
+            return dict(message)
         else:
             self.violation("FRAME-003", "message has neither method nor id", index)
             return None
         return message
 
-    def _schema_check(self, name: str | None, value: Any, where: str, index: int) -> None:
+    def schema_check(self, name: str | None, value: Any, where: str, index: int) -> None:
+        """Validate ``value`` against ``$defs[name]`` (SCHEMA-001)."""
         if name is None:
             return
         problem = self.validator.problem(name, value, where)
@@ -401,238 +487,11 @@ class Observer:
         definition = self.validator.definition_for("client", method, "params")
         if definition is None and method.startswith("$/"):
             definition = self.validator.definition_for("protocol", method, "params")
-        self._schema_check(definition, params, "params", index)
-        self._check_capability(method, params, index)
+        self.schema_check(definition, params, "params", index)
         if "id" in message:
             self.agent_requests.append(message)
             self.agent_pending[id_key(message["id"])] = message
-        if method in _TERMINAL_USES:
-            self._terminal_use(method, params, index)
-        elif method == "elicitation/create":
-            self._elicitation(params, index)
-        elif method == "elicitation/complete":
-            self._elicitation_complete(params, index)
-        if method == "session/update" and isinstance(params, dict):
-            self._session_update(params, index)
-
-    def _cap(self, *path: str) -> Any:
-        value: Any = self.client_capabilities
-        for part in path:
-            if not isinstance(value, dict):
-                return None
-            value = value.get(part)
-        return value
-
-    def _check_capability(self, method: str, params: Any, index: int) -> None:
-        if method.startswith("fs/"):
-            flag = {"fs/read_text_file": "readTextFile", "fs/write_text_file": "writeTextFile"}
-            needed = flag.get(method)
-            if needed is None or self._cap("fs", needed) is not True:
-                self.violation(
-                    "CAP-001",
-                    f"agent called {method} but clientCapabilities.fs.{needed or '?'} "
-                    "was not advertised",
-                    index,
-                )
-            else:
-                self.verdicts.ok("CAP-001")
-        elif method.startswith("terminal/"):
-            if self._cap("terminal") is not True:
-                self.violation(
-                    "CAP-002",
-                    f"agent called {method} but clientCapabilities.terminal was not advertised",
-                    index,
-                )
-            else:
-                self.verdicts.ok("CAP-002")
-        elif method.startswith("elicitation/"):
-            mode = params.get("mode") if isinstance(params, dict) else None
-            advertised = self._cap("elicitation")
-            if not isinstance(advertised, dict) or (
-                isinstance(mode, str) and advertised.get(mode) is None
-            ):
-                self.violation(
-                    "CAP-003",
-                    f"agent called {method} (mode {mode!r}) but clientCapabilities.elicitation"
-                    f"{'.' + mode if isinstance(mode, str) else ''} was not advertised",
-                    index,
-                )
-            else:
-                self.verdicts.ok("CAP-003")
-
-    def _terminal_use(self, method: str, params: Any, index: int) -> None:
-        terminal_id = params.get("terminalId") if isinstance(params, dict) else None
-        terminal = self.terminals.get(terminal_id) if isinstance(terminal_id, str) else None
-        if terminal is None:
-            self.violation(
-                "TERMINAL-001",
-                f"{method} for terminal {terminal_id!r}, which the client never created",
-                index,
-            )
-        elif terminal.released:
-            self.violation(
-                "TERMINAL-001", f"{method} for terminal {terminal_id!r} after its release", index
-            )
-        else:
-            self.verdicts.ok("TERMINAL-001")
-            if method == "terminal/release":
-                terminal.released = True
-
-    def _elicitation(self, params: Any, index: int) -> None:
-        if not isinstance(params, dict):
-            return
-        mode = params.get("mode")
-        if mode == "form":
-            problem = form_schema_problem(params.get("requestedSchema"))
-        elif mode == "url":
-            elicitation_id = params.get("elicitationId")
-            url = params.get("url")
-            if not isinstance(elicitation_id, str) or not isinstance(url, str) or ":" not in url:
-                problem = f"url elicitation needs an elicitationId and a url, got {params!r}"[:300]
-            else:
-                problem = None
-                self.url_elicitations.add(elicitation_id)
-        else:
-            return  # a custom or future mode: CAP-003 and the schema judge it
-        if problem is None:
-            self.verdicts.ok("ELICIT-001")
-        else:
-            self.violation("ELICIT-001", f"elicitation/create ({mode}): {problem}", index)
-
-    def _elicitation_complete(self, params: Any, index: int) -> None:
-        elicitation_id = params.get("elicitationId") if isinstance(params, dict) else None
-        if isinstance(elicitation_id, str) and elicitation_id in self.url_elicitations:
-            self.verdicts.ok("ELICIT-002")
-        else:
-            self.violation(
-                "ELICIT-002",
-                f"elicitation/complete for {elicitation_id!r}, which no url-mode "
-                "elicitation/create started",
-                index,
-            )
-
-    def _notice_or_compaction(self, kind: str, update: dict[str, Any], index: int) -> None:
-        if kind == "notice":
-            title = update.get("title")
-            severity = update.get("severity")
-            if isinstance(severity, str) and isinstance(title, str) and title:
-                self.verdicts.ok("NOTICE-001")
-            else:
-                self.violation(
-                    "NOTICE-001",
-                    f"notice needs a severity and a non-empty title, got severity={severity!r} "
-                    f"title={title!r}",
-                    index,
-                )
-            return
-        compaction_id = update.get("compactionId")
-        if kind == "compaction_update":
-            good = isinstance(compaction_id, str) and isinstance(update.get("status"), str)
-            needs = "compactionId and status"
-        else:
-            good = isinstance(compaction_id, str) and isinstance(update.get("content"), dict)
-            needs = "compactionId and one content block"
-        if good:
-            self.verdicts.ok("NOTICE-002")
-        else:
-            self.violation("NOTICE-002", f"{kind} needs {needs}", index)
-
-    def _session_update(self, params: dict[str, Any], index: int) -> None:
-        session_id = params.get("sessionId")
-        update = params.get("update")
-        if not isinstance(session_id, str) or not isinstance(update, dict):
-            return
-        kind = update.get("sessionUpdate")
-        if kind == "notice" or (isinstance(kind, str) and kind.startswith("compaction_")):
-            capability = "notices" if kind == "notice" else "compaction"
-            if self._cap("session", capability) is None:
-                self.violation(
-                    "CAP-004",
-                    f"session/update {kind} sent but clientCapabilities.session.{capability} "
-                    "was not advertised",
-                    index,
-                )
-            else:
-                self.verdicts.ok("CAP-004")
-                if kind in ("notice", "compaction_update", "compaction_summary_chunk"):
-                    self._notice_or_compaction(kind, update, index)
-        turn = self.turns.get(session_id)
-        if kind in _REPLAY_UPDATES and session_id in self.loading:
-            self.replayed[session_id] = self.replayed.get(session_id, 0) + 1
-        elif kind in TURN_UPDATES:
-            if turn is None:
-                self.violation(
-                    "TURN-002",
-                    f"session/update {kind} for session {session_id} arrived when no prompt "
-                    "turn was open (after the session/prompt response?)",
-                    index,
-                )
-            else:
-                self.verdicts.ok("TURN-002")
-        if kind == "tool_call" and turn is not None:
-            call_id = str(update.get("toolCallId"))
-            if call_id in turn.tool_calls:
-                self.violation(
-                    "TURN-003", f"tool_call reuses toolCallId {call_id!r} in the same turn", index
-                )
-            else:
-                self.verdicts.ok("TURN-003")
-            turn.tool_calls[call_id] = update.get("status") or "pending"
-        elif kind == "tool_call_update" and turn is not None:
-            call_id = str(update.get("toolCallId"))
-            status = update.get("status")
-            if call_id not in turn.tool_calls:
-                turn.tool_calls[call_id] = status or "pending"
-            elif status:
-                turn.tool_calls[call_id] = status
-        elif kind == "plan":
-            entries = update.get("entries")
-            if not isinstance(entries, list) or not all(
-                isinstance(e, dict) and {"content", "priority", "status"} <= e.keys()
-                for e in entries
-            ):
-                self.violation(
-                    "TURN-004",
-                    "plan update is not a complete list of entries with content, priority "
-                    "and status",
-                    index,
-                )
-            else:
-                self.verdicts.ok("TURN-004")
-        elif kind == "usage_update":
-            missing = [k for k in ("used", "size") if update.get(k) is None]
-            if missing:
-                self.violation(
-                    "TURN-006", f"usage_update lacks required {', '.join(missing)}", index
-                )
-            else:
-                self.verdicts.ok("TURN-006")
-        if kind in _CHUNK_UPDATES:
-            self._message_id(session_id, kind, update.get("messageId"), index)
-
-    def _message_id(self, session_id: str, kind: str, message_id: Any, index: int) -> None:
-        if not isinstance(message_id, str):
-            self.last_message_id.pop(session_id, None)
-            return
-        key = f"{session_id}\x00{message_id}"
-        previous = self.message_ids.get(key)
-        last = self.last_message_id.get(session_id)
-        if previous is not None and previous[0] != kind:
-            self.violation(
-                "TURN-005",
-                f"messageId {message_id!r} used by {previous[0]} and then by {kind}",
-                index,
-            )
-        elif previous is not None and last != message_id:
-            self.violation(
-                "TURN-005",
-                f"messageId {message_id!r} reappears after another message started",
-                index,
-            )
-        else:
-            self.verdicts.ok("TURN-005")
-        self.message_ids[key] = (kind, message_id)
-        self.last_message_id[session_id] = message_id
+        self.checks.agent_message(method, params, "id" in message, index)
 
     def _response(self, message: dict[str, Any], index: int) -> None:
         has_result = "result" in message
@@ -652,110 +511,74 @@ class Observer:
         else:
             self.verdicts.ok("RPC-009")
         response_id = message.get("id")
+        if BATCH_ANSWER in message:
+            return
         if response_id is None:
-            code = error.get("code") if isinstance(error, dict) else None
-            if self.expected_null_id_errors > 0 and code in (-32700, -32600):
-                self.expected_null_id_errors -= 1
-                return
-            if self.notifications_sent:
-                self.violation(
-                    "RPC-002",
-                    "a response with id null arrived (an answer to a notification?)",
-                    index,
-                )
+            self._null_id_response(has_error, index)
             return
         key = id_key(response_id)
         pending = self.pending.pop(key, None)
         if pending is None:
-            same_text = [
-                k
-                for k in self.pending
-                if json.loads(k) == response_id or str(json.loads(k)) == str(response_id)
-            ]
-            if same_text:
-                self.pending.pop(same_text[0])
-                self.violation(
-                    "RPC-001",
-                    f"response id {response_id!r} ({type(response_id).__name__}) does not echo "
-                    f"the request id {json.loads(same_text[0])!r} "
-                    f"({type(json.loads(same_text[0])).__name__})",
-                    index,
-                )
-            elif key in self.answered:
-                self.violation(
-                    "RPC-010", f"request {response_id!r} was answered a second time", index
-                )
-            else:
-                self.violation(
-                    "RPC-002",
-                    f"response for id {response_id!r}, which no pending request has "
-                    "(an answer to a notification?)",
-                    index,
-                )
+            self._unmatched(response_id, key, index)
             return
         self.answered.add(key)
+        if pending.invalid:
+            return
         self.verdicts.ok("RPC-001")
         if has_result:
             definition = self.validator.definition_for("agent", pending.method, "result")
-            self._schema_check(definition, message["result"], "result", index)
-        self._finished(pending, message, index)
+            self.schema_check(definition, message["result"], "result", index)
+        self.checks.response(pending, key, message, index)
 
-    def _finished(self, pending: _Pending, message: dict[str, Any], index: int) -> None:
-        result = message.get("result")
-        session_id = pending.session_id
-        if pending.method == "session/new" and isinstance(result, dict):
-            new_id = result.get("sessionId")
-            if isinstance(new_id, str):
-                if new_id in self.session_ids:
-                    self.violation(
-                        "SESSION-001", f"session/new returned the used sessionId {new_id!r}", index
-                    )
-                else:
-                    self.verdicts.ok("SESSION-001")
-                    self.session_ids.add(new_id)
-        elif pending.method == "session/load" and isinstance(session_id, str):
-            self.loading.discard(session_id)
-        elif pending.method == "session/prompt" and isinstance(session_id, str):
-            turn = self.turns.get(session_id)
-            if turn is None or turn.request_key != id_key(message.get("id")):
-                return
-            del self.turns[session_id]
-            if not isinstance(result, dict):
-                return
-            self._terminals_released(turn.request_key, index)
-            stop = result.get("stopReason")
-            if stop != "cancelled":
-                unfinished = sorted(
-                    call
-                    for call, status in turn.tool_calls.items()
-                    if status not in _TERMINAL_STATUSES
-                )
-                if unfinished:
-                    self.violation(
-                        "TURN-003",
-                        f"turn ended ({stop}) with tool calls not completed/failed: "
-                        f"{', '.join(unfinished)}",
-                        index,
-                    )
-                elif turn.tool_calls:
-                    self.verdicts.ok("TURN-003")
-
-    def _terminals_released(self, turn_key: str, index: int) -> None:
-        created = {
-            terminal_id: terminal
-            for terminal_id, terminal in self.terminals.items()
-            if terminal.turn_key == turn_key
-        }
-        live = sorted(t for t, terminal in created.items() if not terminal.released)
-        if live:
+    def _null_id_response(self, is_error: bool, index: int) -> None:
+        if is_error and self.expected_null_id_errors > 0:
+            self.expected_null_id_errors -= 1
+            return
+        kind = "an error" if is_error else "a success"
+        if self.notifications_sent:
             self.violation(
-                "TERMINAL-002",
-                f"turn ended with terminals never released: {', '.join(live)}",
+                "RPC-002",
+                f"{kind} response with id null arrived, though every line the client sent "
+                "since was valid (an answer to a notification?)",
                 index,
             )
-        elif created:
-            self.verdicts.ok("TERMINAL-002")
+        else:
+            self.violation(
+                "RPC-001", f"{kind} response with id null: no request of the client has it", index
+            )
+
+    def _unmatched(self, response_id: Any, key: str, index: int) -> None:
+        same_text = [
+            k
+            for k in self.pending
+            if json.loads(k) == response_id or str(json.loads(k)) == str(response_id)
+        ]
+        if same_text:
+            original = json.loads(same_text[0])
+            self.pending.pop(same_text[0])
+            self.answered.add(same_text[0])
+            self.violation(
+                "RPC-001",
+                f"response id {response_id!r} ({type(response_id).__name__}) does not echo "
+                f"the request id {original!r} ({type(original).__name__})",
+                index,
+            )
+        elif key in self.answered:
+            self.violation("RPC-010", f"request {response_id!r} was answered a second time", index)
+        else:
+            self.violation(
+                "RPC-001",
+                f"response for id {response_id!r}, which no request of the client has",
+                index,
+            )
 
     def expect_null_id_error(self) -> None:
         """We sent something unparseable: one error response with id null is legitimate."""
         self.expected_null_id_errors += 1
+
+
+def _valid_id(message: Mapping[str, Any]) -> bool:
+    if "id" not in message:
+        return True
+    value = message["id"]
+    return value is None or (isinstance(value, str | int) and not isinstance(value, bool))

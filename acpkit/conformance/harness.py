@@ -1,0 +1,470 @@
+"""
+One agent under test: the run's configuration, starting and initializing an agent process,
+sessions, and one prompt turn.
+
+Used by the fixed probes (`acpkit.conformance.probes`) and the explorer
+(`acpkit.conformance.machine`). Time is never a rule: a step that exceeds the step timeout is
+recorded with `acpkit.conformance.observer.Verdicts.slow` ("could not judge"), never as a
+violation; an agent that *exits* with a request of ours unanswered is a finding.
+
+Prompts the tester sends are plain text blocks. With a model server (``--model-server``) each
+one carries a directive for the conformance model (`acpkit.conformance.model`), which then
+plays a scenario with the agent's own tools: write / edit / read a file in the session
+directory, run a shell command, a long command to cancel.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+
+from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
+from acpkit.conformance.observer import Observer, Transcript, Verdicts
+
+__all__ = [
+    "ALL_SERVICES",
+    "PROFILES",
+    "PROTOCOL_VERSION",
+    "SCENARIOS",
+    "Agent",
+    "CannotTest",
+    "Profile",
+    "SuiteConfig",
+    "TurnOutcome",
+    "client_capabilities",
+    "explain_services",
+    "prompt_blocks",
+    "run_turn",
+    "running_agent",
+    "start_agent",
+]
+
+PROTOCOL_VERSION = 1
+CANCELLED = {"result": {"outcome": {"outcome": "cancelled"}}}
+META = {"_meta": {"acpkit.dev/conformance": True}}
+
+#: What each scenario asks, in words (the directive for the conformance model follows it).
+SCENARIOS: dict[str, str] = {
+    "text": "Say hello in one short sentence.",
+    "write": "Create a small text file in the working directory.",
+    "edit": "Create a small text file in the working directory, then edit one line of it.",
+    "read": "Create a small text file in the working directory, then read it back.",
+    "shell": "Run the shell command `echo acpkit-conformance`.",
+    "tools": "Create a file, edit it, read it back, then run `echo acpkit-conformance`.",
+    "slow": "Run the shell command `sleep 30` and wait for it.",
+}
+
+
+@attrs.frozen
+class Profile:
+    """How much the explorer does, and how much shrinking a failure may cost."""
+
+    name: str
+    examples: int
+    steps: int
+    long_line: int
+    shrink_replays: int = 0
+    shrink_seconds: float = 0.0
+    explore_seconds: float = 60.0
+
+
+PROFILES: dict[str, Profile] = {
+    "smoke": Profile("smoke", examples=2, steps=4, long_line=1 << 20, explore_seconds=20.0),
+    "quick": Profile(
+        "quick",
+        examples=5,
+        steps=6,
+        long_line=1 << 20,
+        shrink_replays=4,
+        shrink_seconds=15.0,
+        explore_seconds=25.0,
+    ),
+    "full": Profile(
+        "full",
+        examples=40,
+        steps=20,
+        long_line=16 << 20,
+        shrink_replays=40,
+        shrink_seconds=150.0,
+        explore_seconds=360.0,
+    ),
+}
+
+
+@attrs.frozen
+class SuiteConfig:
+    """Everything a run needs: the agent command and the run's options."""
+
+    argv: tuple[str, ...]
+    cwd: str | None = None
+    env: Mapping[str, str] | None = None
+    timeout: float = 10.0
+    profile: Profile = PROFILES["quick"]
+    seed: int = 0
+    rules: frozenset[str] = frozenset()
+    #: a conformance model serves the agent: prompts carry scenario directives
+    model: bool = False
+
+
+class CannotTest(Exception):
+    """The agent could not be tested: it does not start or never answers ``initialize``."""
+
+
+def client_capabilities(
+    fs_read: bool = False,
+    fs_write: bool = False,
+    *,
+    terminal: bool = False,
+    elicitation: Sequence[str] = (),
+    notices: bool = False,
+    compaction: bool = False,
+) -> dict[str, Any]:
+    """``clientCapabilities``; ``elicitation`` lists the advertised modes (``form``, ``url``)."""
+    capabilities: dict[str, Any] = {
+        "fs": {"readTextFile": fs_read, "writeTextFile": fs_write},
+        "terminal": terminal,
+    }
+    if elicitation:
+        capabilities["elicitation"] = {mode: {} for mode in elicitation}
+    session: dict[str, Any] = {}
+    if notices:
+        session["notices"] = {}
+    if compaction:
+        session["compaction"] = {}
+    if session:
+        capabilities["session"] = session
+    return capabilities
+
+
+#: Every client service the tester can serve, advertised by the services probe (elicitation:
+#: form only, so that an agent that asks for a url anyway is caught by CAP-003).
+ALL_SERVICES = client_capabilities(
+    True, True, terminal=True, elicitation=("form",), notices=True, compaction=True
+)
+
+#: The rules that need a client capability, with the capability path that enables them.
+SERVICE_RULES = {
+    "TERMINAL-001": ("terminal",),
+    "TERMINAL-002": ("terminal",),
+    "ELICIT-001": ("elicitation",),
+    "ELICIT-002": ("elicitation", "url"),
+    "NOTICE-001": ("session", "notices"),
+    "NOTICE-002": ("session", "compaction"),
+}
+
+
+def _advertised(capabilities: Mapping[str, Any], path: Sequence[str]) -> bool:
+    value: Any = capabilities
+    for part in path:
+        if not isinstance(value, Mapping):
+            return False
+        value = value.get(part)
+    return value is True or isinstance(value, Mapping)
+
+
+def explain_services(observer: Observer) -> None:
+    """Record, per service rule, whether its capability was advertised (offered) or why not."""
+    for rule_id, path in SERVICE_RULES.items():
+        if _advertised(observer.client_capabilities, path):
+            observer.verdicts.offer(rule_id)
+        else:
+            observer.verdicts.skip(
+                rule_id, f"clientCapabilities.{'.'.join(path)} was not advertised"
+            )
+
+
+# -- one agent process -------------------------------------------------------------------
+
+
+@attrs.define
+class Agent:
+    """An initialized agent process with its driver, observer and temporary directories."""
+
+    driver: AgentDriver
+    observer: Observer
+    init_result: dict[str, Any]
+    tmp: str
+    model: bool = False
+    session_cwd: dict[str, str] = attrs.field(factory=dict)
+    prompts: int = 0
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        """``agentCapabilities`` from the ``initialize`` result."""
+        caps = self.init_result.get("agentCapabilities")
+        return caps if isinstance(caps, dict) else {}
+
+    @property
+    def timeout(self) -> float:
+        """The step timeout."""
+        return self.driver.timeout
+
+    def new_directory(self) -> str:
+        """A fresh absolute directory for a session."""
+        return tempfile.mkdtemp(prefix="session-", dir=self.tmp)
+
+    def new_session(self) -> str | None:
+        """``session/new`` in a fresh directory: the session id, or ``None`` on an error."""
+        cwd = self.new_directory()
+        self.driver.policy.roots.append(cwd)
+        response = self.driver.request("session/new", {"cwd": cwd, "mcpServers": []})
+        result = response.get("result")
+        if isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+            session_id = str(result["sessionId"])
+            self.session_cwd[session_id] = cwd
+            # commands and modes are often announced right after session/new
+            self.driver.drain(0.05)
+            return session_id
+        return None
+
+    def cwd_of(self, session_id: str) -> str:
+        """The directory a session was created in (the tester's temporary root if unknown)."""
+        return self.session_cwd.get(session_id, self.tmp)
+
+    def prompt(self, session_id: str, scenario: str = "text") -> list[dict[str, Any]]:
+        """A one-block text prompt for ``scenario`` in the session's directory."""
+        self.prompts += 1
+        return prompt_blocks(scenario, self.cwd_of(session_id), f"p{self.prompts}", self.model)
+
+
+def prompt_blocks(scenario: str, directory: str, token: str, model: bool) -> list[dict[str, Any]]:
+    """The prompt for ``scenario``: its words, and the model directive when a model serves."""
+    text = SCENARIOS[scenario]
+    if model:
+        from acpkit.conformance.model import directive
+
+        text += "\n\n" + directive(scenario, directory, token)
+    return [{"type": "text", "text": text}]
+
+
+def start_agent(
+    config: SuiteConfig,
+    verdicts: Verdicts,
+    *,
+    capabilities: dict[str, Any] | None = None,
+    version: int = PROTOCOL_VERSION,
+    transcript: Transcript | None = None,
+) -> Agent:
+    """Start the agent, send ``initialize``; raises `CannotTest` when that fails."""
+    observer = Observer(transcript, verdicts)
+    tmp = tempfile.mkdtemp(prefix="acpkit-conformance-")
+    driver = AgentDriver(
+        config.argv,
+        observer,
+        cwd=config.cwd,
+        env=config.env,
+        timeout=config.timeout,
+        policy=ClientPolicy(roots=[]),
+    )
+    try:
+        driver.start()
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CannotTest(f"cannot start {' '.join(config.argv)}: {e}") from None
+    params = {
+        "protocolVersion": version,
+        "clientCapabilities": capabilities if capabilities is not None else client_capabilities(),
+        "clientInfo": {"name": "acpkit-conformance", "version": "1"},
+    }
+    # A first initialize may be slow (npx, a JIT, a cold cache): allow three step timeouts.
+    try:
+        response = driver.request("initialize", params, timeout=3 * config.timeout)
+    except (StepTimeout, AgentGone) as e:
+        driver.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CannotTest(f"the agent never answered initialize: {e}") from None
+    result = response.get("result")
+    if not isinstance(result, dict):
+        driver.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CannotTest(f"initialize failed: {response.get('error')!r}")
+    return Agent(driver, observer, result, tmp, model=config.model)
+
+
+@contextmanager
+def running_agent(config: SuiteConfig, verdicts: Verdicts, **options: Any) -> Iterator[Agent]:
+    """`start_agent` as a context manager that always stops the process."""
+    agent = start_agent(config, verdicts, **options)
+    try:
+        yield agent
+    finally:
+        agent.driver.stop()
+        shutil.rmtree(agent.tmp, ignore_errors=True)
+
+
+# -- prompt turns --------------------------------------------------------------------------
+
+
+@attrs.define
+class TurnOutcome:
+    """What happened during one prompt turn."""
+
+    response: dict[str, Any] | None
+    agent_requests: int = 0
+    cancelled_at: float | None = None
+    held_at_cancel: int = 0
+    answered_at: float | None = None
+    timed_out: bool = False
+    #: the session/update kinds that arrived during the turn, in order
+    kinds: list[str] = attrs.field(factory=list)
+
+    def updates_of(self, kind: str) -> int:
+        """How many updates of ``kind`` arrived during the turn."""
+        return self.kinds.count(kind)
+
+    @property
+    def stop_reason(self) -> str | None:
+        """The ``stopReason`` of a successful response."""
+        result = self.response.get("result") if self.response else None
+        return result.get("stopReason") if isinstance(result, dict) else None
+
+
+def run_turn(
+    agent: Agent,
+    session_id: str,
+    prompt: list[Any],
+    *,
+    cancel: str | None = None,
+    permission: str = "allow",
+) -> TurnOutcome:
+    """
+    One ``session/prompt``. ``cancel``: ``None`` (no cancel), ``"now"`` (right after sending),
+    ``"first_update"`` (after the first update or agent request) or ``"permission"`` (while a
+    held permission request is pending). A turn not answered within the step timeout is
+    recorded as slow (TURN-001 could not be judged), then cancelled so that it ends.
+    """
+    driver = agent.driver
+    driver.policy.permission = "hold" if cancel == "permission" else permission
+    driver.inbox = [m for m in driver.inbox if not ("method" in m and "id" in m)]
+    start = len(driver.inbox)
+    rid = driver.next_id()
+    driver.send(
+        {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": "session/prompt",
+            "params": {"sessionId": session_id, "prompt": prompt},
+        }
+    )
+    outcome = TurnOutcome(None)
+    requests_before = len(agent.observer.agent_requests)
+    records_before = len(agent.observer.transcript.records)
+
+    def ours(message: Mapping[str, Any]) -> bool:
+        return "method" not in message and message.get("id") == rid
+
+    try:
+        if cancel is not None:
+            if cancel != "now":
+                wanted = (
+                    (lambda m: m.get("method") == "session/request_permission")
+                    if cancel == "permission"
+                    else (lambda m: "method" in m or ours(m))
+                )
+                try:
+                    found = driver.wait_for(
+                        lambda m: wanted(m) or ours(m), "waiting for the turn", start=start
+                    )
+                    driver.inbox.insert(start, found)
+                except StepTimeout:
+                    pass
+            if not any(ours(m) for m in driver.inbox[start:]):
+                outcome.held_at_cancel = len(driver.held)
+                driver.notify("session/cancel", {"sessionId": session_id})
+                outcome.cancelled_at = time.monotonic()
+                driver.policy.permission = "cancelled"
+                driver.answer_held(CANCELLED)
+        outcome.response = driver.response_to(rid, "waiting for the session/prompt response")
+        outcome.answered_at = time.monotonic()
+        outcome.agent_requests = len(agent.observer.agent_requests) - requests_before
+    except StepTimeout as e:
+        outcome.timed_out = True
+        agent.observer.verdicts.slow("TURN-001", f"session/prompt: {e}")
+        agent.observer.note(f"the turn exceeded the step timeout ({driver.timeout:g}s)")
+        if outcome.cancelled_at is None:
+            driver.notify("session/cancel", {"sessionId": session_id})
+    finally:
+        driver.policy.permission = "allow"
+        driver.answer_held(CANCELLED)
+    outcome.kinds = _update_kinds(agent.observer.transcript.records[records_before:], session_id)
+    response = outcome.response
+    if response is not None and "result" in response:
+        if isinstance(outcome.stop_reason, str):
+            agent.observer.verdicts.ok("TURN-001")
+    if outcome.cancelled_at is not None and response is not None:
+        judge_cancel(agent, outcome)
+    elif outcome.cancelled_at is not None and outcome.timed_out:
+        rule_id = "CANCEL-002" if outcome.held_at_cancel else "CANCEL-001"
+        agent.observer.verdicts.slow(
+            rule_id, f"the cancelled turn was not answered within {driver.timeout:g}s"
+        )
+    return outcome
+
+
+def _update_kinds(records: Sequence[tuple[Any, str, bytes]], session_id: str) -> list[str]:
+    kinds = []
+    for _, direction, line in records:
+        if direction != "<-" or b'"session/update"' not in line:
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        params = message.get("params") if isinstance(message, dict) else None
+        if not isinstance(params, dict) or params.get("sessionId") != session_id:
+            continue
+        update = params.get("update")
+        if isinstance(update, dict):
+            kinds.append(str(update.get("sessionUpdate")))
+    return kinds
+
+
+#: After a cancel, an answer other than "cancelled" that arrives within this many seconds may
+#: have been on its way before the agent read the cancel: the check is then inconclusive.
+CANCEL_RACE = 1.0
+
+
+def judge_cancel(agent: Agent, outcome: TurnOutcome) -> None:
+    """CANCEL-001/002: a turn the client cancelled ends with stopReason ``cancelled``."""
+    observer = agent.observer
+    stop = outcome.stop_reason
+    rule_id = "CANCEL-002" if outcome.held_at_cancel else "CANCEL-001"
+    if stop == "cancelled":
+        observer.verdicts.ok(rule_id)
+        return
+    got = f"stopReason {stop!r}" if stop is not None else "an error"
+    if outcome.held_at_cancel:
+        observer.violation(
+            rule_id,
+            f"turn cancelled while a permission request was pending ended with {got}, "
+            "not stopReason 'cancelled'",
+        )
+        return
+    late = (outcome.answered_at or 0.0) - (outcome.cancelled_at or 0.0)
+    if late > CANCEL_RACE:
+        observer.violation(
+            rule_id,
+            f"turn answered {late:.1f}s after session/cancel with {got}, not "
+            "stopReason 'cancelled'",
+        )
+    else:
+        observer.note(
+            f"cancel raced the end of the turn ({got} {late:.2f}s after the cancel): inconclusive"
+        )
+
+
+def one_line(error: Exception) -> str:
+    """The first line of an error, plus the last stderr line of a dead agent."""
+    text = str(error).splitlines()[0].removesuffix("; stderr tail:")
+    if isinstance(error, AgentGone):
+        tail = [line for line in error.stderr_tail.splitlines() if line.strip()]
+        if tail:
+            text += f"; last stderr line: {tail[-1][:200]}"
+    return text

@@ -1,0 +1,544 @@
+"""
+The fixed probes: each group starts a fresh agent process and checks the rules that need a
+precise stimulus.
+
+Groups: version negotiation (`probe_initialize`); the JSON-RPC envelope (`probe_envelope`:
+string and large numeric ids, unknown and ``_vendor`` methods and notifications, and the
+named fault injections of `ENVELOPE_FAULTS`); sessions and content (`probe_sessions`);
+cancellation (`probe_cancel`, `probe_cancel_request`); ``session/load`` (`probe_load`); turns
+with every client service advertised (`probe_services`); and the byte faults of
+`acpkit.conformance.faults`.
+
+Every probe step runs inside ``observer.probe(RULE, what)``: when the agent dies during a
+step, the finding is filed under the rule that step probes, with the line that killed it. A
+step that times out is "could not judge" (`Verdicts.slow`), never a violation. Every check
+looks at what the answer *is* (its code, its result), not only at whether one arrived.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from acpkit.conformance import faults
+from acpkit.conformance.driver import AgentGone, StepTimeout
+from acpkit.conformance.harness import (
+    ALL_SERVICES,
+    META,
+    PROTOCOL_VERSION,
+    Agent,
+    CannotTest,
+    SuiteConfig,
+    client_capabilities,
+    explain_services,
+    one_line,
+    run_turn,
+    running_agent,
+)
+from acpkit.conformance.observer import BATCH_ANSWER, Observer, Transcript, Verdicts
+
+__all__ = [
+    "ENVELOPE_FAULTS",
+    "EnvelopeFault",
+    "probe_cancel",
+    "probe_cancel_request",
+    "probe_envelope",
+    "probe_initialize",
+    "probe_load",
+    "probe_services",
+    "probe_sessions",
+    "run_probes",
+]
+
+
+@attrs.frozen
+class EnvelopeFault:
+    """A deliberately malformed line, the rule that says what must happen, and the answer."""
+
+    name: str
+    line: bytes
+    request_id: Any
+    rule_id: str
+    codes: tuple[int, ...]
+    what: str
+
+
+#: The named fault injections of the envelope probe.
+ENVELOPE_FAULTS: tuple[EnvelopeFault, ...] = (
+    EnvelopeFault(
+        "truncated-json",
+        b'{"jsonrpc": "2.0", "id": 77, "method": ',
+        77,
+        "RPC-003",
+        (-32700,),
+        "a line that is not JSON",
+    ),
+    EnvelopeFault(
+        "batch",
+        b'[{"jsonrpc":"2.0","id":78,"method":"_acpkit.dev/in_a_batch"}]',
+        78,
+        "RPC-004",
+        (-32600,),
+        "a batch (array); ACP has no batches",
+    ),
+    EnvelopeFault(
+        "no-jsonrpc-member",
+        b'{"id":79,"method":"_acpkit.dev/x"}',
+        79,
+        "RPC-004",
+        (-32600,),
+        "a request without the jsonrpc member",
+    ),
+    EnvelopeFault(
+        "object-id",
+        b'{"jsonrpc":"2.0","id":{"bad":1},"method":"_acpkit.dev/x"}',
+        {"bad": 1},
+        "RPC-004",
+        (-32600,),
+        "a request whose id is an object",
+    ),
+)
+
+
+def _error_code(response: Mapping[str, Any] | None) -> int | None:
+    error = response.get("error") if response else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, int) else None
+
+
+def expect_error(
+    agent: Agent,
+    rule_id: str,
+    response: dict[str, Any] | None,
+    codes: Sequence[int],
+    what: str,
+    *,
+    timeout: StepTimeout | None = None,
+) -> None:
+    """Judge ``response`` (``None``: it timed out, see ``timeout``) against ``codes``."""
+    wanted = "/".join(map(str, codes))
+    if response is None:
+        reason = str(timeout) if timeout is not None else "no answer"
+        agent.observer.verdicts.slow(rule_id, f"{what}: {reason}")
+        return
+    code = _error_code(response)
+    if code in codes:
+        agent.observer.verdicts.ok(rule_id)
+    elif "error" not in response:
+        agent.observer.violation(
+            rule_id, f"{what} succeeded ({str(response.get('result'))[:80]}); expected {wanted}"
+        )
+    else:
+        agent.observer.violation(rule_id, f"{what} got error code {code}; expected {wanted}")
+
+
+def request(
+    agent: Agent, method: str, params: Any, **kw: Any
+) -> tuple[dict[str, Any] | None, StepTimeout | None]:
+    """A request and its response, or ``(None, timeout)``; `AgentGone` propagates."""
+    try:
+        return agent.driver.request(method, params, **kw), None
+    except StepTimeout as e:
+        return None, e
+
+
+def probe_initialize(config: SuiteConfig, verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
+    """INIT-001/002 with version 1 (same version expected) and with a future version."""
+    with fresh() as agent:
+        result = agent.init_result
+        version = result.get("protocolVersion")
+        capabilities = result.get("agentCapabilities", {})
+        if not isinstance(version, int) or not isinstance(capabilities, dict):
+            agent.observer.violation(
+                "INIT-001",
+                "initialize result needs an integer protocolVersion (and agentCapabilities, "
+                f"when present, an object): got {version!r}, {capabilities!r}",
+            )
+        else:
+            verdicts.ok("INIT-001")
+        if version == PROTOCOL_VERSION:
+            verdicts.ok("INIT-002")
+        else:
+            agent.observer.violation(
+                "INIT-002",
+                f"asked for version {PROTOCOL_VERSION} (which a v1 agent supports), "
+                f"got protocolVersion {version!r}",
+            )
+    try:
+        with fresh(version=999) as agent:
+            version = agent.init_result.get("protocolVersion")
+            if version == 999 or not isinstance(version, int):
+                agent.observer.violation(
+                    "INIT-002",
+                    f"asked for unsupported version 999, got protocolVersion {version!r} "
+                    "instead of the agent's latest",
+                )
+            else:
+                verdicts.ok("INIT-002")
+    except CannotTest as e:
+        if "never answered" in str(e) and "went away" not in str(e):
+            verdicts.slow("INIT-002", f"initialize with protocolVersion 999: {e}")
+        else:
+            verdicts.violation(
+                "INIT-002",
+                f"initialize with protocolVersion 999 failed instead of answering the agent's "
+                f"latest version: {e}",
+            )
+
+
+def _null_or(agent: Agent, rid: Any, what: str) -> tuple[dict[str, Any] | None, StepTimeout | None]:
+    """The error for a malformed line: one with our id (when it had one) or with id null."""
+
+    def match(message: Mapping[str, Any]) -> bool:
+        if "method" in message:
+            return False
+        if rid is not None and message.get("id") == rid:
+            return True
+        return message.get("id") is None and ("error" in message or BATCH_ANSWER in message)
+
+    try:
+        return agent.driver.wait_for(match, f"waiting for the error for {what}"), None
+    except StepTimeout as e:
+        return None, e
+
+
+def probe_envelope(agent: Agent) -> None:
+    """RPC-001..009: ids, error codes, notifications, extension methods, malformed lines."""
+    observer = agent.observer
+    driver = agent.driver
+    for rid, method, rule_id, what in (
+        ("abc-1", "_acpkit.dev/unknown", "RPC-005", "an unknown method (string id)"),
+        (2**40, "no/such_method", "RPC-005", "an unknown method (large numeric id)"),
+        (None, "_vendor.example/request", "RPC-008", "an unknown _vendor request"),
+    ):
+        with observer.probe(rule_id, what):
+            params = META if rule_id == "RPC-005" else {"x": 1}
+            response, late = request(agent, method, params, request_id=rid)
+            expect_error(agent, rule_id, response, (-32601,), what, timeout=late)
+    with observer.probe("RPC-007", "unknown and _vendor notifications, a cancel for no session"):
+        for method in ("no/such_notification", "_vendor.example/notice"):
+            driver.notify(method, {"x": 1, **META})
+        driver.notify("session/cancel", {"sessionId": "no-such-session"})
+        driver.drain(0.3)
+        response, late = request(agent, "_acpkit.dev/still_there", {})
+        expect_error(
+            agent, "RPC-007", response, (-32601,), "a request after notifications", timeout=late
+        )
+        if response is not None and not any(
+            f.rule_id == "RPC-002" for f in observer.verdicts.findings
+        ):
+            observer.verdicts.ok("RPC-002")
+    for fault in ENVELOPE_FAULTS:
+        with observer.probe(fault.rule_id, fault.what):
+            observer.fault(fault.name, fault.rule_id, fault.what)
+            if fault.name == "batch":
+                observer.arrays_expected += 1
+            driver.write(fault.line + b"\n")
+            response, late = _null_or(agent, fault.request_id, fault.what)
+            observer.arrays_expected = 0
+            if response is not None and BATCH_ANSWER in response:
+                continue  # judged by the observer (RPC-004)
+            expect_error(agent, fault.rule_id, response, fault.codes, fault.what, timeout=late)
+    with observer.probe("RPC-006", "session/new with invalid params (cwd 42)"):
+        observer.fault("invalid-params", "RPC-006", "session/new with cwd 42, mcpServers 'none'")
+        response, late = request(agent, "session/new", {"cwd": 42, "mcpServers": "none"})
+        expect_error(agent, "RPC-006", response, (-32602,), "session/new with cwd 42", timeout=late)
+
+
+def probe_sessions(agent: Agent) -> list[str]:
+    """SESSION-001/002/003 and CONTENT-001; returns the sessions created."""
+    observer = agent.observer
+    with observer.probe("SESSION-001", "three session/new calls"):
+        sessions = [s for s in (agent.new_session() for _ in range(3)) if s is not None]
+    if not sessions:
+        for rule_id in ("SESSION-001", "CONTENT-001", "TURN-001"):
+            observer.verdicts.skip(rule_id, "session/new failed")
+        return []
+    with observer.probe("SESSION-002", "session/new with a relative cwd"):
+        response, late = request(agent, "session/new", {"cwd": "relative/dir", "mcpServers": []})
+        if response is None:
+            observer.verdicts.slow("SESSION-002", f"session/new with a relative cwd: {late}")
+        elif "error" in response:
+            observer.verdicts.ok("SESSION-002")
+        else:
+            observer.violation(
+                "SESSION-002", "session/new with the relative cwd 'relative/dir' succeeded"
+            )
+    with observer.probe("SESSION-003", "a prompt for an unknown session id"):
+        response, late = request(
+            agent,
+            "session/prompt",
+            {"sessionId": "acpkit-no-such-session", "prompt": [{"type": "text", "text": "hi"}]},
+        )
+        if response is None:
+            observer.verdicts.slow("SESSION-003", f"a prompt for an unknown session: {late}")
+        else:
+            # "Agents MAY return an error": an answer either way is conformant; only going
+            # away (the guard files that under this rule) or never answering is not.
+            if "error" not in response:
+                observer.note("a prompt for an unknown session id succeeded (allowed: MAY)")
+            observer.verdicts.ok("SESSION-003")
+    for block in (
+        {"type": "text", "text": "Say hello. " + faults.TRICKY_TEXT},
+        {"type": "resource_link", "uri": "file:///etc/hostname", "name": "hostname"},
+    ):
+        with observer.probe("CONTENT-001", f"a {block['type']} prompt"):
+            outcome = run_turn(agent, sessions[0], [block])
+        error = outcome.response.get("error") if outcome.response else None
+        if isinstance(error, dict) and error.get("code") == -32602 and not outcome.agent_requests:
+            observer.violation(
+                "CONTENT-001", f"a {block['type']} prompt was rejected as invalid params: {error}"
+            )
+        elif outcome.response is not None and error is None:
+            observer.verdicts.ok("CONTENT-001")
+        elif outcome.response is not None:
+            _prompt_error_is_not_applicable(agent, outcome.response)
+    return sessions
+
+
+def _prompt_error_is_not_applicable(agent: Agent, response: Mapping[str, Any]) -> None:
+    for rule_id in ("TURN-001", "TURN-002", "TURN-003", "CANCEL-001"):
+        agent.observer.verdicts.skip(
+            rule_id, f"the agent answered session/prompt with an error: {response.get('error')}"
+        )
+
+
+def probe_cancel(agent: Agent, session_id: str) -> None:
+    """CANCEL-001/002: cancel while a permission request is pending, and mid-turn."""
+    observer = agent.observer
+    with observer.probe("CANCEL-002", "session/cancel while a permission request is pending"):
+        outcome = run_turn(
+            agent, session_id, agent.prompt(session_id, "write"), cancel="permission"
+        )
+    if outcome.cancelled_at is None or not outcome.held_at_cancel:
+        observer.verdicts.skip("CANCEL-002", "the agent asked no permission during a turn")
+    with observer.probe("CANCEL-001", "session/cancel after the first update of a long turn"):
+        run_turn(agent, session_id, agent.prompt(session_id, "slow"), cancel="first_update")
+
+
+def probe_cancel_request(agent: Agent, session_id: str) -> None:
+    """RPC-010: ``$/cancel_request`` for a running prompt, then for an answered id."""
+    driver = agent.driver
+    observer = agent.observer
+    with observer.probe("RPC-010", "$/cancel_request for a running session/prompt"):
+        rid = driver.next_id()
+        driver.send(
+            {
+                "jsonrpc": "2.0",
+                "id": rid,
+                "method": "session/prompt",
+                "params": {"sessionId": session_id, "prompt": agent.prompt(session_id, "slow")},
+            }
+        )
+        driver.drain(0.05)
+        driver.notify("$/cancel_request", {"requestId": rid})
+        try:
+            driver.response_to(rid, "waiting for the answer to a cancelled request")
+        except StepTimeout as e:
+            observer.verdicts.slow("RPC-010", f"a request cancelled by $/cancel_request: {e}")
+            driver.notify("session/cancel", {"sessionId": session_id})
+            return
+        # Answered once: a result, -32800, or (an implementation may ignore $/ notifications)
+        # the answer it would have got anyway; a second answer is flagged by the observer.
+        observer.verdicts.ok("RPC-010")
+        driver.notify("$/cancel_request", {"requestId": rid})
+        driver.drain(0.3)
+
+
+def probe_load(agent: Agent, session_id: str) -> None:
+    """
+    CAP-005 / SESSION-004: ``session/load`` (in the session's own cwd) of a session that had a
+    turn succeeds and replays that turn first, the user's words included.
+    """
+    observer = agent.observer
+    if agent.capabilities.get("loadSession") is not True:
+        for rule_id in ("CAP-005", "SESSION-004"):
+            observer.verdicts.skip(rule_id, "loadSession is not advertised")
+        return
+    words = "Remember the word conformance-marker."
+    with observer.probe("SESSION-004", "a turn to replay later"):
+        outcome = run_turn(agent, session_id, [{"type": "text", "text": words}])
+    had_turn = outcome.stop_reason is not None
+    with observer.probe("CAP-005", "session/load of that session, in its own cwd"):
+        response, late = request(
+            agent,
+            "session/load",
+            {"sessionId": session_id, "cwd": agent.cwd_of(session_id), "mcpServers": []},
+        )
+    if response is None:
+        observer.verdicts.slow("CAP-005", f"session/load: {late}")
+        return
+    if "error" in response:
+        observer.violation(
+            "CAP-005",
+            f"loadSession is advertised but session/load of session {session_id} (in its own "
+            f"cwd) failed: {response.get('error')}",
+        )
+        return
+    observer.verdicts.ok("CAP-005")
+    replays = observer.checks.finished_replays.get(session_id, [])
+    updates = replays[-1].updates if replays else []
+    if not had_turn:
+        return
+    if not updates:
+        observer.violation(
+            "SESSION-005", "session/load answered without replaying the conversation first"
+        )
+        return
+    user_text = "".join(
+        str(u.get("content", {}).get("text", ""))
+        for u in updates
+        if u.get("sessionUpdate") == "user_message_chunk" and isinstance(u.get("content"), dict)
+    )
+    agent_said = outcome.updates_of("agent_message_chunk")
+    replayed_agent = [u for u in updates if u.get("sessionUpdate") == "agent_message_chunk"]
+    if "conformance-marker" not in user_text:
+        observer.violation(
+            "SESSION-005",
+            f"session/load replayed {len(updates)} update(s) but not the user's message "
+            f"{words!r} of the earlier turn (the entire conversation must be replayed)",
+        )
+    elif agent_said and not replayed_agent:
+        observer.violation(
+            "SESSION-005",
+            f"session/load replayed the user's message but none of the {agent_said} agent "
+            "message chunk(s) of the earlier turn",
+        )
+    else:
+        observer.verdicts.ok("SESSION-005")
+    # SESSION-004 (replay before the response) is judged by the observer as updates arrive
+    agent.driver.drain(0.2)
+
+
+def probe_services(agent: Agent) -> None:
+    """
+    TERMINAL / ELICIT / NOTICE (and CAP-001..004 with the capabilities advertised): turns with
+    every client service offered, the model asked to use files and the shell; elicitations
+    answered accept, then decline, then cancel; the last turn's permissions are rejected.
+    """
+    observer = agent.observer
+    session = agent.new_session()
+    if session is None:
+        observer.verdicts.skip("TERMINAL-001", "session/new failed")
+        return
+    plan = (
+        ("accept", "tools", "allow"),
+        ("decline", "read", "allow"),
+        ("cancel", "edit", "reject"),
+    )
+    for action, scenario, permission in plan:
+        agent.driver.policy.elicitation = action
+        with observer.probe("TURN-003", f"a '{scenario}' turn with every client service offered"):
+            run_turn(agent, session, agent.prompt(session, scenario), permission=permission)
+    agent.driver.policy.elicitation = "accept"
+    agent.driver.drain(0.2)
+    explain_services(observer)
+
+
+def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
+    """Run every fixed probe (each group on a fresh agent); the transcripts of the runs."""
+    transcripts: list[Transcript] = []
+    observers: list[Observer] = []
+
+    def fresh(**options: Any) -> Any:
+        transcript = Transcript(name="agent")
+        transcripts.append(transcript)
+        return _tracked(running_agent(config, verdicts, transcript=transcript, **options))
+
+    def _tracked(manager: Any) -> Any:
+        class _Manager:
+            def __enter__(self) -> Agent:
+                agent: Agent = manager.__enter__()
+                observers.append(agent.observer)
+                return agent
+
+            def __exit__(self, *exc: Any) -> Any:
+                return manager.__exit__(*exc)
+
+        return _Manager()
+
+    def guarded(rule_id: str, what: str, group: Callable[[], None], families: str) -> None:
+        if config.rules and not any(r.startswith(tuple(families.split())) for r in config.rules):
+            return
+        observers.clear()
+        try:
+            group()
+        except (StepTimeout, AgentGone) as e:
+            observer = observers[-1] if observers else None
+            step = observer.failed_step if observer is not None else None
+            rule, during = step if step is not None else (rule_id, what)
+            excerpt = transcripts[-1].excerpt() if transcripts else ""
+            if isinstance(e, StepTimeout):
+                verdicts.slow(rule, f"during {during}: {one_line(e)}")
+            else:
+                verdicts.violation(
+                    rule, f"the agent went away during {during}: {one_line(e)}", excerpt
+                )
+
+    def initialization() -> None:
+        probe_initialize(config, verdicts, fresh)
+
+    def envelope() -> None:
+        with fresh() as agent:
+            probe_envelope(agent)
+
+    def sessions_and_turns() -> None:
+        capabilities = client_capabilities(fs_read=True, fs_write=True)
+        with fresh(capabilities=capabilities) as agent:
+            sessions = probe_sessions(agent)
+            if sessions:
+                probe_cancel(agent, sessions[0])
+                probe_cancel_request(agent, sessions[-1])
+                probe_load(agent, sessions[1] if len(sessions) > 1 else sessions[0])
+
+    def framing() -> None:
+        with fresh() as agent:
+            directory = tempfile.mkdtemp(prefix="é中😀-", dir=agent.tmp)
+            faults.probe_split(agent.driver, directory)
+            faults.probe_batched_write(agent.driver)
+            faults.probe_crlf(agent.driver)
+            faults.probe_junk(agent.driver)
+
+    def long_line() -> None:
+        with fresh() as agent:
+            faults.probe_long_line(agent.driver, config.profile.long_line)
+
+    def eof() -> None:
+        with fresh() as agent:
+            session = agent.new_session()
+            if session is None:
+                verdicts.skip("FRAME-009", "session/new failed")
+            else:
+                faults.probe_eof_mid_turn(agent.driver, session, config.timeout)
+
+    def services() -> None:
+        with fresh(capabilities=ALL_SERVICES) as agent:
+            probe_services(agent)
+
+    # Each group runs only when one of the rule id prefixes listed last is selected.
+    guarded("INIT-001", "the initialize probes", initialization, "INIT SCHEMA RPC-001")
+    guarded("RPC-007", "the envelope probes", envelope, "RPC SCHEMA FRAME-00")
+    guarded(
+        "TURN-001",
+        "the session and turn probes",
+        sessions_and_turns,
+        "SESSION CONTENT TURN CANCEL CAP RPC-010 SCHEMA",
+    )
+    guarded(
+        "TERMINAL-001",
+        "the client services probe",
+        services,
+        "TERMINAL ELICIT NOTICE CAP SCHEMA TURN",
+    )
+    guarded(
+        "FRAME-004",
+        "the framing probes",
+        framing,
+        "FRAME-004 FRAME-005 FRAME-006 FRAME-008 RPC-003",
+    )
+    guarded("FRAME-007", "the long-line probe", long_line, "FRAME-007")
+    guarded("FRAME-009", "the EOF probe", eof, "FRAME-009")
+    return transcripts
