@@ -1,8 +1,9 @@
 """
 pytest plugin: ``pytest --acp-agent "CMD …"`` collects one test item per conformance rule.
 
-The suite runs once (on the first item) and each item then passes, fails with its findings,
-or is skipped when the rule is not applicable or deselected. Options: ``--acp-agent``,
+The suite runs once (on the first item) and each item then passes, fails with its findings
+(and the spec sentence it breaks), or is skipped when the rule is not applicable, could not be
+judged in time (``slow``) or is deselected. Options: ``--acp-agent``,
 ``--acp-profile`` (smoke / quick / full), ``--acp-seed``, ``--acp-timeout``,
 ``--acp-model-server``. Registered as the ``pytest11`` entry point ``acpkit_conformance``.
 """
@@ -86,8 +87,12 @@ class ConformanceItem(pytest.Item):
         outcome = next(r for r in result.results if r.rule.id == self.rule.id)
         if outcome.status == "fail":
             text = "\n\n".join(f"{f.message}\n{f.excerpt}" for f in outcome.findings)
-            raise ConformanceFailure(f"{self.rule.id} ({self.rule.level}) violated:\n{text}")
-        if outcome.status in ("not-applicable", "skipped"):
+            rule = self.rule
+            raise ConformanceFailure(
+                f"{rule.id} ({rule.level}) violated:\n"
+                f'spec: "{rule.quote}" ({rule.page}, {rule.section})\n\n{text}'
+            )
+        if outcome.status in ("not-applicable", "skipped", "slow"):
             pytest.skip(f"{self.rule.id}: {outcome.reason}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:

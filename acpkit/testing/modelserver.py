@@ -1,33 +1,43 @@
 """
-A scripted OpenAI-compatible model server on loopback, for tests and the conformance tester.
+A scripted model server on loopback, for tests and the conformance tester.
 
-It is a real ``twisted.web`` server speaking the chat-completions protocol: streamed
-(server-sent events, with a usage chunk when ``stream_options.include_usage``) and
-non-streamed answers, plus the endpoints model clients probe. Each chat-completions POST
-consumes the next turn of a :class:`acpkit.testing.script.Script` (the format shared with
-the agent's ``scripted`` engine, fault modes included); the JSON bodies received are kept
-in :attr:`ScriptedModelServer.requests` for assertions.
+It is a real ``twisted.web`` server speaking the four APIs coding agents use, streamed
+(server-sent events) and not, with usage in the shapes the real servers send: OpenAI chat
+completions, the OpenAI Responses API, Anthropic Messages and the Gemini API. Each API is an
+adapter of :mod:`acpkit.testing.modelapi` that turns a request into a neutral
+`ModelRequest` and encodes a neutral `Answer`; a *brain* decides the answer. The default
+brain, `ScriptBrain`, plays a :class:`acpkit.testing.script.Script` (the format shared with
+the agent's ``scripted`` engine, fault modes included): each model call, on any API,
+consumes the next turn. The JSON bodies received are kept in
+:attr:`ScriptedModelServer.requests` for assertions, the API of each in ``request_apis``.
 
 Endpoints:
 
-- ``POST /v1/chat/completions`` (also ``/chat/completions``): the next scripted turn;
+- ``POST /v1/chat/completions`` (also ``/chat/completions``): OpenAI chat completions;
+- ``POST /v1/responses`` (also ``/responses``): the OpenAI Responses API;
+- ``POST /v1/messages``: Anthropic Messages; ``POST /v1/messages/count_tokens``;
+- ``POST /v1beta/models/{model}:generateContent``, ``:streamGenerateContent`` (``?alt=sse``
+  for SSE, else a streamed JSON array) and ``:countTokens`` (also under ``/v1/``): Gemini;
 - ``GET /v1/models``: one model, the script's ``model`` (with vLLM's ``max_model_len`` when
-  the script has ``context_window`` and ``context_probe`` is ``vllm`` or ``all``);
+  the script has ``context_window`` and ``context_probe`` is ``vllm`` or ``all``; Anthropic's
+  list fields when the request has ``anthropic-version``; Gemini's shape when it carries a
+  Gemini key); ``GET /v1beta/models`` and ``/v1beta/models/{model}``: Gemini's listing;
 - ``GET /props`` (llama.cpp): ``n_ctx`` likewise with ``props`` or ``all``; else 404;
 - ``POST /api/show`` (Ollama): ``model_info["scripted.context_length"]`` likewise with
   ``ollama`` or ``all``; else 404.
 
 Command line: ``python -m acpkit.testing.modelserver SCRIPT [--port N]`` prints the base URL
-(``http://127.0.0.1:PORT/v1``) on stdout, logs to stderr, and serves until interrupted.
+(``http://127.0.0.1:PORT/v1``) on stdout, logs to stderr, and serves until interrupted. The
+conformance model (:mod:`acpkit.conformance.model`) has its own command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from twisted.internet.defer import Deferred, succeed
@@ -38,15 +48,23 @@ from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 
+from acpkit.testing.modelapi import (
+    Adapter,
+    Answer,
+    AnswerToolCall,
+    Brain,
+    ModelRequest,
+    Usage,
+)
+from acpkit.testing.modelapi.anthropic import Messages
+from acpkit.testing.modelapi.gemini import Gemini
+from acpkit.testing.modelapi.openai_chat import ChatCompletions
+from acpkit.testing.modelapi.openai_responses import Responses
 from acpkit.testing.script import Script, ScriptError, Turn, load_script
 
-__all__ = ["ScriptedModelServer", "main"]
+__all__ = ["ScriptBrain", "ScriptedModelServer", "answer_of_turn", "main"]
 
 _log = Logger()
-
-
-def _sse(payload: Any) -> bytes:
-    return b"data: " + json.dumps(payload, ensure_ascii=False).encode("utf-8") + b"\n\n"
 
 
 def _error_body(message: str, code: int) -> bytes:
@@ -138,6 +156,19 @@ class _QuietSite(Site):
         """No access log."""
 
 
+_CHAT = ChatCompletions()
+_RESPONSES = Responses()
+_ANTHROPIC = Messages()
+_GEMINI = Gemini()
+_GEMINI_PATH = re.compile(
+    rb"^/(?:v1beta|v1|v1alpha)/models/(?P<model>[^/:]+(?:/[^/:]+)*):(?P<method>[A-Za-z]+)$"
+)
+
+
+def _is_gemini(request: Request) -> bool:
+    return request.getHeader(b"x-goog-api-key") is not None or b"key" in (request.args or {})
+
+
 class _Root(Resource):
     isLeaf = True
 
@@ -147,17 +178,24 @@ class _Root(Resource):
 
     def render_GET(self, request: Request) -> bytes:
         path = request.path.rstrip(b"/")
+        script = self._server.script
+        if path == b"/v1beta/models" or (path == b"/v1/models" and _is_gemini(request)):
+            return self._json(request, {"models": [self._gemini_model()]})
+        if path.startswith((b"/v1beta/models/", b"/v1/models/")) and _is_gemini(request):
+            return self._json(request, self._gemini_model())
         if path in (b"/v1/models", b"/models"):
-            model: dict[str, Any] = {
-                "id": self._server.script.model,
-                "object": "model",
-                "owned_by": "acpkit",
-            }
-            window = self._server.script.context_window
+            model: dict[str, Any] = {"id": script.model, "object": "model", "owned_by": "acpkit"}
+            window = script.context_window
             if window is not None and self._server._answers("vllm"):
                 model["max_model_len"] = window
-            return self._json(request, {"object": "list", "data": [model]})
-        window = self._server.script.context_window
+            listing: dict[str, Any] = {"object": "list", "data": [model]}
+            if request.getHeader(b"anthropic-version") is not None:
+                model.update(
+                    type="model", display_name=script.model, created_at="2025-01-01T00:00:00Z"
+                )
+                listing.update(has_more=False, first_id=script.model, last_id=script.model)
+            return self._json(request, listing)
+        window = script.context_window
         if path == b"/props" and window is not None and self._server._answers("props"):
             return self._json(
                 request,
@@ -165,12 +203,52 @@ class _Root(Resource):
             )
         return self._not_found(request)
 
+    def _gemini_model(self) -> dict[str, Any]:
+        model = self._server.script.model
+        return {
+            "name": f"models/{model}",
+            "baseModelId": model,
+            "version": "1",
+            "displayName": model,
+            "description": "acpkit scripted model",
+            "inputTokenLimit": self._server.script.context_window or 32768,
+            "outputTokenLimit": 8192,
+            "supportedGenerationMethods": [
+                "generateContent",
+                "streamGenerateContent",
+                "countTokens",
+            ],
+        }
+
     def render_POST(self, request: Request) -> bytes | int:
         path = request.path.rstrip(b"/")
         window = self._server.script.context_window
         if path == b"/api/show" and window is not None and self._server._answers("ollama"):
             return self._json(request, {"model_info": {"scripted.context_length": window}})
-        if path not in (b"/v1/chat/completions", b"/chat/completions"):
+        model = self._server.script.model
+        gemini = _GEMINI_PATH.match(path)
+        adapter: ChatCompletions | Responses | Messages | Gemini
+        stream: bool | None = None
+        array = False
+        count = False
+        if path in (b"/v1/chat/completions", b"/chat/completions"):
+            adapter = _CHAT
+        elif path in (b"/v1/responses", b"/responses"):
+            adapter = _RESPONSES
+        elif path in (b"/v1/messages", b"/messages"):
+            adapter = _ANTHROPIC
+        elif path in (b"/v1/messages/count_tokens", b"/messages/count_tokens"):
+            adapter, count = _ANTHROPIC, True
+        elif gemini is not None and gemini["method"] in (
+            b"generateContent",
+            b"streamGenerateContent",
+            b"countTokens",
+        ):
+            adapter = _GEMINI
+            stream = gemini["method"] == b"streamGenerateContent"
+            array = stream and (request.args or {}).get(b"alt") != [b"sse"]
+            count = gemini["method"] == b"countTokens"
+        else:
             return self._not_found(request)
         assert request.content is not None
         raw = request.content.read()
@@ -181,12 +259,24 @@ class _Root(Resource):
         except ValueError as error:
             request.setResponseCode(400)
             request.setHeader(b"content-type", b"application/json")
-            return _error_body(f"request body is not a JSON object: {error}", 400)
-        return self._server._chat(request, body)
+            return adapter.error(f"request body is not a JSON object: {error}", 400)
+        try:
+            neutral = adapter.parse(body, model=model, stream=bool(stream))
+        except Exception as error:  # a body this server cannot read: the client's mistake
+            request.setResponseCode(400)
+            request.setHeader(b"content-type", b"application/json")
+            return adapter.error(f"cannot read the request: {error!r}", 400)
+        if count and isinstance(adapter, Messages | Gemini):
+            return self._json_bytes(request, adapter.count_tokens(neutral))
+        return self._server._turn(request, adapter, body, neutral, array=array)
 
     def _json(self, request: Request, value: Any) -> bytes:
         request.setHeader(b"content-type", b"application/json")
         return json.dumps(value).encode("utf-8")
+
+    def _json_bytes(self, request: Request, value: bytes) -> bytes:
+        request.setHeader(b"content-type", b"application/json")
+        return value
 
     def _not_found(self, request: Request) -> bytes:
         request.setResponseCode(404)
@@ -195,25 +285,77 @@ class _Root(Resource):
         return _error_body(f"no such endpoint: {request.method.decode()} {path}", 404)
 
 
+def answer_of_turn(turn: Turn, turn_number: int) -> Answer:
+    """A script turn as a neutral answer (``turn_number`` numbers its default call ids)."""
+    usage = None
+    if turn.usage is not None:
+        usage = Usage(turn.usage.input, turn.usage.output, turn.usage.cached, turn.usage.reasoning)
+    calls = tuple(
+        AnswerToolCall(
+            id=turn.call_id(turn_number, position),
+            name=call.name,
+            fragments=tuple(call.fragments_of_arguments()),
+        )
+        for position, call in enumerate(turn.tool_calls)
+    )
+    return Answer(
+        chunks=turn.chunks,
+        reasoning=turn.reasoning,
+        tool_calls=calls,
+        usage=usage,
+        finish_reason=turn.finish_reason,
+        error=turn.error,
+        status=turn.status,
+        body=turn.body,
+        garbage=turn.garbage,
+        cut_after=turn.cut_after,
+        delay=turn.delay,
+        split_bytes=turn.split_bytes,
+    )
+
+
+class ScriptBrain:
+    """The script playback brain: the ``number``-th call gets the script's next turn."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+
+    def answer(self, request: ModelRequest, number: int) -> Answer:
+        """The turn at ``number`` (a 500 naming the script when exhausted)."""
+        turn = self.script.turn_at(number)
+        if turn is None:
+            return Answer(status=500, error=self.script.exhausted_message())
+        return answer_of_turn(turn, number + 1)
+
+
 class ScriptedModelServer:
     """
-    An OpenAI-compatible chat-completions server on 127.0.0.1 playing a script.
+    A model server on 127.0.0.1 speaking four APIs, answering with a brain.
 
-    Each chat-completions POST consumes the next turn; :attr:`requests` holds the JSON
-    bodies received, :attr:`request_headers` their headers (lower-case names), and
-    :attr:`disconnects` counts clients that hung up before their answer was complete.
+    The APIs: OpenAI chat completions, the OpenAI Responses API, Anthropic Messages and the
+    Gemini API (see :mod:`acpkit.testing.modelapi`). By default the brain plays ``script``:
+    each model call consumes the next turn. :attr:`requests` holds the JSON bodies received,
+    :attr:`request_apis` the API of each (``openai-chat``, ``openai-responses``,
+    ``anthropic``, ``gemini``), :attr:`model_requests` their neutral form,
+    :attr:`request_headers` their headers (lower-case names), and :attr:`disconnects`
+    counts clients that hung up before their answer was complete. Each callable in
+    :attr:`observers` is called with the neutral request and the answer of every call.
     Delays (the ``delay`` key of a turn) use the given reactor's clock.
     """
 
-    def __init__(self, script: Script, *, reactor: Any = None) -> None:
+    def __init__(self, script: Script, *, reactor: Any = None, brain: Brain | None = None) -> None:
         if reactor is None:
             from twisted.internet import reactor as default_reactor
 
             reactor = default_reactor
         self.script = script
+        self.brain: Brain = brain if brain is not None else ScriptBrain(script)
         self._reactor = reactor
         self.requests: list[dict[str, Any]] = []
+        self.request_apis: list[str] = []
+        self.model_requests: list[ModelRequest] = []
         self.request_headers: list[dict[str, str]] = []
+        self.observers: list[Callable[[ModelRequest, Answer], None]] = []
         self.calls = 0
         self.disconnects = 0
         self._disconnect_waiters: list[tuple[int, Deferred[None]]] = []
@@ -221,13 +363,15 @@ class ScriptedModelServer:
         self._site = _QuietSite(_Root(self))
         self._port: IListeningPort | None = None
         self.base_url = ""
+        self.root_url = ""
 
     def start(self, port: int = 0) -> Deferred[str]:
         """Listen on 127.0.0.1 (``port`` 0 = any free port); resolves with the base URL."""
         self._port = self._reactor.listenTCP(port, self._site, interface="127.0.0.1")
         assert self._port is not None
         address: Any = self._port.getHost()
-        self.base_url = f"http://127.0.0.1:{address.port}/v1"
+        self.root_url = f"http://127.0.0.1:{address.port}"
+        self.base_url = f"{self.root_url}/v1"
         return succeed(self.base_url)
 
     def stop(self) -> Deferred[None]:
@@ -261,8 +405,18 @@ class ScriptedModelServer:
     def _answers(self, probe: str) -> bool:
         return self.script.context_probe in (probe, "all")
 
-    def _chat(self, request: Request, body: dict[str, Any]) -> bytes | int:
+    def _turn(
+        self,
+        request: Request,
+        adapter: Adapter,
+        body: dict[str, Any],
+        neutral: ModelRequest,
+        *,
+        array: bool = False,
+    ) -> bytes | int:
         self.requests.append(body)
+        self.request_apis.append(adapter.name)
+        self.model_requests.append(neutral)
         self.request_headers.append(
             {
                 name.decode("latin-1").lower(): b", ".join(values).decode("latin-1")
@@ -271,98 +425,56 @@ class ScriptedModelServer:
         )
         number = self.calls
         self.calls += 1
-        turn = self.script.turn_at(number)
-        if turn is None:
-            request.setResponseCode(500)
-            request.setHeader(b"content-type", b"application/json")
-            return _error_body(self.script.exhausted_message(), 500)
-        if turn.status is not None or (turn.error is not None and not _has_content(turn)):
-            status = turn.status or 500
+        answer = self.brain.answer(neutral, number)
+        for observer in list(self.observers):
+            observer(neutral, answer)
+        if answer.status is not None or (answer.error is not None and not answer.has_content):
+            status = answer.status or 500
             request.setResponseCode(status)
-            if turn.body is not None:
+            if answer.body is not None:
                 request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-                return turn.body.encode("utf-8")
+                return answer.body.encode("utf-8")
             request.setHeader(b"content-type", b"application/json")
-            return _error_body(turn.error or "scripted HTTP error", status)
-        streaming = body.get("stream") is True
-        if turn.garbage is not None:
-            content_type = b"text/event-stream" if streaming else b"application/json"
+            return adapter.error(answer.error or "scripted HTTP error", status)
+        streaming = neutral.stream
+        if answer.garbage is not None:
+            sse_stream = streaming and not array
+            content_type = b"text/event-stream" if sse_stream else b"application/json"
             request.setHeader(b"content-type", content_type)
-            return turn.garbage.encode("utf-8")
-        if streaming:
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            pieces, cut = self._stream(turn, number + 1, include_usage)
+            return answer.garbage.encode("utf-8")
+        cut = answer.cut_after is not None
+        if streaming and array:
+            assert isinstance(adapter, Gemini)
+            pieces = adapter.array(answer, neutral)
+            if answer.cut_after is not None:
+                pieces = pieces[: answer.cut_after]
+            request.setHeader(b"content-type", b"application/json")
+        elif streaming:
+            pieces = adapter.stream(answer, neutral, number + 1)
+            if answer.cut_after is not None:
+                pieces = pieces[: answer.cut_after]
             request.setHeader(b"content-type", b"text/event-stream")
             request.setHeader(b"cache-control", b"no-cache")
         else:
-            data, cut = self._whole(turn, number + 1)
+            data = adapter.whole(answer, neutral, number + 1)
+            if cut:
+                data = data[: len(data) // 2]
             request.setHeader(b"content-type", b"application/json")
             if not cut:
                 request.setHeader(b"content-length", str(len(data)).encode())
             pieces = [data]
-        if turn.split_bytes:
-            data, size = b"".join(pieces), turn.split_bytes
+        if answer.split_bytes:
+            data, size = b"".join(pieces), answer.split_bytes
             pieces = [data[start : start + size] for start in range(0, len(data), size)]
-        _Playback(self, request, pieces, turn.delay, cut).start()
+        _Playback(self, request, pieces, answer.delay, cut).start()
         return NOT_DONE_YET
-
-    def _stream(self, turn: Turn, number: int, include_usage: bool) -> tuple[list[bytes], bool]:
-        created = int(time.time())
-        common = {
-            "id": f"chatcmpl-{number}",
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": self.script.model,
-        }
-        deltas = turn.deltas(number)
-        events: list[bytes] = []
-        if turn.error is not None:
-            deltas = deltas[:-1]
-        for delta, finish in deltas:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish}
-            events.append(_sse({**common, "choices": [choice]}))
-        if turn.error is not None:
-            events.append(_sse({"error": {"message": turn.error, "type": "server_error"}}))
-        else:
-            if include_usage and turn.usage is not None:
-                events.append(_sse({**common, "choices": [], "usage": turn.usage.as_openai()}))
-            events.append(b"data: [DONE]\n\n")
-        cut = turn.cut_after is not None
-        if cut:
-            events = events[: turn.cut_after]
-        return events, cut
-
-    def _whole(self, turn: Turn, number: int) -> tuple[bytes, bool]:
-        answer: dict[str, Any] = {
-            "id": f"chatcmpl-{number}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.script.model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": turn.message(number),
-                    "finish_reason": turn.effective_finish_reason,
-                }
-            ],
-        }
-        if turn.usage is not None:
-            answer["usage"] = turn.usage.as_openai()
-        data = json.dumps(answer, ensure_ascii=False).encode("utf-8")
-        if turn.cut_after is not None:
-            return data[: len(data) // 2], True
-        return data, False
-
-
-def _has_content(turn: Turn) -> bool:
-    return bool(turn.chunks or turn.reasoning or turn.tool_calls)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m acpkit.testing.modelserver SCRIPT [--port N]``: serve until interrupted."""
     parser = argparse.ArgumentParser(
         prog="python -m acpkit.testing.modelserver",
-        description="Serve a scripted OpenAI-compatible model on 127.0.0.1.",
+        description="Serve a scripted model (OpenAI, Anthropic and Gemini APIs) on 127.0.0.1.",
     )
     parser.add_argument("script", help="model script (TOML or JSON, see acpkit.testing.script)")
     parser.add_argument("--port", type=int, default=0, help="TCP port (default: any free port)")
