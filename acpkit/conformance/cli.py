@@ -124,6 +124,8 @@ def run_suite(
                     steps, transcript = failure.steps, failure.transcript
                     if failure.shrink is not None:
                         notes.append(failure.shrink.describe())
+                    if failure.note:
+                        notes.append(failure.note)
             if model is not None:
                 notes.append(_model_summary(model.requests()))
     except CannotTest as e:

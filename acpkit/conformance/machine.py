@@ -142,6 +142,8 @@ class MachineFailure:
     steps: str
     transcript: str
     shrink: ShrinkReport | None = None
+    #: why exploration stopped early, when it did
+    note: str = ""
 
 
 # -- strategies ----------------------------------------------------------------------------
@@ -477,9 +479,9 @@ def run_machine(
     log: Callable[[str], None] | None = None,
 ) -> MachineFailure | None:
     """
-    Explore; merge results into ``verdicts``; the (shrunk) failure found, if any. Raises
-    `CannotTest` when the agent cannot be started, and `RuntimeError` with the traceback when
-    the tester itself failed.
+    Explore; merge results into ``verdicts``; the (shrunk) failure found, if any (or, with
+    empty steps, a note saying why exploration stopped early: the agent would not start
+    again). Raises `RuntimeError` with the traceback when the tester itself failed.
     """
     profile = config.profile
     collector = _Collector(verdicts)
@@ -537,8 +539,13 @@ def run_machine(
     hypothesis_seed(config.seed)(explore)()
     if collector.error is not None:
         if collector.error.startswith("cannot test: "):
-            raise CannotTest(collector.error.removeprefix("cannot test: "))
-        raise RuntimeError(f"the explorer failed:\n{collector.error}")
+            # the probes' verdicts stand; exploration stops where the agent would not start
+            verdicts.skip("SESSION-001", collector.error)
+            note = f"exploration stopped after {collector.examples} example(s): {collector.error}"
+            if collector.failing is None:
+                return MachineFailure(steps="", transcript="", note=note)
+        else:
+            raise RuntimeError(f"the explorer failed:\n{collector.error}")
     if collector.failing is None:
         return None
     example, example_verdicts, transcript = collector.failing

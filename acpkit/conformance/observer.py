@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 _EXCERPT_LINES = 12
+#: Distinct findings kept per rule (the others are counted).
+MAX_FINDINGS = 5
 _MAX_SHOWN = 400
 #: A pretty-printed message may span this many lines / bytes before they count as junk.
 _MAX_FRAGMENT_LINES = 20_000
@@ -133,14 +135,22 @@ class Verdicts:
     not_applicable: dict[str, str] = attrs.field(factory=dict)
     offered: set[str] = attrs.field(factory=set)
     undecided: dict[str, list[str]] = attrs.field(factory=dict)
+    repeated: dict[str, int] = attrs.field(factory=dict)
 
     def ok(self, rule_id: str) -> None:
         """The rule was checked and held once."""
         self.exercised[rule_id] = self.exercised.get(rule_id, 0) + 1
 
     def violation(self, rule_id: str, message: str, excerpt: str = "") -> None:
-        """The rule was checked and broken."""
+        """
+        The rule was checked and broken. A message already recorded for the rule, and any
+        finding beyond `MAX_FINDINGS` per rule, is only counted (`repeated`).
+        """
         self.ok(rule_id)
+        same_rule = [f for f in self.findings if f.rule_id == rule_id]
+        if len(same_rule) >= MAX_FINDINGS or any(f.message == message for f in same_rule):
+            self.repeated[rule_id] = self.repeated.get(rule_id, 0) + 1
+            return
         self.findings.append(Finding(rule_id, message, excerpt))
 
     def slow(self, rule_id: str, reason: str) -> None:
@@ -169,6 +179,8 @@ class Verdicts:
                 seen.add((finding.rule_id, finding.message))
         for rule_id, reason in other.not_applicable.items():
             self.skip(rule_id, reason)
+        for rule_id, count in other.repeated.items():
+            self.repeated[rule_id] = self.repeated.get(rule_id, 0) + count
         for rule_id, reasons in other.undecided.items():
             for reason in reasons:
                 self.slow(rule_id, reason)
@@ -253,6 +265,8 @@ class Observer:
         #: the probe step running now and the one during which an exception escaped
         self.step: tuple[str, str] | None = None
         self.failed_step: tuple[str, str] | None = None
+        #: the agent chose a protocol version other than 1: v1 rules no longer apply
+        self.off_version: int | None = None
         #: a batch probe is running: an array answer is judged under RPC-004, not FRAME-002
         self.arrays_expected = 0
         self._fragments: list[bytes] = []
@@ -355,6 +369,9 @@ class Observer:
     def received(self, line: bytes) -> dict[str, Any] | None:
         """Check one line from the agent's stdout; the message, or ``None`` if it is not one."""
         index = self.transcript.add("<-", line)
+        if self.off_version is not None:
+            value = _parse(line.strip())
+            return value if isinstance(value, dict) else None
         try:
             line.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -401,7 +418,7 @@ class Observer:
             )
             return self._value(value, index, framed=False)
         alone = _parse(line.strip())
-        if isinstance(alone, dict):
+        if isinstance(alone, dict) and _looks_like_message(alone):
             self._fragments.pop()
             self.flush()
             return self._value(alone, index)
@@ -523,12 +540,33 @@ class Observer:
             return
         self.answered.add(key)
         if pending.invalid:
+            # answered with the echoed id instead of null: that allowance is used up
+            self.expected_null_id_errors = max(0, self.expected_null_id_errors - 1)
             return
         self.verdicts.ok("RPC-001")
+        if pending.method == "initialize" and self._other_version(message, index):
+            return
         if has_result:
             definition = self.validator.definition_for("agent", pending.method, "result")
             self.schema_check(definition, message["result"], "result", index)
         self.checks.response(pending, key, message, index)
+
+    def _other_version(self, message: Mapping[str, Any], index: int) -> bool:
+        """
+        The agent answered ``initialize`` with a protocol version other than 1 (the one the
+        tester speaks): judging its messages against v1 would be wrong, so the observer
+        stops judging (INIT-002 judges the version itself; a client SHOULD then close).
+        """
+        result = message.get("result")
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        if not isinstance(version, int) or isinstance(version, bool) or version == 1:
+            return False
+        self.off_version = version
+        self.note(
+            f"the agent chose protocol version {version}: its messages are not judged against "
+            "the v1 rules from here on"
+        )
+        return True
 
     def _null_id_response(self, is_error: bool, index: int) -> None:
         if is_error and self.expected_null_id_errors > 0:
@@ -565,6 +603,14 @@ class Observer:
             )
         elif key in self.answered:
             self.violation("RPC-010", f"request {response_id!r} was answered a second time", index)
+        elif self.notifications_sent:
+            self.violation(
+                "RPC-002",
+                f"a response for id {response_id!r}, which no request of the client has, "
+                f"after the client sent {self.notifications_sent} notification(s) (an answer "
+                "to a notification?)",
+                index,
+            )
         else:
             self.violation(
                 "RPC-001",
@@ -575,6 +621,11 @@ class Observer:
     def expect_null_id_error(self) -> None:
         """We sent something unparseable: one error response with id null is legitimate."""
         self.expected_null_id_errors += 1
+
+
+def _looks_like_message(value: Mapping[str, Any]) -> bool:
+    """A JSON object that is meant as a JSON-RPC message (not ``{}`` inside a pretty print)."""
+    return any(key in value for key in ("jsonrpc", "method", "result", "error"))
 
 
 def _valid_id(message: Mapping[str, Any]) -> bool:

@@ -5,7 +5,8 @@ The suite runs once (on the first item) and each item then passes, fails with it
 (and the spec sentence it breaks), or is skipped when the rule is not applicable, could not be
 judged in time (``slow``) or is deselected. Options: ``--acp-agent``,
 ``--acp-profile`` (smoke / quick / full), ``--acp-seed``, ``--acp-timeout``,
-``--acp-model-server``. Registered as the ``pytest11`` entry point ``acpkit_conformance``.
+``--acp-model-server``, ``--acp-rules`` and ``--acp-skip`` (rule ids or prefixes, comma
+separated, repeatable). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--acp-seed", type=int, default=0)
     group.addoption("--acp-timeout", type=float, default=10.0)
     group.addoption("--acp-model-server", action="store_true", default=False)
+    group.addoption(
+        "--acp-rules", action="append", default=[], help="only these rule ids or prefixes"
+    )
+    group.addoption("--acp-skip", action="append", default=[], help="skip these rule ids")
 
 
 def pytest_collection_modifyitems(
@@ -64,8 +69,14 @@ def _result(config: pytest.Config) -> SuiteResult:
             seed=config.getoption("--acp-seed"),
             timeout=config.getoption("--acp-timeout"),
             use_model_server=config.getoption("--acp-model-server"),
+            only=_split(config.getoption("--acp-rules")),
+            skip=_split(config.getoption("--acp-skip")),
         )
     return stash[_RESULT_KEY]
+
+
+def _split(values: list[str]) -> list[str]:
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 class ConformanceFailure(Exception):

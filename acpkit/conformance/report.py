@@ -43,6 +43,8 @@ class RuleResult:
     findings: tuple[Finding, ...] = ()
     reason: str = ""
     checks: int = 0
+    #: further findings of the rule that were only counted (repeats, beyond the first few)
+    repeated: int = 0
 
 
 @attrs.frozen
@@ -95,7 +97,8 @@ def rule_results(
         if rule.id not in chosen:
             results.append(RuleResult(rule, "skipped", reason="deselected"))
         elif findings:
-            results.append(RuleResult(rule, "fail", findings, checks=checks))
+            repeated = verdicts.repeated.get(rule.id, 0)
+            results.append(RuleResult(rule, "fail", findings, checks=checks, repeated=repeated))
         elif checks:
             results.append(RuleResult(rule, "pass", checks=checks))
         elif rule.id in verdicts.undecided:
@@ -149,6 +152,8 @@ def _text(result: SuiteResult) -> str:
             ]
             if finding.excerpt:
                 out.append(finding.excerpt.rstrip("\n"))
+        if r.repeated:
+            out += ["", f"--- {r.rule.id}: {r.repeated} more finding(s) like these, not shown"]
     if result.machine_steps:
         out += ["", "--- minimal failing sequence (Hypothesis):", result.machine_steps.rstrip()]
     if result.machine_transcript:
@@ -187,6 +192,7 @@ def _json(result: SuiteResult) -> str:
                 "status": r.status,
                 "reason": r.reason,
                 "checks": r.checks,
+                "repeated": r.repeated,
                 "quote": r.rule.quote,
                 "page": _source(r.rule),
                 "findings": [_finding_dict(r.rule, f) for f in r.findings],
