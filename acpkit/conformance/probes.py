@@ -189,8 +189,14 @@ def probe_initialize(config: SuiteConfig, verdicts: Verdicts, fresh: Callable[..
             )
 
 
-def _null_or(agent: Agent, rid: Any, what: str) -> tuple[dict[str, Any] | None, StepTimeout | None]:
-    """The error for a malformed line: one with our id (when it had one) or with id null."""
+def _null_or(
+    agent: Agent, rid: Any, what: str, start: int = 0
+) -> tuple[dict[str, Any] | None, StepTimeout | None]:
+    """
+    The error for a malformed line: one with our id (when it had one) or with id null, among
+    the messages that arrived since inbox position ``start`` (an earlier id-less reply is not
+    taken for this one's).
+    """
 
     def match(message: Mapping[str, Any]) -> bool:
         if "method" in message:
@@ -200,7 +206,7 @@ def _null_or(agent: Agent, rid: Any, what: str) -> tuple[dict[str, Any] | None, 
         return message.get("id") is None and ("error" in message or BATCH_ANSWER in message)
 
     try:
-        return agent.driver.wait_for(match, f"waiting for the error for {what}"), None
+        return agent.driver.wait_for(match, f"waiting for the error for {what}", start=start), None
     except StepTimeout as e:
         return None, e
 
@@ -236,8 +242,10 @@ def probe_envelope(agent: Agent) -> None:
             observer.fault(fault.name, fault.rule_id, fault.what)
             if fault.name == "batch":
                 observer.arrays_expected += 1
+            driver.drain(0.05)
+            start = len(driver.inbox)
             driver.write(fault.line + b"\n")
-            response, late = _null_or(agent, fault.request_id, fault.what)
+            response, late = _null_or(agent, fault.request_id, fault.what, start)
             observer.arrays_expected = 0
             if response is not None and BATCH_ANSWER in response:
                 continue  # judged by the observer (RPC-004)
@@ -541,4 +549,44 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
     )
     guarded("FRAME-007", "the long-line probe", long_line, "FRAME-007")
     guarded("FRAME-009", "the EOF probe", eof, "FRAME-009")
+
+    # The session-lifecycle and client-answer probes (acpkit.conformance.probes_session).
+    from acpkit.conformance import probes_session as more
+
+    guarded(
+        "INIT-005",
+        "the baseline-methods probe",
+        lambda: more.probe_baseline(config, verdicts, fresh),
+        "INIT-003 INIT-004 INIT-005 MCP AUTH-001 RPC-011 RPC-012 EXT",
+    )
+    guarded(
+        "INIT-006",
+        "the capability-extremes probe",
+        lambda: more.probe_capability_extremes(config, verdicts, fresh),
+        "INIT-006 CONFIG-001 AUTH-001",
+    )
+    guarded(
+        "LIST-003",
+        "the session-lifecycle probe",
+        lambda: more.probe_lifecycle(config, verdicts, fresh),
+        "LIST DELETE SESSION-006 SESSION-007 MODE CONFIG PATH TURN-007 EXT",
+    )
+    guarded(
+        "AUTH-002",
+        "the authentication probe",
+        lambda: more.probe_authentication(config, verdicts, fresh),
+        "AUTH-002",
+    )
+    guarded(
+        "SESSION-009",
+        "the spawn-directory probe",
+        lambda: more.probe_spawn_directory(config, verdicts),
+        "SESSION-009 SESSION-010 PATH FS TERMINAL-004",
+    )
+    guarded(
+        "ELICIT-007",
+        "the client-answers probe",
+        lambda: more.probe_client_answers(config, verdicts, fresh),
+        "ELICIT TOOL TERMINAL CANCEL TURN-007 RPC-011 PATH FS EXT SESSION-010",
+    )
     return transcripts
