@@ -16,8 +16,23 @@ INTEROP = Path(__file__).parent / "fixtures" / "interop"
 ENV = {**os.environ, "PYTHONPATH": CHECKOUT}
 
 
-def test_acpkit_interop_agent_only_breaks_session_rules() -> None:
-    """The acpkit interop fixture (a fixed session id, no cwd check) breaks only those rules."""
+#: The interop fixture's genuine findings: it is deliberately minimal.
+INTEROP_FINDINGS = {
+    "SESSION-001": "one fixed session id for every session/new ('MUST respond with a unique "
+    "Session ID')",
+    "SESSION-002": "a relative cwd is accepted (NewSessionRequest.cwd 'Must be an absolute path')",
+    "INIT-003": "no agentInfo ('Agents SHOULD provide information about their implementation')",
+    "MCP-001": "mcpCapabilities.http false ('new Agents SHOULD support the HTTP transport')",
+    "PATH-001": "fs/read_text_file with the prompt text as the path, e.g. 'hi' ('All file paths "
+    "in the protocol MUST be absolute')",
+}
+
+
+def test_acpkit_interop_agent_only_breaks_its_genuine_rules() -> None:
+    """
+    The acpkit interop fixture (a fixed session id, no cwd check, no agentInfo, the prompt
+    text used as a file path) breaks exactly the rules of `INTEROP_FINDINGS`, each genuine.
+    """
     result = run_suite(
         [sys.executable, str(INTEROP / "acpkit_agent.py")],
         profile="smoke",
@@ -26,7 +41,7 @@ def test_acpkit_interop_agent_only_breaks_session_rules() -> None:
         explore=False,
     )
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == {"SESSION-001", "SESSION-002"}
+    assert {r.rule.id for r in result.failed} == set(INTEROP_FINDINGS)
 
 
 def test_sdk_agent_crashes_on_a_batch_line() -> None:
@@ -64,6 +79,12 @@ def test_bob_passes_every_must_rule() -> None:
     assert [f.message for r in result.failed for f in r.findings if r.rule.level == "MUST"] == []
 
 
+#: bob's genuine findings, with the spec sentence each breaks.
+BOB_FINDINGS = {
+    "MCP-001": "mcpCapabilities.http is false: 'new Agents SHOULD support the HTTP transport' "
+    "(session-setup, MCP Servers); bob connects to no MCP server yet",
+}
+
 BOB = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
 
 #: bob as a careful user runs it: asks before tools that change things, keeps sessions.
@@ -87,6 +108,7 @@ def test_bob_on_the_model_server_runs_real_turns(tmp_path: Path) -> None:
     (TURN-003), sessions are loaded and replayed (CAP-005, SESSION-004, SESSION-005), and
     ``ask_user`` goes through elicitation/create (CAP-003, ELICIT-001); bob, a conformant
     agent, has no finding.
+    Its one finding is genuine: MCP-001 (SHOULD), bob has no MCP client yet.
     """
     config = tmp_path / "agent.toml"
     config.write_text(CAREFUL)
@@ -98,7 +120,9 @@ def test_bob_on_the_model_server_runs_real_turns(tmp_path: Path) -> None:
         use_model_server=True,
     )
     assert result.error is None, result.error
-    assert [f.message for r in result.failed for f in r.findings] == []
+    assert {r.rule.id for r in result.failed} == set(BOB_FINDINGS), [
+        f.message for r in result.failed for f in r.findings
+    ]
     statuses = {r.rule.id: r.status for r in result.results}
     for rule_id in (
         "TURN-003",

@@ -262,32 +262,45 @@ class ConformanceTutorialTests(ExampleTestCase):
         return Deferred.fromCoroutine(self.run_program(args))
 
     async def test_tester_finds_two_failures_then_none(self) -> None:
-        """The tester fails SESSION-002 and SESSION-003 only; the fix passes every rule."""
+        """
+        The tester fails SESSION-002 and MCP-001 only; the fix, with MCP-001 skipped (the agent
+        uses no MCP server), passes every rule.
+        """
         cli = ["-m", "acpkit.conformance", "--", PYTHON]
         plugin = ["-m", "pytest", *plugin_option()]
-        options = ["--acp-agent", f"{PYTHON} checked_agent.py", "--acp-profile", "smoke"]
+        options = [
+            "--acp-agent",
+            f"{PYTHON} checked_agent.py",
+            "--acp-profile",
+            "smoke",
+            "--acp-skip",
+            "MCP-001",
+        ]
         report_file = self.project / "report.xml"
         before, fixed, after = await gatherResults(
             [
                 self.start([*cli, "minimal_agent.py"]),
-                self.start([*cli, "checked_agent.py"]),
+                self.start([*cli[:-2], "--skip", "MCP-001", *cli[-2:], "checked_agent.py"]),
                 self.start([*plugin, *options, "-q", f"--junitxml={report_file}"]),
             ]
         )
         # The summary lines the tutorial shows, checked against what the tester says.
         tutorial = (DOCS / "tutorials" / "test-an-agent-for-conformance.md").read_text()
         shown = re.findall(
-            r"^((?:\d+ fail, )?(\d+) not-applicable, (\d+) pass); profile", tutorial, re.M
+            r"^((?:\d+ fail, )?(\d+) not-applicable, (\d+) pass(?:, (\d+) skipped)?); profile",
+            tutorial,
+            re.M,
         )
         self.assertEqual(len(shown), 2, "the tutorial shows a failing run and a passing one")
-        (failing, _, _), (passing, not_applicable, passed) = shown
+        (failing, _, _, _), (passing, not_applicable, passed, skipped) = shown
         out = self.check(before, status=1)
         failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAIL "))
-        self.assertEqual(failed, ["SESSION-002", "SESSION-003"])
+        self.assertEqual(failed, ["MCP-001", "SESSION-002"])
         self.assertIn(f"{failing}; profile quick", out)
         out = self.check(fixed, status=0)
         self.assertIn(f"{passing}; profile quick", out)
         out = self.check(after, status=0)
-        self.assertRegex(out, rf"\b{passed} passed, {not_applicable} skipped\b")
+        total_skipped = int(not_applicable) + int(skipped or 0)
+        self.assertRegex(out, rf"\b{passed} passed, {total_skipped} skipped\b")
         report = report_file.read_text()
         self.assertIn('name="SESSION-002"', report)

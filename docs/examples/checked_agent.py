@@ -1,4 +1,4 @@
-"""The echo agent of ``minimal_agent.py``, with the two checks the conformance tester asked for."""
+"""The echo agent of ``minimal_agent.py``, refusing the relative ``cwd`` the tester found."""
 
 import os
 import sys
