@@ -230,18 +230,24 @@ def probe_junk(driver: AgentDriver, lines: Sequence[bytes] = JUNK_LINES) -> None
         _judge(driver, "FRAME-008", response, "the request after junk lines")
     if response is None:
         return
-    parse_errors = [
-        m
+    codes = [
+        m["error"].get("code")
         for m in driver.inbox[start:]
-        if "method" not in m
-        and isinstance(m.get("error"), dict)
-        and m["error"].get("code") == -32700
+        if "method" not in m and m.get("id") is None and isinstance(m.get("error"), dict)
     ]
-    if parse_errors:
+    if -32700 in codes:
         observer.verdicts.ok("RPC-003")
+    elif codes:
+        observer.violation(
+            "RPC-003",
+            f"the {len(lines)} junk lines were answered with error code(s) {codes}, none of "
+            "them -32700 (parse error)",
+        )
     else:
         observer.violation(
-            "RPC-003", "a line that is not JSON got no -32700 (parse error) response"
+            "RPC-003",
+            f"none of the {len(lines)} junk lines (not JSON) got an error response "
+            "(expected -32700, parse error)",
         )
 
 
