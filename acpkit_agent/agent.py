@@ -10,10 +10,12 @@ method                    behaviour
                           ``agentCapabilities`` (``loadSession`` = ``sessions.enabled``),
                           ``agentInfo`` and ``authMethods: []``
 ``authenticate``          ``{}``
-``session/new``           a date-sortable id, the request's cwd, a fresh history; counts
-                          ``mcpServers`` (ignored); then ``available_commands_update``
+``session/new``           a date-sortable id, the request's cwd (absolute, an existing
+                          directory, else ``-32602`` at ``$.params.cwd``), a fresh history;
+                          counts ``mcpServers`` (ignored); then ``available_commands_update``
                           (the commands, then the skills: :mod:`acpkit_agent.commands`)
-``session/load``          with ``sessions.enabled``: :mod:`acpkit_agent.replay`
+``session/load``          with ``sessions.enabled``: the same cwd check, then
+                          :mod:`acpkit_agent.replay`
 ``session/prompt``        a slash command of the :class:`CommandRegistry`, or a model turn
                           (:mod:`acpkit_agent.turn`; ``/skill`` rewritten to ``$skill``,
                           automatic compaction first); turns serialized process-wide
@@ -35,7 +37,7 @@ from zope.interface import implementer
 
 from acpkit import schema, unstable
 from acpkit.connection import Agent, negotiate_version
-from acpkit.errors import InternalError, InvalidParams
+from acpkit.errors import InternalError, InvalidParams, clip
 from acpkit.interfaces import IAgent
 from acpkit_agent.commands import advertised_commands, builtin_commands, skill_library_for
 from acpkit_agent.compaction import maybe_compact
@@ -119,13 +121,25 @@ class CommandRegistry:
         return [command.advertised() for command in self]
 
 
-@implementer(IAgent)
-def _require_absolute_cwd(cwd: str) -> None:
-    """ACP: the session's ``cwd`` MUST be an absolute path (it is the base of relative paths)."""
+def _require_usable_cwd(cwd: str) -> None:
+    """
+    The session's ``cwd`` must be an absolute path (ACP: it is the base of relative paths)
+    naming an existing directory (the tools run there; the agent never creates it):
+    ``-32602`` with ``data.path`` ``$.params.cwd`` and a reason naming the path otherwise.
+    """
     if not os.path.isabs(cwd):
         raise InvalidParams("$.params.cwd", f"cwd must be an absolute path, got {cwd!r}")
+    if not os.path.isdir(cwd):
+        if "\0" in cwd:
+            why = "contains a NUL character"
+        elif os.path.lexists(cwd):
+            why = "is not a directory"
+        else:
+            why = "does not exist"
+        raise InvalidParams("$.params.cwd", f"cwd {cwd!r} {why}")
 
 
+@implementer(IAgent)
 class BobAgent(Agent):
     """The reference agent "bob" for one connection (``conn``: its ``AgentConnection``)."""
 
@@ -187,7 +201,7 @@ class BobAgent(Agent):
 
     def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         """Create a session and, once the response is written, advertise the commands."""
-        _require_absolute_cwd(params.cwd)
+        _require_usable_cwd(params.cwd)
         session_id = new_session_id()
         while self.sessions.get(session_id) is not None:
             session_id = new_session_id()
@@ -218,7 +232,7 @@ class BobAgent(Agent):
         store = self.sessions
         if not self.runtime.config.sessions_enabled or not isinstance(store, DiskSessionStore):
             return super().load_session(params)  # type: ignore[no-any-return]
-        _require_absolute_cwd(params.cwd)
+        _require_usable_cwd(params.cwd)
         lock = self.runtime.lock
         await lock.acquire()
         try:
@@ -276,6 +290,9 @@ class BobAgent(Agent):
                     session.id,
                     schema.AgentMessageChunk(content=schema.TextContentBlock(text=line)),
                 )
+                # the window may not be known yet (no model call so far): ask for it, so
+                # usage_update.size is the window and not 0
+                await self.runtime.window()
                 self.turns.send_usage(session, session.used_tokens())
                 stop_reason = "end_turn"
             else:
@@ -292,7 +309,8 @@ class BobAgent(Agent):
                 outcome = await self.turns.run(session, text)
                 if outcome.error is not None:
                     self._save(session)
-                    raise InternalError(outcome.error)
+                    # the seed's table: "internal error with error: <one-line explanation>"
+                    raise InternalError(outcome.error, data={"error": clip(outcome.error)})
                 stop_reason = outcome.stop_reason
             self._save(session)
         finally:

@@ -1,15 +1,22 @@
 """
 The skill catalog of the reference agent: procedures the model reads with ``read_skill``.
 
-A skill is a directory holding a ``SKILL.md``: a front matter block (between two ``---``
-lines) with ``name`` and ``description`` in the simple ``key: value`` subset of YAML, then
-the body, the procedure itself::
+A skill is a directory holding a ``SKILL.md``: a YAML front matter block (between two
+``---`` lines, read with ``yaml.safe_load``) with ``name`` and ``description``, then the
+body, the procedure itself::
 
     ---
     name: greetings
-    description: Greet somebody with a festive message.
+    description: >
+      Greet somebody
+      with a festive message.
     ---
     1. Ask who to greet when no name was given. ...
+
+Folded (``>``) and literal (``|``) scalars, quoted strings, comments, block lists and any
+other keys are YAML's; ``name`` and ``description`` must be text (a scalar, taken as
+written).  A block that is not valid YAML but is plain ``key: value`` lines, the subset
+earlier versions read (``description: Use it when: the user asks``), is still read as such.
 
 Skills are looked up, in order, in ``<cwd>/.acpkit/skills/``, ``~/.config/acpkit/skills/``
 and the ``skills.dirs`` of the configuration (relative ones against the cwd); the first
@@ -26,8 +33,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import attrs
+import yaml
 
 __all__ = [
     "RESERVED_NAMES",
@@ -50,6 +59,8 @@ SKILL_HINT = "parameters, if this skill needs any"
 """``input.hint`` of every skill command."""
 RESERVED_NAMES = frozenset({"new", "compact"})
 """Built-in slash commands: a skill with one of these names is never announced."""
+TEXT_FIELDS = ("name", "description")
+"""Front matter keys read as text: a scalar is taken as written, a list or mapping refused."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _KEY_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*)\s*:\s*(.*)$")
@@ -85,38 +96,106 @@ def _unquote(value: str) -> str:
     return value
 
 
-def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
-    """
-    Split a ``SKILL.md`` into its front matter (``key: value`` pairs) and its body.
+def _one_line(error: yaml.YAMLError) -> str:
+    """A YAML error in one line: what is wrong and where (line and column of the file)."""
+    problem = getattr(error, "problem", None)
+    mark = getattr(error, "problem_mark", None)
+    text = str(problem) if problem else " ".join(str(error).split())
+    if mark is not None:
+        # the block starts on the file's second line (after the opening '---')
+        text += f" (line {mark.line + 2}, column {mark.column + 1})"
+    return text
 
-    Raises :class:`SkillError` when the text does not start with a ``---`` block closed by
-    another ``---`` line, or when a line of the block is not ``key: value``.
+
+def _subset_fields(lines: Sequence[str]) -> dict[str, Any]:
     """
-    lines = text.lstrip("\ufeff").splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        raise SkillError("no front matter (the file must start with a '---' line)")
-    fields: dict[str, str] = {}
-    for index, line in enumerate(lines[1:], start=1):
+    The front matter read as plain ``key: value`` lines, the subset earlier versions read:
+    the compatibility reading of a block that is not valid YAML (``description: Use it
+    when: …``).  Raises :class:`SkillError` when a line is not ``key: value``.
+    """
+    fields: dict[str, Any] = {}
+    for number, line in enumerate(lines, start=2):
         stripped = line.strip()
-        if stripped == "---":
-            return fields, "".join(lines[index + 1 :]).strip("\n")
         if not stripped or stripped.startswith("#"):
             continue
         match = _KEY_VALUE.match(stripped)
         if match is None:
-            raise SkillError(f"front matter line {index + 1} is not 'key: value': {stripped!r}")
+            raise SkillError(f"front matter line {number} is not 'key: value': {stripped!r}")
         key, value = match.groups()
         if key in fields:
             raise SkillError(f"front matter key {key!r} is given twice")
         fields[key] = _unquote(value)
-    raise SkillError("the front matter is not closed by a '---' line")
+    return fields
+
+
+def _yaml_fields(block: str) -> dict[str, Any]:
+    """
+    The front matter read as YAML (``yaml.safe_load``): a mapping, each key once.  A text
+    field (:data:`TEXT_FIELDS`) given as a scalar is its text as written, whatever type YAML
+    would resolve (``name: 1.10`` is ``"1.10"``, not a number); ``yaml.YAMLError`` when the
+    block is not valid YAML.
+    """
+    document = yaml.safe_load(block)
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        kind = "a list" if isinstance(document, list) else f"a single {type(document).__name__}"
+        raise SkillError(f"the front matter is not 'key: value' pairs (it reads as {kind})")
+    root = yaml.compose(block, Loader=yaml.SafeLoader)
+    nodes: dict[str, yaml.Node] = {}
+    if isinstance(root, yaml.MappingNode):
+        for key_node, value_node in root.value:
+            key = str(key_node.value)
+            if key in nodes:
+                raise SkillError(f"front matter key {key!r} is given twice")
+            nodes[key] = value_node
+    fields = {str(key): value for key, value in document.items()}
+    for key in TEXT_FIELDS:
+        node = nodes.get(key)
+        if node is None:
+            continue
+        if not isinstance(node, yaml.ScalarNode):
+            kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
+            raise SkillError(f"the front matter's {key!r} is {kind}, not text")
+        fields[key] = str(node.value)
+    return fields
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """
+    Split a ``SKILL.md`` into its front matter (a YAML mapping) and its body.
+
+    The block between the two ``---`` lines is read with ``yaml.safe_load``; a block that is
+    not valid YAML but is plain ``key: value`` lines (the subset earlier versions read, e.g.
+    ``description: Use it when: …``) is read as such.  Raises :class:`SkillError` when the
+    text does not start with a ``---`` block closed by another ``---`` line, when the block
+    is neither, when it is not a mapping, or when a key is given twice.
+    """
+    lines = text.lstrip("\ufeff").splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        raise SkillError("no front matter (the file must start with a '---' line)")
+    for index, line in enumerate(lines[1:], start=1):
+        if line.strip() == "---":
+            block_lines = lines[1:index]
+            body = "".join(lines[index + 1 :]).strip("\n")
+            break
+    else:
+        raise SkillError("the front matter is not closed by a '---' line")
+    try:
+        return _yaml_fields("".join(block_lines)), body
+    except yaml.YAMLError as error:
+        try:
+            return _subset_fields(block_lines), body
+        except SkillError:
+            pass
+        raise SkillError(f"the front matter is not valid YAML: {_one_line(error)}") from None
 
 
 def parse_skill(text: str, path: str) -> Skill:
     """A skill from the text of its ``SKILL.md``; :class:`SkillError` when malformed."""
     fields, body = parse_front_matter(text)
-    name = fields.get("name", "")
-    description = " ".join(fields.get("description", "").split())
+    name = fields.get("name") or ""
+    description = " ".join((fields.get("description") or "").split())
     if not name:
         raise SkillError("the front matter has no 'name'")
     if _NAME.fullmatch(name) is None:

@@ -5,7 +5,10 @@ Sessions on disk (``sessions.enabled``): ``<cwd>/<sessions.dir>/<id>.json``.
 each session when it is registered and after each turn, ``/new`` and ``/compact``
 (:meth:`DiskSessionStore.saved`).  Writes are atomic (:func:`atomic_write`: a temporary
 file in the same directory, fsync, rename over the old file, fsync of the directory), so a
-crash mid-write leaves the previous good file.
+crash mid-write leaves the previous good file — and its temporary file
+(``.<id>.json.<random>.tmp``), which the store removes the first time it uses that
+directory again (a session created or loaded there), once older than
+:data:`STALE_TEMP_AGE` seconds (:meth:`DiskSessionStore.clean`).
 
 The file is a JSON object::
 
@@ -31,6 +34,7 @@ import json
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -51,6 +55,7 @@ __all__ = [
     "DiskSessionStore",
     "SessionFileError",
     "atomic_write",
+    "remove_stale_temporaries",
     "session_from_document",
     "session_store_for",
     "session_to_document",
@@ -62,6 +67,43 @@ FILE_FORMAT = "acpkit-agent-session"
 FORMAT_VERSION = 1
 """The version this agent writes and reads."""
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+TEMP_SUFFIX = ".tmp"
+"""The suffix of :func:`atomic_write`'s temporary files: ``.<id>.json.<random>.tmp``."""
+_TEMP_FILE = re.compile(r"\.[A-Za-z0-9][A-Za-z0-9_.-]*\.json\.[^/]+\.tmp")
+STALE_TEMP_AGE = 60.0
+"""
+Seconds after which a temporary session file is a leftover of a crash mid-save (a save
+takes milliseconds; a younger one may be another agent's save in progress).
+"""
+
+
+def remove_stale_temporaries(
+    directory: str, *, now: float | None = None, age: float = STALE_TEMP_AGE
+) -> list[str]:
+    """
+    Remove the temporary files a crash mid-save left in a sessions ``directory``
+    (``.<id>.json.<random>.tmp`` last changed more than ``age`` seconds before ``now``);
+    session files and anything else are kept.  Returns the paths removed; a directory that
+    does not exist or cannot be listed, and a file that cannot be removed, are skipped.
+    """
+    now = time.time() if now is None else now
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed: list[str] = []
+    for name in sorted(names):
+        if _TEMP_FILE.fullmatch(name) is None:
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if not os.path.isfile(path) or now - os.lstat(path).st_mtime <= age:
+                continue
+            os.unlink(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
 
 
 class SessionFileError(Exception):
@@ -79,7 +121,7 @@ def atomic_write(
     directory = os.path.dirname(path) or "."
     os.makedirs(directory, exist_ok=True)
     fd, temporary = tempfile.mkstemp(
-        dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp"
+        dir=directory, prefix="." + os.path.basename(path) + ".", suffix=TEMP_SUFFIX
     )
     try:
         with os.fdopen(fd, "wb") as stream:
@@ -188,17 +230,26 @@ def session_from_document(document: Any, session_id: str, cwd: str) -> Session:
 class DiskSessionStore:
     """Keeps sessions in memory and writes each one to ``<cwd>/<directory>/<id>.json``."""
 
-    def __init__(self, directory: str, *, replace: Callable[[str, str], None] = os.replace):
+    def __init__(
+        self,
+        directory: str,
+        *,
+        replace: Callable[[str, str], None] = os.replace,
+        clock: Callable[[], float] = time.time,
+    ):
         self.directory = directory
         self._replace = replace
+        self._clock = clock
         self._sessions: dict[str, Session] = {}
         self._warnings: dict[str, str] = {}
         self._failing: set[str] = set()
+        self._cleaned: set[str] = set()
 
     # -- SessionStore -----------------------------------------------------------------
 
     def add(self, session: Session) -> None:
-        """Register a session (new or loaded)."""
+        """Register a session (new or loaded); the first in a directory cleans it."""
+        self.clean(session.cwd)
         self._sessions[session.id] = session
 
     def get(self, session_id: str) -> Session | None:
@@ -224,6 +275,19 @@ class DiskSessionStore:
         if _SESSION_ID.fullmatch(session_id) is None:
             raise SessionFileError(f"{session_id!r} is not a session id")
         return os.path.join(self.sessions_dir(cwd), session_id + ".json")
+
+    def clean(self, cwd: str) -> None:
+        """
+        The first time this store uses the sessions directory of ``cwd`` (a session created
+        or loaded there), remove the temporary files a crash mid-save left in it
+        (:func:`remove_stale_temporaries`); each removal is logged.
+        """
+        directory = os.path.normpath(self.sessions_dir(cwd))
+        if directory in self._cleaned:
+            return
+        self._cleaned.add(directory)
+        for path in remove_stale_temporaries(directory, now=self._clock()):
+            _log.info("[acp] removed {path}, left by a save that did not finish", path=path)
 
     def write(self, session: Session) -> bool:
         """Write the session's file now; False (logged) when it could not be written."""
@@ -278,6 +342,7 @@ class DiskSessionStore:
     def load(self, session_id: str, cwd: str) -> Session:
         """Read a session file; :class:`SessionFileError` (one line) when it cannot be used."""
         path = self.path_for(session_id, cwd)
+        self.clean(cwd)
         try:
             with open(path, "rb") as stream:
                 raw = stream.read()

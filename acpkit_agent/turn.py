@@ -105,10 +105,13 @@ class AgentRuntime:
         ]
 
     async def window(self) -> int:
-        """The context window: ``context.contextWindow``, else the engine's probe (cached)."""
+        """
+        The context window: ``context.contextWindow``, else the engine's probe (a known
+        window is kept; 0, unknown, is asked again next time: the engine keeps what it can).
+        """
         if self.config.context_window > 0:
             return self.config.context_window
-        if self._window is None:
+        if not self._window:
             probed = await self.engine.context_window()
             self._window = probed if isinstance(probed, int) and probed > 0 else 0
         return self._window

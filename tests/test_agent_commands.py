@@ -5,13 +5,16 @@ The ``/new`` and ``/compact`` slash commands (seed 000, "session/prompt" rows ``
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from twisted.internet.defer import ensureDeferred, succeed
 
 from acpkit import schema
 from acpkit_agent.compaction import is_summary
 from acpkit_agent.config import AgentConfig
+from acpkit_agent.turn import AgentRuntime
 from tests.fixtures.agent.harness import Harness, captured_logs, make_harness, scripted
 
 
@@ -31,11 +34,13 @@ def answer(text: str, usage: tuple[int, int] | None = None) -> dict[str, Any]:
     return turn
 
 
-def test_new_forgets_the_history_and_keeps_the_session() -> None:
+def test_new_forgets_the_history_and_keeps_the_session(tmp_path: Path) -> None:
     """/new: chunk, end_turn, usage totals, usage_update, log; id, cwd, remembered kept."""
+    cwd = tmp_path / "p"
+    cwd.mkdir()
     with captured_logs() as logs:
         h = agent([answer("one", (100, 10)), answer("two", (200, 20))])
-        sid = h.start("/work/p")
+        sid = h.start(str(cwd))
         h.raw_prompt(sid, "first")
         h.raw_prompt(sid, "second")
         session = h.agent.sessions.get(sid)
@@ -57,7 +62,7 @@ def test_new_forgets_the_history_and_keeps_the_session() -> None:
     usage = h.client.of_kind("usage_update")
     assert len(usage) == 1 and usage[0]["used"] == session.used_tokens()
     assert [m["role"] for m in session.history] == ["system"]
-    assert session.id == sid and session.cwd == "/work/p"
+    assert session.id == sid and session.cwd == str(cwd)
     assert session.remembered == {"bash": True}
     assert session.last_measure == 0
     assert f"[acp] session {sid}: new session, 4 message(s) forgotten" in logs.acp()
@@ -209,3 +214,38 @@ def test_new_and_compact_advertised_first() -> None:
         {"name": "new", "description": "Clear the history and start a new session"},
         {"name": "compact", "description": "Compress the history now, keeping the last turns"},
     ]
+
+
+@pytest.mark.parametrize("command", ["/new", "/compact"])
+def test_command_before_any_model_call_reports_the_probed_window(command: str) -> None:
+    """
+    /new or /compact as the first prompt of a session (no model call yet) sends a
+    usage_update whose size is the context window the engine's probe gives, not 0.
+    """
+    h = make_harness(scripted({"turn": [answer("one")], "context_window": 8192}))
+    sid = h.start()
+    h.client.updates.clear()
+    assert h.raw_prompt(sid, command)["stopReason"] == "end_turn"
+    [usage] = h.client.of_kind("usage_update")
+    assert usage["size"] == 8192
+    engine: Any = h.runtime.engine
+    assert engine.calls == 0
+
+
+def test_unknown_window_is_asked_again_and_a_known_one_kept() -> None:
+    """The runtime keeps a probed window; a probe that told nothing (0) is asked again."""
+    answers = [0, 4096, 9999]
+    asked: list[int] = []
+
+    class Probe:
+        def context_window(self) -> Any:
+            asked.append(answers[len(asked)])
+            return succeed(asked[-1])
+
+    runtime = AgentRuntime(config=AgentConfig(), engine=Probe(), tools={}, reactor=None)
+    seen: list[int] = []
+    for _ in range(3):
+        ensureDeferred(runtime.window()).addCallback(seen.append)
+    assert seen == [0, 4096, 4096]
+    assert asked == [0, 4096]
+    assert runtime.known_window() == 4096

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,10 @@ from acpkit_agent.config import AgentConfig
 from acpkit_agent.session import Session
 from acpkit_agent.store import (
     FORMAT_VERSION,
+    STALE_TEMP_AGE,
+    DiskSessionStore,
     atomic_write,
+    remove_stale_temporaries,
     session_to_document,
 )
 from tests.fixtures.agent.harness import Harness, captured_logs, make_harness, scripted
@@ -481,3 +485,92 @@ def test_real_agent_killed_then_session_load_replays(tmp_path: Path) -> None:
     call = replay[2]
     assert call["title"] == "bash: echo persisted" and call["status"] == "completed"
     assert call["rawOutput"]["output"].startswith("persisted")
+
+
+def test_load_refuses_a_cwd_that_does_not_exist(tmp_path: Path) -> None:
+    """
+    session/load with a cwd that does not exist answers -32602, data.path $.params.cwd, the
+    message naming the path; nothing is created and nothing replayed.
+    """
+    h = agent()
+    h.start(str(tmp_path))
+    h.client.updates.clear()
+    missing = tmp_path / "gone"
+    with pytest.raises(RPCError) as caught:
+        raw_load(h, "20260101-000000-0000beef", missing)
+    assert caught.value.code == -32602
+    assert caught.value.data["path"] == "$.params.cwd"
+    assert caught.value.data["reason"] == f"cwd {str(missing)!r} does not exist"
+    assert str(missing) in caught.value.message
+    assert not missing.exists()
+    assert h.client.updates == []
+
+
+def _leftover(directory: Path, sid: str, age: float) -> Path:
+    """A temporary file as atomic_write names them, last changed ``age`` seconds ago."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f".{sid}.json.k3x9_q2z.tmp"
+    path.write_bytes(b'{"half": ')
+    when = time.time() - age
+    os.utime(path, (when, when))
+    return path
+
+
+def test_stale_temporary_files_are_removed_when_the_directory_is_first_used(
+    tmp_path: Path,
+) -> None:
+    """
+    The first session created in a cwd removes the temporary files a crash mid-save left in
+    its sessions directory (older than STALE_TEMP_AGE), logged; session files, other files
+    and a temporary file younger than that (another agent's save in progress) are kept.
+    """
+    sessions = tmp_path / SESSIONS
+    kept = write_session(tmp_path, "20260101-000000-0000beef", [{"role": "system", "content": "s"}])
+    stale = _leftover(sessions, "20260101-000000-0000beef", STALE_TEMP_AGE + 3600)
+    other_stale = _leftover(sessions, "20260102-000000-0000cafe", STALE_TEMP_AGE + 1)
+    fresh = _leftover(sessions, "20260103-000000-0000f00d", 0)
+    unrelated = sessions / "notes.tmp"
+    unrelated.write_text("not ours")
+    with captured_logs() as logs:
+        h = agent()
+        sid = h.start(str(tmp_path))
+    assert not stale.exists() and not other_stale.exists()
+    assert kept.exists() and fresh.exists() and unrelated.exists()
+    assert (sessions / f"{sid}.json").exists()
+    assert f"[acp] removed {stale}, left by a save that did not finish" in logs.acp()
+    assert not any(
+        name.endswith(".tmp") and name.startswith(f".{sid}") for name in os.listdir(sessions)
+    )
+
+
+def test_stale_temporary_files_are_removed_by_session_load(tmp_path: Path) -> None:
+    """session/load cleans the sessions directory of its cwd the same way, then loads."""
+    other = tmp_path / "other"
+    other.mkdir()
+    sid = "20260101-000000-0000beef"
+    write_session(
+        other, sid, [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
+    )
+    stale = _leftover(other / SESSIONS, sid, STALE_TEMP_AGE + 3600)
+    h = agent()
+    h.start(str(tmp_path))
+    assert load(h, sid, other) == {}
+    assert not stale.exists()
+    assert (other / SESSIONS / f"{sid}.json").exists()
+
+
+def test_remove_stale_temporaries_once_per_directory_with_a_clock(tmp_path: Path) -> None:
+    """
+    DiskSessionStore cleans a directory the first time it is used only (a later leftover
+    stays until the next agent); remove_stale_temporaries compares with the given time.
+    """
+    store = DiskSessionStore(SESSIONS, clock=lambda: time.time() + STALE_TEMP_AGE + 10)
+    sessions = tmp_path / SESSIONS
+    first = _leftover(sessions, "20260101-000000-00000001", 0)
+    store.add(Session.create("20260101-000000-00000002", str(tmp_path)))
+    assert not first.exists()
+    later = _leftover(sessions, "20260101-000000-00000003", 3600)
+    store.add(Session.create("20260101-000000-00000004", str(tmp_path)))
+    assert later.exists()
+    assert remove_stale_temporaries(str(sessions), now=time.time()) == [str(later)]
+    assert remove_stale_temporaries(str(tmp_path / "missing")) == []

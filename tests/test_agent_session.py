@@ -100,8 +100,9 @@ def test_authenticate_answers_empty() -> None:
     assert raw == {}
 
 
-def test_session_new_id_cwd_and_commands_after_response() -> None:
+def test_session_new_id_cwd_and_commands_after_response(tmp_path: Path) -> None:
     """session/new: a date-sortable id, the cwd kept, the system prompt, then the commands."""
+    cwd = str(tmp_path)
     with captured_logs() as logs:
         h = make_harness()
         h.pair.result(h.pair.client.initialize())
@@ -110,7 +111,7 @@ def test_session_new_id_cwd_and_commands_after_response() -> None:
                 codec.decode(
                     schema.NewSessionRequest,
                     {
-                        "cwd": "/work/x",
+                        "cwd": cwd,
                         "mcpServers": [
                             {"name": "a", "command": "a", "args": [], "env": []},
                             {"name": "b", "command": "b", "args": [], "env": []},
@@ -122,7 +123,7 @@ def test_session_new_id_cwd_and_commands_after_response() -> None:
     sid = response.session_id
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{8}", sid)
     session = h.agent.sessions.get(sid)
-    assert session is not None and session.cwd == "/work/x"
+    assert session is not None and session.cwd == cwd
     assert [m["role"] for m in session.history] == ["system"]
     assert session.remembered == {}
     assert h.client.wire_updates() == [
@@ -137,7 +138,7 @@ def test_session_new_id_cwd_and_commands_after_response() -> None:
             ],
         }
     ]
-    assert f"[acp] session {sid}: new in /work/x (2 MCP server(s) ignored)" in logs.acp()
+    assert f"[acp] session {sid}: new in {cwd} (2 MCP server(s) ignored)" in logs.acp()
 
 
 def test_session_id_format() -> None:
@@ -405,3 +406,44 @@ def test_session_new_refuses_a_relative_cwd() -> None:
         )
     assert caught.value.code == -32602
     assert "$.params.cwd" in str(caught.value.to_json())
+
+
+@pytest.mark.parametrize("sessions_enabled", [False, True])
+def test_session_new_refuses_a_cwd_that_does_not_exist(
+    tmp_path: Path, sessions_enabled: bool
+) -> None:
+    """
+    session/new with an absolute cwd that does not exist answers -32602, data.path
+    $.params.cwd, the message naming the path; nothing is created there, sessions enabled
+    or not.
+    """
+    h = make_harness(config=AgentConfig(sessions_enabled=sessions_enabled))
+    h.pair.result(h.pair.client.initialize())
+    missing = tmp_path / "no" / "such" / "dir"
+    with pytest.raises(RPCError) as caught:
+        h.pair.result(
+            h.pair.client.protocol.request("session/new", {"cwd": str(missing), "mcpServers": []})
+        )
+    assert caught.value.code == -32602
+    assert caught.value.data["path"] == "$.params.cwd"
+    assert caught.value.data["reason"] == f"cwd {str(missing)!r} does not exist"
+    assert str(missing) in caught.value.message
+    assert not (tmp_path / "no").exists()
+    assert list(h.agent.sessions) == []
+
+
+def test_session_new_refuses_a_cwd_that_is_a_file(tmp_path: Path) -> None:
+    """session/new with a cwd naming a file answers -32602 saying it is not a directory."""
+    h = make_harness()
+    h.pair.result(h.pair.client.initialize())
+    file = tmp_path / "file.txt"
+    file.write_text("not a directory")
+    with pytest.raises(RPCError) as caught:
+        h.pair.result(
+            h.pair.client.protocol.request("session/new", {"cwd": str(file), "mcpServers": []})
+        )
+    assert caught.value.code == -32602
+    assert caught.value.data == {
+        "path": "$.params.cwd",
+        "reason": f"cwd {str(file)!r} is not a directory",
+    }

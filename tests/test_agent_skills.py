@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -113,19 +114,117 @@ def test_malformed_skill_is_refused_with_a_reason(text: str, reason: str) -> Non
         parse_skill(text, "/s/SKILL.md")
 
 
+_NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True)
+_ONE_LINE = st.text(st.characters(blacklist_categories=["Cc", "Cs", "Zl", "Zp"]), min_size=1).map(
+    str.strip
+)
+_BODIES = st.text(min_size=1).filter(lambda b: bool(b.strip()) and "\r" not in b)
+_YAML_START = "-?:,[]{}#&*!|>'\"%@`"
+"""Characters that start YAML syntax (not plain text) at the start of a value."""
+
+
 @given(
-    name=st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,20}", fullmatch=True),
-    description=st.text(st.characters(blacklist_categories=["Cc", "Cs", "Zl", "Zp"]), min_size=1)
-    .map(str.strip)
-    .filter(lambda d: bool(d) and d[0] not in "\"'" and d[-1] not in "\"'"),
-    body=st.text(min_size=1).filter(lambda b: bool(b.strip()) and "\r" not in b),
+    name=_NAMES,
+    description=_ONE_LINE.filter(
+        lambda d: bool(d) and d[0] not in _YAML_START and " #" not in d and d[-1] not in "\"'"
+    ),
+    body=_BODIES,
 )
 def test_front_matter_round_trip(name: str, description: str, body: str) -> None:
-    """Any valid name, one-line description and non-empty body read back as written."""
+    """
+    Any valid name, one-line plain description and non-empty body read back as written
+    (YAML plain text; a ': ' in it, not valid YAML, is read as the earlier subset did).
+    """
     skill = parse_skill(f"---\nname: {name}\ndescription: {description}\n---\n{body}", "/p")
     assert skill.name == name
     assert skill.description == " ".join(description.split())
     assert skill.body == body.strip("\n")
+
+
+@given(name=_NAMES, description=_ONE_LINE.filter(bool), body=_BODIES)
+def test_front_matter_round_trip_of_any_quoted_description(
+    name: str, description: str, body: str
+) -> None:
+    """Any description written as a YAML double-quoted string reads back as the text."""
+    quoted = yaml.safe_dump(description, default_style='"', width=float("inf")).strip()
+    skill = parse_skill(f"---\nname: {name}\ndescription: {quoted}\n---\n{body}", "/p")
+    assert skill.name == name
+    assert skill.description == " ".join(description.split())
+    assert skill.body == body.strip("\n")
+
+
+def test_front_matter_is_yaml_folded_scalars_and_block_lists() -> None:
+    """
+    The front matter is YAML: a folded ``description: >`` reads as its text, block lists
+    and nested keys are accepted, comments are comments, and name/description are text as
+    written (``name: 1.10`` is not a number).
+    """
+    text = (
+        "---\n"
+        "name: 1.10\n"
+        "description: >\n"
+        "  Start, wait on and stop\n"
+        "  a background job.   # not a comment inside a folded scalar\n"
+        "allowed-tools:\n"
+        "  - bash\n"
+        "  - read_file\n"
+        "metadata:\n"
+        "  version: 2  # a comment\n"
+        "---\n"
+        "Step 1.\n"
+    )
+    skill = parse_skill(text, "/s/SKILL.md")
+    assert skill.name == "1.10"
+    assert skill.description == (
+        "Start, wait on and stop a background job. # not a comment inside a folded scalar"
+    )
+    assert skill.body == "Step 1."
+    literal = parse_skill(
+        "---\nname: lit\ndescription: |\n  Two\n  lines.\n---\nGo.\n", "/s/SKILL.md"
+    )
+    assert literal.description == "Two lines."
+    quoted = parse_skill('---\nname: q\ndescription: "Use it: \\u00e9t\u00e9"\n---\nGo.\n', "/p")
+    assert quoted.description == "Use it: \u00e9t\u00e9"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (
+            "---\nname: x\ndescription:\n  - a\n - b\n---\nbody\n",
+            "the front matter is not valid YAML: expected <block end>, but found "
+            "'<block sequence start>' (line 5, column 2)",
+        ),
+        (
+            "---\nname: x\ndescription:\n  - a\n  - b\n---\nbody\n",
+            "the front matter's 'description' is a list, not text",
+        ),
+        (
+            "---\nname: {a: 1}\ndescription: y\n---\nbody\n",
+            "the front matter's 'name' is a mapping, not text",
+        ),
+        ("---\n- a\n- b\n---\nbody\n", "the front matter is not 'key: value' pairs"),
+    ],
+)
+def test_invalid_yaml_front_matter_is_reported(text: str, reason: str) -> None:
+    """Front matter that is neither valid YAML nor plain key: value lines is refused, saying why."""
+    with pytest.raises(SkillError) as caught:
+        parse_skill(text, "/s/SKILL.md")
+    assert str(caught.value).startswith(reason)
+
+
+def test_invalid_yaml_skill_is_skipped_not_fatal(tmp_path: Path) -> None:
+    """A skill with invalid YAML front matter is a catalog problem; the others load."""
+    skills = tmp_path / "skills"
+    write_skill(skills, "ok", "---\nname: ok\ndescription: >\n  Folded\n  text.\n---\nGo.\n")
+    bad = write_skill(skills, "bad", "---\nname: bad\ndescription:\n  - a\n - b\n---\nGo.\n")
+    catalog = load_catalog([str(skills)])
+    assert catalog.names() == ["ok"]
+    ok = catalog.get("ok")
+    assert ok is not None and ok.description == "Folded text."
+    [problem] = catalog.problems
+    assert problem.path == str(bad)
+    assert problem.reason.startswith("the front matter is not valid YAML: ")
 
 
 def test_catalog_order_duplicates_and_problems(tmp_path: Path) -> None:

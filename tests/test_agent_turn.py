@@ -525,6 +525,30 @@ def test_engine_failure_is_internal_error_and_agent_stays_up(
     assert h.client.text() == "recovered"
 
 
+@pytest.mark.parametrize(
+    "turn, message",
+    [
+        ({"error": "model exploded"}, "model exploded"),
+        ({"status": 500, "body": "oops"}, "HTTP 500"),
+    ],
+)
+def test_engine_failure_explanation_is_in_data_error(turn: dict[str, Any], message: str) -> None:
+    """
+    A failed turn's -32603 carries the one-line explanation in data.error too (seed 000:
+    "Échec: internal error avec error: <explication en une ligne>"), the same text as the
+    message after "Internal error: ".
+    """
+    h = harness([turn])
+    sid = h.start()
+    with pytest.raises(RPCError) as caught:
+        h.raw_prompt(sid, "q")
+    assert caught.value.code == -32603
+    assert isinstance(caught.value.data, dict) and set(caught.value.data) == {"error"}
+    explanation = caught.value.data["error"]
+    assert message in explanation and "\n" not in explanation
+    assert caught.value.message == f"Internal error: {explanation}"
+
+
 def test_failure_after_tool_call_keeps_history() -> None:
     """A failure on the second model call keeps the first call and its result in history."""
     h = harness([{"tool_calls": [call("bash", command="ls")]}, {"error": "boom"}])
