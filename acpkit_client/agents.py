@@ -8,9 +8,11 @@ An :class:`AgentRun` is one agent of one window:
    whose IClient is the window; ``ACPKIT_TRACE`` gives the connection a tracer.
    (:meth:`AgentRun.attach` takes an existing connection instead: in-memory pairs.)
 2. :meth:`AgentRun.handshake` sends ``initialize`` (fs read/write, no terminal,
-   ``clientInfo`` acpkit-client), refuses a protocol version we do not speak, notes
-   ``authMethods`` (a login we cannot do: ``authenticate`` is never called), then
-   ``session/new`` with the entry's cwd and no MCP servers.
+   ``clientInfo`` acpkit-client), refuses a protocol version we do not speak, keeps
+   ``authMethods`` (``authenticate`` is never called: a login is only reported when the
+   agent answers ``-32000`` "authentication required"), then ``session/new`` with the
+   entry's cwd and no MCP servers.  With a ``timeout``, both must be answered within it
+   or the handshake fails with :class:`HandshakeTimeout` naming the unanswered request.
 3. :meth:`AgentRun.stop` closes the agent's stdin, then its process group.
 
 Whatever fails is kept in :attr:`AgentRun.problems` (plain sentences, for **Agent
@@ -20,17 +22,19 @@ status**) and the run's :attr:`AgentRun.state` says where it is.
 from __future__ import annotations
 
 import enum
+import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 
 from acpkit import __version__, schema
 from acpkit.connection import ClientConnection, ProtocolVersionError
 from acpkit.endpoints import AgentExited, AgentProcess, spawn_agent
-from acpkit.errors import AuthRequired, RPCError
+from acpkit.errors import AuthRequired, RPCError, clip
 from acpkit.interfaces import IClient
 from acpkit.trace import tracer_from_environment
 from acpkit_client.config import AgentEntry
@@ -41,14 +45,25 @@ __all__ = [
     "AgentRun",
     "AgentStartError",
     "AgentState",
+    "HandshakeTimeout",
     "client_capabilities",
     "client_info",
+    "describe_auth_methods",
+    "describe_rpc_error",
 ]
 
 log = Logger()
 
 #: The ``clientInfo.name`` we announce.
 CLIENT_NAME = "acpkit-client"
+
+#: At most this many characters of an error's ``data`` (as compact JSON) are shown.
+ERROR_DATA_LIMIT = 500
+
+#: At most this many characters of an error's ``message`` are shown.
+ERROR_MESSAGE_LIMIT = 500
+
+_T = TypeVar("_T")
 
 
 class AgentState(enum.Enum):
@@ -66,6 +81,72 @@ class AgentStartError(Exception):
     """The agent could not be started or its session could not be opened; ``str()`` says why."""
 
 
+class HandshakeTimeout(AgentStartError):
+    """The agent did not answer ``initialize`` or ``session/new`` in time."""
+
+    def __init__(self, method: str, timeout: float) -> None:
+        super().__init__(f"no answer to {method} within {timeout:g} s")
+        #: The request that was not answered (``initialize`` or ``session/new``).
+        self.method = method
+        self.timeout = timeout
+
+
+def describe_rpc_error(error: RPCError) -> str:
+    """
+    One line for an error the agent answered: its message once, its code once, and its
+    ``data`` (compact JSON, cut at :data:`ERROR_DATA_LIMIT` characters) when there is any.
+
+    >>> describe_rpc_error(RPCError(-32603, "Internal error", {"reason": "no API key"}))
+    'Internal error (code -32603; data: {"reason":"no API key"})'
+    """
+    message = " ".join(str(error.message).split()) or "(no message)"
+    suffix = f"(code {error.code})"
+    if message.endswith(suffix):  # some agents put the code in the message already
+        message = message[: -len(suffix)].rstrip() or message
+    message = clip(message, ERROR_MESSAGE_LIMIT)
+    if error.data is None:
+        return f"{message} (code {error.code})"
+    try:
+        data = json.dumps(error.data, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        data = repr(error.data)
+    return f"{message} (code {error.code}; data: {clip(data, ERROR_DATA_LIMIT)})"
+
+
+class _Deadline:
+    """One time limit over several requests: when it expires, the pending one is cancelled."""
+
+    def __init__(self, clock: Any, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._pending: Deferred[Any] | None = None
+        self._call: IDelayedCall | None = None
+        if clock is not None and seconds is not None:
+            self._call = clock.callLater(seconds, self._expire)
+
+    def _expire(self) -> None:
+        self.expired = True
+        pending, self._pending = self._pending, None
+        if pending is not None and not pending.called:
+            pending.cancel()
+
+    async def wait(self, d: Deferred[_T]) -> _T:
+        """What ``d`` fires with; CancelledError when the deadline passes first."""
+        if self.expired:
+            d.cancel()
+        else:
+            self._pending = d
+        try:
+            return await d
+        finally:
+            self._pending = None
+
+    def stop(self) -> None:
+        """The handshake is over: no more deadline."""
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+
+
 def client_capabilities() -> schema.ClientCapabilities:
     """What we announce: ``fs`` read and write; no ``terminal``."""
     return schema.ClientCapabilities(
@@ -79,7 +160,8 @@ def client_info() -> schema.Implementation:
     return schema.Implementation(name=CLIENT_NAME, title="acpkit client", version=__version__)
 
 
-def _describe_auth_methods(methods: list[Any]) -> str:
+def describe_auth_methods(methods: list[Any]) -> str:
+    """The names of the listed ``authMethods``, comma-separated."""
     names = []
     for method in methods:
         name = getattr(method, "name", None) or getattr(method, "id", None)
@@ -105,7 +187,7 @@ class AgentRun:
         self.state = AgentState.NOT_STARTED
         #: What went wrong, in order (plain sentences for Agent status).
         self.problems: list[str] = []
-        #: Notes that are not failures (e.g. the agent lists authMethods).
+        #: Notes that are not failures.
         self.notes: list[str] = []
         self.process: AgentProcess | None = None
         self.connection: ClientConnection | None = None
@@ -113,7 +195,8 @@ class AgentRun:
         self.session_id: str | None = None
         #: How the process ended, once it has.
         self.exit: AgentExited | None = None
-        #: True when the agent listed ``authMethods`` (a login we cannot do).
+        #: True once the agent answered -32000 "authentication required" (a login we
+        #: cannot do); listing ``authMethods`` alone does not set it.
         self.needs_login = False
         self._observers: list[IAgentObserver] = []
         self._stopping: Deferred[Any] | None = None
@@ -204,36 +287,53 @@ class AgentRun:
         self._set_state(AgentState.STARTING)
         self.connection = connection
 
-    async def handshake(self) -> str:
-        """``initialize`` then ``session/new``; return the session id or raise AgentStartError."""
+    async def handshake(self, clock: Any = None, timeout: float | None = None) -> str:
+        """
+        ``initialize`` then ``session/new``; return the session id or raise AgentStartError
+        (:class:`HandshakeTimeout` when ``clock`` and ``timeout`` are given and the two
+        were not both answered within ``timeout`` seconds).
+        """
+        deadline = _Deadline(clock, timeout)
+        try:
+            return await self._handshake(deadline)
+        finally:
+            deadline.stop()
+
+    def _timed_out(self, method: str, deadline: _Deadline) -> AgentStartError:
+        assert deadline.seconds is not None
+        error = HandshakeTimeout(method, deadline.seconds)
+        self._fail(str(error))
+        return error
+
+    async def _handshake(self, deadline: _Deadline) -> str:
         connection = self.connection
         if connection is None:
             raise self._fail("not started")
         try:
-            response = await connection.initialize(
-                client_capabilities=client_capabilities(), client_info=client_info()
+            response = await deadline.wait(
+                connection.initialize(
+                    client_capabilities=client_capabilities(), client_info=client_info()
+                )
             )
         except ProtocolVersionError as e:
             raise self._fail(str(e)) from None
+        except CancelledError:
+            if deadline.expired:
+                raise self._timed_out("initialize", deadline) from None
+            raise self._fail("initialize failed: cancelled") from None
         except Exception as e:
             raise self._fail(f"initialize failed: {self._reason(e)}") from None
         self.initialize_response = response
-        if response.auth_methods:
-            self.needs_login = True
-            self.notes.append(
-                "the agent requires a login that acpkit-client cannot do (authMethods: "
-                f"{_describe_auth_methods(list(response.auth_methods))}); log in with the "
-                "agent's own command line before starting it here"
-            )
         try:
-            session = await connection.new_session(
-                schema.NewSessionRequest(cwd=self.cwd, mcp_servers=[])
+            session = await deadline.wait(
+                connection.new_session(schema.NewSessionRequest(cwd=self.cwd, mcp_servers=[]))
             )
         except AuthRequired as e:
-            raise self._fail(
-                f"session/new failed: the agent requires a login that acpkit-client cannot do "
-                f"({e}); log in with the agent's own command line first"
-            ) from None
+            raise self._fail(f"session/new failed: {self.login_required(e)}") from None
+        except CancelledError:
+            if deadline.expired:
+                raise self._timed_out("session/new", deadline) from None
+            raise self._fail("session/new failed: cancelled") from None
         except Exception as e:
             raise self._fail(f"session/new failed: {self._reason(e)}") from None
         self.session_id = session.session_id
@@ -241,9 +341,29 @@ class AgentRun:
             self._set_state(AgentState.READY)
         return session.session_id
 
+    @property
+    def auth_methods(self) -> list[Any]:
+        """The ``authMethods`` the agent listed at ``initialize`` (none before)."""
+        response = self.initialize_response
+        return list(response.auth_methods or []) if response is not None else []
+
+    def login_required(self, error: AuthRequired) -> str:
+        """
+        The sentence for a ``-32000`` answer: the agent's own words, the login methods it
+        listed, and what to do.  Sets :attr:`needs_login`.
+        """
+        self.needs_login = True
+        methods = self.auth_methods
+        offered = f"; authMethods: {describe_auth_methods(methods)}" if methods else ""
+        return (
+            f"the agent requires a login that acpkit-client cannot do "
+            f"({describe_rpc_error(error)}{offered}); log in with the agent's own command "
+            "line first"
+        )
+
     def _reason(self, error: BaseException) -> str:
         if isinstance(error, RPCError):
-            return f"{error} (code {error.code})"
+            return describe_rpc_error(error)
         if self.exit is not None:
             return str(self.exit)
         return str(error) or type(error).__name__

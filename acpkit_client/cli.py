@@ -1,9 +1,16 @@
 """``acpkit-client``: the reference client's command line.
 
-``acpkit-client ask [--agent NAME] [--cwd DIR] [--allow|--deny] PROMPT`` runs one prompt
-on one agent of the project's agents file and streams the answer to stdout; tool calls
-and the plan go to stderr.  Without a sub-command, ``acpkit-client [--cwd DIR] [--log FILE]``
-opens the terminal UI (``acpkit_client.tui``).
+``acpkit-client ask [-v] [--agent NAME] [--cwd DIR] [--allow|--deny] [--handshake-timeout S]
+[--timeout S] PROMPT`` runs one prompt on one agent of the project's agents file and
+streams the whole answer to stdout (no size cap: it writes to a pipe, not a window); tool
+calls and the plan go to stderr.  Without a sub-command, ``acpkit-client [--cwd DIR]
+[--log FILE]`` opens the terminal UI (``acpkit_client.tui``).  ``--version`` prints the
+version.
+
+Time limits: the agent must answer ``initialize`` and ``session/new`` within
+``--handshake-timeout`` seconds (default 30); ``--timeout`` limits the turn (from
+``session/prompt`` to its answer; default: no limit).  Either one passing prints one line
+naming what was not answered, stops the agent and exits 124.
 
 Exit status of ``ask``:
 
@@ -15,6 +22,8 @@ Exit status of ``ask``:
 3     configuration error: an agents file was refused, or no such agent
 4     the agent refused (``stopReason: "refusal"``)
 5     the turn stopped early (``max_tokens`` or ``max_turn_requests``)
+124   timed out: no answer to ``initialize`` or ``session/new`` within
+      ``--handshake-timeout``, or the turn did not end within ``--timeout``
 130   cancelled (Ctrl-C: the turn was cancelled, or a second Ctrl-C stopped the agent)
 ====  =========================================================================
 
@@ -45,8 +54,8 @@ from twisted.logger import (
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from acpkit import schema
-from acpkit_client.agents import AgentStartError
+from acpkit import __version__, schema
+from acpkit_client.agents import AgentStartError, HandshakeTimeout
 from acpkit_client.config import AgentsConfig, load_agents
 from acpkit_client.conversation import Entry, EntryKind, MessageEntry, PlanEntry, ToolCallEntry
 from acpkit_client.interfaces import IConversationObserver, IPermissionPrompt
@@ -60,6 +69,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_STOPPED_EARLY",
+    "EXIT_TIMEOUT",
     "EXIT_USAGE",
     "AskPrinter",
     "TerminalPermissionPrompt",
@@ -73,19 +83,53 @@ EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_REFUSED = 4
 EXIT_STOPPED_EARLY = 5
+EXIT_TIMEOUT = 124
 EXIT_CANCELLED = 130
+
+#: Seconds the agent has to answer ``initialize`` and ``session/new`` (``ask``).
+DEFAULT_HANDSHAKE_TIMEOUT = 30.0
 
 #: The sub-commands; anything else starts the terminal UI.
 _SUBCOMMANDS = ("ask",)
 
 
+_DESCRIPTION = """\
+The acpkit reference ACP client.
+
+Without a sub-command it opens the terminal UI in the project:
+  acpkit-client [--cwd DIR] [--log FILE]
+(--cwd: the project root, default here; --log: also write the log to FILE).
+With "ask" it runs one prompt and prints the answer (acpkit-client ask --help).
+"""
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="acpkit-client", description="The acpkit reference ACP client."
+        prog="acpkit-client",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    parser.add_argument("--version", action="version", version=f"%(prog)s (acpkit) {__version__}")
     commands = parser.add_subparsers(dest="command")
     ask_parser = commands.add_parser("ask", help="run one prompt on an agent and print the answer")
+    ask_parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="log to stderr (also accepted before ask)",
+    )
     ask_parser.add_argument("--agent", help="the agent's name (default: the first one)")
     ask_parser.add_argument("--cwd", help="the project root (default: the current directory)")
     policy = ask_parser.add_mutually_exclusive_group()
@@ -102,6 +146,21 @@ def _parser() -> argparse.ArgumentParser:
         action="store_const",
         const=PermissionPolicy.REJECT,
         help="without a terminal, reject each tool call (the default)",
+    )
+    ask_parser.add_argument(
+        "--handshake-timeout",
+        type=_seconds,
+        default=DEFAULT_HANDSHAKE_TIMEOUT,
+        metavar="SECONDS",
+        help="give up (exit 124) when the agent has not answered initialize and "
+        f"session/new within this time (default: {DEFAULT_HANDSHAKE_TIMEOUT:g})",
+    )
+    ask_parser.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="give up (exit 124) when the turn has not ended within this time (default: no limit)",
     )
     ask_parser.add_argument("prompt", help="the prompt; @path mentions attach project files")
     ask_parser.set_defaults(policy=PermissionPolicy.REJECT)
@@ -125,14 +184,13 @@ class AskPrinter:
 
     def _answer(self, entry: MessageEntry) -> None:
         key = id(entry)
-        kept = entry.body.kept
         start = self._written.get(key)
         if start is None:
             start = 0
             if self._any_answer:
                 self._write_out("\n" if self._last_char == "\n" else "\n\n")
-        delta = kept[start:]
-        self._written[key] = len(kept)
+        delta = entry.body.since(start)
+        self._written[key] = entry.body.length
         if delta:
             self._any_answer = True
             self._write_out(delta)
@@ -315,10 +373,18 @@ async def ask(
         if interactive
         else PolicyPermissionPrompt(options.policy)
     )
-    window = AgentWindow(entry, root, permission_prompt=prompt)
+    window = AgentWindow(
+        entry,
+        root,
+        permission_prompt=prompt,
+        handshake_timeout=getattr(options, "handshake_timeout", DEFAULT_HANDSHAKE_TIMEOUT),
+        text_cap=None,
+    )
     printer = AskPrinter(out, err)
     window.conversation.subscribe(printer)
     interrupts = 0
+    turn_limit: float | None = getattr(options, "timeout", None)
+    timed_out = False
 
     def interrupted() -> None:
         nonlocal interrupts
@@ -330,11 +396,23 @@ async def ask(
             window.close()
         err.flush()
 
+    def turn_timed_out() -> None:
+        nonlocal timed_out
+        timed_out = True
+        window.abandon_turn()
+
     previous = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, lambda signum, frame: reactor.callFromThread(interrupted))
+    timer = None
     try:
         try:
             await window.start(reactor)
+        except HandshakeTimeout as e:
+            err.write(
+                f"acpkit-client: agent {entry.name!r}: {e} (--handshake-timeout); "
+                "stopping the agent\n"
+            )
+            return EXIT_TIMEOUT
         except AgentStartError as e:
             if interrupts:
                 return EXIT_CANCELLED
@@ -342,10 +420,18 @@ async def ask(
             return EXIT_AGENT_FAILED
         for note in window.run.notes:
             err.write(f"acpkit-client: note: {note}\n")
+        if turn_limit is not None:
+            timer = reactor.callLater(turn_limit, turn_timed_out)
         try:
             stop = await window.send_prompt(options.prompt)
         except TurnError as e:
             printer.finish()
+            if timed_out:
+                err.write(
+                    f"acpkit-client: agent {entry.name!r}: no answer to session/prompt within "
+                    f"{turn_limit:g} s (--timeout); stopping the agent\n"
+                )
+                return EXIT_TIMEOUT
             if interrupts:
                 return EXIT_CANCELLED
             err.write(f"acpkit-client: agent {entry.name!r}: {e}\n")
@@ -356,7 +442,10 @@ async def ask(
             err.write(f"acpkit-client: the turn ended: {stop}\n")
         return code
     finally:
+        if timer is not None and timer.active():
+            timer.cancel()
         signal.signal(signal.SIGINT, previous)
+        err.flush()
         await window.close()
 
 
@@ -370,9 +459,12 @@ def _start_logging(verbose: bool) -> None:
 
 
 def _wants_terminal_ui(args: Sequence[str]) -> bool:
-    """No sub-command (after the global ``-v``), and no request for this parser's help."""
+    """No sub-command (after the global ``-v``), and no request for this parser's help or
+    version."""
     rest = [a for a in args if a not in ("-v", "--verbose")]
-    return not rest or (rest[0] not in _SUBCOMMANDS and rest[0] not in ("-h", "--help"))
+    return not rest or (
+        rest[0] not in _SUBCOMMANDS and rest[0] not in ("-h", "--help", "--version")
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

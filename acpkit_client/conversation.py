@@ -22,8 +22,10 @@ How each ``sessionUpdate`` is shown (the seed's table):
 anything else                  ignored and counted (:attr:`Conversation.ignored`)
 =============================  ==========================================================
 
-Every entry's text is capped at :data:`ENTRY_TEXT_CAP` bytes (UTF-8); what was dropped
-is said in the entry itself.
+Every entry's text is capped at :data:`ENTRY_TEXT_CAP` bytes (UTF-8) by default; what
+was dropped is said in the entry itself.  ``Conversation(text_cap=None)`` keeps all of
+each message (``acpkit-client ask`` streams to a pipe, not a window); tool output stays
+capped.
 """
 
 from __future__ import annotations
@@ -81,18 +83,24 @@ class EntryKind(enum.Enum):
 
 
 class CappedText:
-    """Text that keeps at most ``cap`` UTF-8 bytes and counts what it dropped."""
+    """Text that keeps at most ``cap`` UTF-8 bytes (None: no cap) and counts what it dropped."""
 
-    def __init__(self, cap: int = ENTRY_TEXT_CAP) -> None:
+    def __init__(self, cap: int | None = ENTRY_TEXT_CAP) -> None:
         self.cap = cap
         self._parts: list[str] = []
         self._size = 0
+        #: Characters kept (the length of :attr:`kept`).
+        self.length = 0
         #: Bytes that did not fit and were dropped.
         self.dropped = 0
 
     def append(self, text: str) -> None:
         """Add ``text`` at the end, dropping what goes over the cap."""
         if not text:
+            return
+        if self.cap is None:
+            self._parts.append(text)
+            self.length += len(text)
             return
         room = self.cap - self._size
         if room <= 0:
@@ -102,19 +110,35 @@ class CappedText:
         if len(data) <= room:
             self._parts.append(text)
             self._size += len(data)
+            self.length += len(text)
             return
         kept = data[:room].decode("utf-8", errors="ignore")
         kept_size = len(kept.encode("utf-8"))
         self._parts.append(kept)
         self._size += kept_size
+        self.length += len(kept)
         self.dropped += len(data) - kept_size
 
     def replace(self, text: str) -> None:
         """Start again with ``text`` alone."""
         self._parts = []
         self._size = 0
+        self.length = 0
         self.dropped = 0
         self.append(text)
+
+    def since(self, start: int) -> str:
+        """What was kept from character ``start`` on; costs only the text after ``start``."""
+        if start >= self.length:
+            return ""
+        tail: list[str] = []
+        position = self.length
+        for part in reversed(self._parts):
+            if position <= start:
+                break
+            position -= len(part)
+            tail.append(part if position >= start else part[start - position :])
+        return "".join(reversed(tail))
 
     @property
     def kept(self) -> str:
@@ -295,7 +319,10 @@ def _tag_of(update: object) -> str:
 class Conversation:
     """The model of one agent window's conversation (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, text_cap: int | None = ENTRY_TEXT_CAP) -> None:
+        #: The most bytes a message entry's text keeps (None: no cap; tool output is
+        #: always capped at :data:`ENTRY_TEXT_CAP`).
+        self.text_cap = text_cap
         #: The entries, in order.
         self.entries: list[Entry] = []
         #: The commands the agent announced, in its order.
@@ -422,7 +449,12 @@ class Conversation:
             last.body.append(text)
             self._changed(last)
             return
-        entry = MessageEntry(kind=kind, turn=self.turn, message_id=update.message_id)
+        entry = MessageEntry(
+            kind=kind,
+            turn=self.turn,
+            message_id=update.message_id,
+            body=CappedText(self.text_cap),
+        )
         entry.body.append(text)
         self._add(entry)
 

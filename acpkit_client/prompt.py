@@ -28,14 +28,108 @@ from acpkit_client.completion import MentionSpan, find_mentions, split_prompt, w
 from acpkit_client.fs import DiskBufferProvider
 from acpkit_client.interfaces import IBufferProvider
 
-__all__ = ["build_prompt", "guess_mime_type", "mention_block"]
+__all__ = ["SOURCE_MIME_TYPES", "build_prompt", "guess_mime_type", "mention_block"]
 
 log = Logger()
 
+#: Types of source and text files that the standard ``mimetypes`` table lacks or gets
+#: wrong for a project (``.ts`` is MPEG transport stream there).  Looked up first, by
+#: lower-case extension; whole file names (``Dockerfile``) are in :data:`SOURCE_FILE_NAMES`.
+SOURCE_MIME_TYPES: dict[str, str] = {
+    ".c": "text/x-c",
+    ".cc": "text/x-c++",
+    ".cjs": "text/javascript",
+    ".clj": "text/x-clojure",
+    ".cpp": "text/x-c++",
+    ".cs": "text/x-csharp",
+    ".cxx": "text/x-c++",
+    ".dart": "text/x-dart",
+    ".diff": "text/x-diff",
+    ".el": "text/x-emacs-lisp",
+    ".erl": "text/x-erlang",
+    ".ex": "text/x-elixir",
+    ".exs": "text/x-elixir",
+    ".fs": "text/x-fsharp",
+    ".go": "text/x-go",
+    ".gradle": "text/x-groovy",
+    ".graphql": "application/graphql",
+    ".groovy": "text/x-groovy",
+    ".h": "text/x-c",
+    ".hh": "text/x-c++",
+    ".hpp": "text/x-c++",
+    ".hs": "text/x-haskell",
+    ".ini": "text/plain",
+    ".java": "text/x-java",
+    ".jl": "text/x-julia",
+    ".js": "text/javascript",
+    ".json": "application/json",
+    ".jsonc": "application/json",
+    ".jsx": "text/jsx",
+    ".kt": "text/x-kotlin",
+    ".kts": "text/x-kotlin",
+    ".lua": "text/x-lua",
+    ".markdown": "text/markdown",
+    ".md": "text/markdown",
+    ".mjs": "text/javascript",
+    ".ml": "text/x-ocaml",
+    ".mli": "text/x-ocaml",
+    ".nim": "text/x-nim",
+    ".patch": "text/x-diff",
+    ".php": "text/x-php",
+    ".pl": "text/x-perl",
+    ".pm": "text/x-perl",
+    ".proto": "text/x-protobuf",
+    ".ps1": "text/x-powershell",
+    ".py": "text/x-python",
+    ".pyi": "text/x-python",
+    ".r": "text/x-r",
+    ".rb": "text/x-ruby",
+    ".rs": "text/x-rust",
+    ".rst": "text/x-rst",
+    ".scala": "text/x-scala",
+    ".scss": "text/x-scss",
+    ".sh": "text/x-shellscript",
+    ".sql": "application/sql",
+    ".svelte": "text/x-svelte",
+    ".swift": "text/x-swift",
+    ".tex": "text/x-tex",
+    ".tf": "text/x-terraform",
+    ".toml": "application/toml",
+    ".ts": "text/x-typescript",
+    ".tsx": "text/x-tsx",
+    ".vue": "text/x-vue",
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+    ".zig": "text/x-zig",
+    ".zsh": "text/x-shellscript",
+}
+
+#: Types of files known by their whole name rather than an extension.
+SOURCE_FILE_NAMES: dict[str, str] = {
+    "Dockerfile": "text/x-dockerfile",
+    "Makefile": "text/x-makefile",
+    "GNUmakefile": "text/x-makefile",
+    "CMakeLists.txt": "text/x-cmake",
+}
+
+#: The standard table alone (Python's built-in defaults, not the machine's
+#: ``/etc/mime.types``), so that a file gets the same type on every machine.
+_STANDARD_TYPES = mimetypes.MimeTypes()
+
 
 def guess_mime_type(path: str) -> str | None:
-    """The MIME type guessed from the file name, if any."""
-    guessed, _ = mimetypes.guess_type(path, strict=False)
+    """
+    The MIME type of ``path`` from its name: :data:`SOURCE_FILE_NAMES`, then
+    :data:`SOURCE_MIME_TYPES` by extension, then the standard :mod:`mimetypes` table;
+    None when none knows it.
+    """
+    name = os.path.basename(path)
+    if name in SOURCE_FILE_NAMES:
+        return SOURCE_FILE_NAMES[name]
+    extension = os.path.splitext(name)[1].lower()
+    if extension in SOURCE_MIME_TYPES:
+        return SOURCE_MIME_TYPES[extension]
+    guessed, _ = _STANDARD_TYPES.guess_type(name, strict=False)
     return guessed
 
 

@@ -25,18 +25,18 @@ import os
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from twisted.internet.defer import Deferred, ensureDeferred, fail
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail
 from twisted.logger import Logger
 from zope.interface import implementer
 
 from acpkit import codec, schema
 from acpkit.connection import Client, ClientConnection
 from acpkit.endpoints import AgentExited
-from acpkit.errors import ConnectionLost, InvalidParams, RPCError
+from acpkit.errors import AuthRequired, ConnectionLost, InvalidParams, RPCError
 from acpkit.interfaces import IClient
-from acpkit_client.agents import AgentRun, AgentStartError
+from acpkit_client.agents import AgentRun, AgentStartError, describe_rpc_error
 from acpkit_client.config import AgentEntry
-from acpkit_client.conversation import Conversation
+from acpkit_client.conversation import ENTRY_TEXT_CAP, Conversation
 from acpkit_client.fs import FileAccess
 from acpkit_client.interfaces import IBufferProvider, IPermissionPrompt
 from acpkit_client.permissions import PolicyPermissionPrompt, answer_permission
@@ -71,10 +71,16 @@ class AgentWindow(Client):
         permission_prompt: IPermissionPrompt | None = None,
         allow_outside_roots: bool = False,
         environ: Mapping[str, str] = os.environ,
+        handshake_timeout: float | None = None,
+        text_cap: int | None = ENTRY_TEXT_CAP,
     ) -> None:
         self.project_root = os.path.abspath(project_root)
         self.run = AgentRun(entry, self.project_root, environ)
-        self.conversation = Conversation()
+        #: ``initialize`` and ``session/new`` must both be answered within this many
+        #: seconds (None: no limit).
+        self.handshake_timeout = handshake_timeout
+        #: Each entry of the conversation keeps at most this many bytes (None: no cap).
+        self.conversation = Conversation(text_cap=text_cap)
         self.buffers = buffers
         self.files = FileAccess(
             [self.project_root, self.run.cwd],
@@ -104,7 +110,8 @@ class AgentWindow(Client):
         """Spawn the agent and open the session; fires with the session id.
 
         Fails with :class:`~acpkit_client.agents.AgentStartError` (also kept in
-        ``run.problems``).
+        ``run.problems``); :class:`~acpkit_client.agents.HandshakeTimeout` when the
+        agent does not answer within :attr:`handshake_timeout`.
         """
         self._reactor = reactor
         try:
@@ -113,12 +120,16 @@ class AgentWindow(Client):
             return fail()
         return self.open_on(connection)
 
-    def open_on(self, connection: ClientConnection) -> Deferred[str]:
-        """Open the session on an existing ``connection`` whose IClient is this window."""
+    def open_on(self, connection: ClientConnection, clock: Any = None) -> Deferred[str]:
+        """
+        Open the session on an existing ``connection`` whose IClient is this window;
+        ``clock`` (default: the reactor given to :meth:`start`) times the handshake.
+        """
         if self.run.connection is not connection:
             self.run.attach(connection)
         self._count_undecodable_updates(connection)
-        return ensureDeferred(self.run.handshake())
+        clock = clock if clock is not None else self._reactor
+        return ensureDeferred(self.run.handshake(clock, self.handshake_timeout))
 
     def _count_undecodable_updates(self, connection: ClientConnection) -> None:
         """Count the ``session/update``\\ s the core could not decode (it drops them)."""
@@ -164,7 +175,10 @@ class AgentWindow(Client):
         except Exception as e:
             if isinstance(e, ConnectionLost):
                 await self._wait_for_exit()
-            message = self._error_text(e)
+            if isinstance(e, CancelledError):
+                message = "the turn was abandoned without an answer from the agent"
+            else:
+                message = self._error_text(e)
             self.conversation.end_turn(f"error: {message}")
             raise TurnError(message) from None
         finally:
@@ -195,8 +209,10 @@ class AgentWindow(Client):
             timer.cancel()
 
     def _error_text(self, error: BaseException) -> str:
+        if isinstance(error, AuthRequired):
+            return self.run.login_required(error)
         if isinstance(error, RPCError):
-            return f"the agent answered {error} (code {error.code})"
+            return f"the agent answered {describe_rpc_error(error)}"
         if self.run.exit is not None:
             return str(self.run.exit)
         return str(error) or type(error).__name__
@@ -210,6 +226,18 @@ class AgentWindow(Client):
         self._cancel_sent = True
         self.conversation.mark_cancelled()
         connection.cancel(session_id)
+        return True
+
+    def abandon_turn(self) -> bool:
+        """
+        Give up on the running turn: send ``session/cancel`` and stop waiting for the
+        answer (the turn fails with :class:`TurnError` at once).  False when none runs.
+        """
+        turn = self._turn
+        if turn is None:
+            return False
+        self.cancel()
+        turn.cancel()
         return True
 
     def close(self) -> Deferred[Any]:

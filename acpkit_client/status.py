@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 
-from acpkit_client.agents import AgentRun
+from acpkit_client.agents import AgentRun, describe_auth_methods
 from acpkit_client.config import AgentsConfig
 from acpkit_client.conversation import Conversation
 
@@ -42,6 +42,9 @@ def agent_lines(run: AgentRun, conversation: Conversation | None = None) -> list
         info = response.agent_info
         who = f"{info.name} {info.version}" if info is not None else "(no agentInfo)"
         lines.append(f"  agent: {who}, protocol version {response.protocol_version}")
+        if run.auth_methods:
+            methods = describe_auth_methods(run.auth_methods)
+            lines.append(f"  login methods listed (acpkit-client cannot log in): {methods}")
     for note in run.notes:
         lines.append(f"  note: {note}")
     for problem in run.problems:

@@ -157,6 +157,124 @@ class AskTests(TestCase):
         self.assertEqual(code, cli.EXIT_AGENT_FAILED)
         self.assertIn(b'command "no-such-agent-command" not found', err)
 
+    def scripted(self, name: str, body: str) -> None:
+        """Add agent ``name``: tiny_agent.main() with TinyAgent replaced by ``body``'s class
+        ``Agent`` (a TinyAgent subclass), written to a temporary script."""
+        script = self.root / f"{name}.py"
+        script.write_text(
+            "from typing import Any\n"
+            "from twisted.internet.defer import Deferred\n"
+            "from acpkit import schema\n"
+            "from acpkit.errors import RPCError\n"
+            "from tests.fixtures.client import tiny_agent\n"
+            "from tests.fixtures.client.tiny_agent import TinyAgent, text\n"
+            f"{body}\n"
+            "tiny_agent.TinyAgent = Agent\n"
+            "tiny_agent.main()\n",
+            encoding="utf-8",
+        )
+        agents = self.project / ".acpkit" / "acp.toml"
+        extra = agents_file((name, sys.executable, [str(script)]))
+        agents.write_text(agents.read_text(encoding="utf-8") + "\n" + extra, encoding="utf-8")
+
+    async def test_handshake_timeout_on_initialize(self) -> None:
+        """An agent that never answers initialize: after --handshake-timeout, one line
+        naming initialize, exit 124, and the agent is stopped."""
+        mute = self.root / "mute.py"
+        mute.write_text("import sys\nsys.stdin.read()\n", encoding="utf-8")
+        agents = self.project / ".acpkit" / "acp.toml"
+        extra = agents_file(("mute", sys.executable, [str(mute)]))
+        agents.write_text(agents.read_text(encoding="utf-8") + "\n" + extra, encoding="utf-8")
+        out, err, code = await self.ask("--agent", "mute", "--handshake-timeout", "0.3", "x")
+        self.assertEqual(code, cli.EXIT_TIMEOUT, err)
+        self.assertEqual(out, b"")
+        self.assertEqual(
+            err,
+            b"acpkit-client: agent 'mute': no answer to initialize within 0.3 s "
+            b"(--handshake-timeout); stopping the agent\n",
+        )
+
+    async def test_handshake_timeout_on_session_new(self) -> None:
+        """initialize answered but session/new never: the message names session/new."""
+        self.scripted(
+            "nosession",
+            "class Agent(TinyAgent):\n"
+            "    def new_session(self, params: Any) -> Any:\n"
+            "        return Deferred()\n",
+        )
+        _out, err, code = await self.ask("--agent", "nosession", "--handshake-timeout", "0.5", "x")
+        self.assertEqual(code, cli.EXIT_TIMEOUT, err)
+        self.assertIn(b"no answer to session/new within 0.5 s (--handshake-timeout)", err)
+
+    async def test_turn_timeout(self) -> None:
+        """--timeout limits the turn: the answer so far is printed, session/cancel is sent,
+        one line names session/prompt, exit 124 (even for an agent ignoring the cancel)."""
+        out, err, code = await self.ask("--agent", "stubborn", "--timeout", "0.5", "wait")
+        self.assertEqual(code, cli.EXIT_TIMEOUT, err)
+        self.assertEqual(out, b"thinking...\n")
+        self.assertIn(
+            b"acpkit-client: agent 'stubborn': no answer to session/prompt within 0.5 s "
+            b"(--timeout); stopping the agent\n",
+            err,
+        )
+        self.assertIn('"method":"session/cancel"', self.trace.read_text(encoding="utf-8"))
+
+    async def test_long_answer_is_not_cut(self) -> None:
+        """An answer of 3 MiB (a window keeps 1 MiB) reaches stdout whole; exit 0."""
+        self.scripted(
+            "long",
+            "class Agent(TinyAgent):\n"
+            "    async def prompt(self, params: Any) -> Any:\n"
+            "        for i in range(3072):\n"
+            "            line = f'{i:07d}' + 'x' * 1016 + '\\n'\n"
+            "            await self.conn.session_update(\n"
+            "                params.session_id, schema.AgentMessageChunk(content=text(line))\n"
+            "            )\n"
+            "        return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)\n",
+        )
+        out, err, code = await self.ask("--agent", "long", "x")
+        self.assertEqual(code, cli.EXIT_OK, err)
+        expected = "".join(f"{i:07d}" + "x" * 1016 + "\n" for i in range(3072))
+        self.assertEqual(len(out), 3 * 1024 * 1024)
+        self.assertEqual(out.decode(), expected)
+        self.assertNotIn(b"dropped", err)
+
+    async def test_agent_error_with_data(self) -> None:
+        """A prompt answered -32603 with data: the message once, the code once, the data."""
+        self.scripted(
+            "failing",
+            "class Agent(TinyAgent):\n"
+            "    def prompt(self, params: Any) -> Any:\n"
+            "        raise RPCError(-32603, 'Internal error', {'details': 'API key not set'})\n",
+        )
+        _out, err, code = await self.ask("--agent", "failing", "x")
+        self.assertEqual(code, cli.EXIT_AGENT_FAILED, err)
+        self.assertEqual(
+            err,
+            b"acpkit-client: agent 'failing': the agent answered Internal error "
+            b'(code -32603; data: {"details":"API key not set"})\n',
+        )
+
+    async def test_auth_methods_on_a_working_agent_say_nothing(self) -> None:
+        """An agent that lists authMethods and answers gets no "requires a login" note."""
+        self.scripted(
+            "listed",
+            "import attrs\n"
+            "class Agent(TinyAgent):\n"
+            "    def initialize(self, params: Any) -> Any:\n"
+            "        methods = [schema.AuthMethodAgent(id='login', name='Log in')]\n"
+            "        return attrs.evolve(super().initialize(params), auth_methods=methods)\n",
+        )
+        out, err, code = await self.ask("--agent", "listed", "hi")
+        self.assertEqual((code, out), (cli.EXIT_OK, b"echo: hi\n"), err)
+        self.assertNotIn(b"login", err)
+
+    async def test_verbose_after_ask(self) -> None:
+        """ask -v (after the sub-command) is accepted and logs to stderr."""
+        out, err, code = await self.ask("-v", "--agent", "refuser", "x")
+        self.assertEqual((code, out), (cli.EXIT_REFUSED, b"no\n"), err)
+        self.assertIn(b"#info]", err)
+
     def interrupt(self, agent: str, times: int) -> Deferred[tuple[int | None, bytes]]:
         """Run ``ask`` on ``agent``; send SIGINT ``times`` times once the answer starts."""
         done: Deferred[tuple[int | None, bytes]] = Deferred()

@@ -70,6 +70,7 @@ def test_exit_status_table_matches_the_cli() -> None:
         cli.EXIT_CONFIG,
         cli.EXIT_REFUSED,
         cli.EXIT_STOPPED_EARLY,
+        cli.EXIT_TIMEOUT,
         cli.EXIT_CANCELLED,
     }
     assert documented == constants

@@ -86,3 +86,39 @@ def test_commands_are_text(tmp_path: Path) -> None:
     """A /command line is sent as one text block."""
     blocks = build_prompt("/web agent client protocol", str(tmp_path), None, EMBED)
     assert blocks == [schema.TextContentBlock(text="/web agent client protocol")]
+
+
+def test_source_files_get_a_mime_type(tmp_path: Path) -> None:
+    """resource_link and resource blocks carry a mimeType for common source files: the
+    source table first (.go, .rs, .ts is TypeScript, not MPEG), then Python's mimetypes."""
+    from acpkit_client.prompt import guess_mime_type
+
+    root = project(tmp_path)
+    blocks = build_prompt("@main.go", str(root), None, schema.AgentCapabilities())
+    assert blocks[0] == schema.ResourceLinkContentBlock(
+        uri=(root / "main.go").as_uri(), name="main.go", mime_type="text/x-go"
+    )
+    embedded = build_prompt("@main.go", str(root), None, EMBED)[0]
+    assert embedded.resource.mime_type == "text/x-go"
+    expected = {
+        "a.go": "text/x-go",
+        "lib.rs": "text/x-rust",
+        "App.ts": "text/x-typescript",
+        "Button.tsx": "text/x-tsx",
+        "view.jsx": "text/jsx",
+        "tool.py": "text/x-python",
+        "app.rb": "text/x-ruby",
+        "Main.kt": "text/x-kotlin",
+        "main.swift": "text/x-swift",
+        "pyproject.toml": "application/toml",
+        "ci.yaml": "application/yaml",
+        "ci.yml": "application/yaml",
+        "README.md": "text/markdown",
+        "SHOUT.GO": "text/x-go",
+        "Dockerfile": "text/x-dockerfile",
+        "index.html": "text/html",
+        "logo.png": "image/png",
+        "notes.txt": "text/plain",
+    }
+    assert {name: guess_mime_type(f"/p/src/{name}") for name in expected} == expected
+    assert guess_mime_type("/p/LICENSE") is None

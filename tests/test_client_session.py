@@ -109,12 +109,16 @@ def test_refusal_is_reported(tmp_path: Path) -> None:
 
 
 def test_auth_methods_are_reported_and_auth_required_fails(tmp_path: Path) -> None:
-    """authMethods are noted as a login we cannot do; -32000 on session/new fails the start."""
+    """-32000 on session/new fails the start, saying a login is needed and naming the
+    authMethods the agent listed, the agent's reason and the code once."""
     window, pair, _agents = open_window(tmp_path, mode="auth")
-    with pytest.raises(AgentStartError, match="requires a login"):
+    with pytest.raises(AgentStartError, match="requires a login") as raised:
         start(window, pair)
     assert window.run.needs_login
-    assert "Log in with tiny" in window.run.notes[0]
+    assert "Log in with tiny" in str(raised.value)
+    assert "log in with `tiny login` first" in str(raised.value)
+    assert str(raised.value).count("-32000") == 1
+    assert window.run.notes == []
     assert window.run.state is AgentState.FAILED
 
 

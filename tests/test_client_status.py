@@ -69,11 +69,16 @@ def test_running_agent_commands_and_ignored_updates(tmp_path: Path) -> None:
 
 
 def test_login_note_and_exit_are_reported(tmp_path: Path) -> None:
-    """The authMethods note and the failure are listed; no commands means it says so."""
+    """The listed authMethods and the -32000 failure (which says a login is needed) are
+    listed, with no "requires a login" note of its own; no commands means it says so."""
     window, pair, _agents = open_window(tmp_path, mode="auth")
     with pytest.raises(AgentStartError):
         start(window, pair)
     lines = agent_lines(window.run, Conversation())
-    assert any(line.startswith("  note: the agent requires a login") for line in lines)
-    assert any(line.startswith("  failed: session/new failed") for line in lines)
+    assert not any(line.startswith("  note:") for line in lines)
+    assert "  login methods listed (acpkit-client cannot log in): Log in with tiny" in lines
+    assert any(
+        line.startswith("  failed: session/new failed: the agent requires a login")
+        for line in lines
+    )
     assert "  commands: none announced" in lines
