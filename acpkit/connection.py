@@ -32,7 +32,10 @@ hand to a transport) and does three things the untyped layer does not:
    a client receives updates for a        buffered (bounded) until the session is known,
    session it does not know yet           then delivered in order, right after the
                                           ``new_session()`` Deferred has fired
-   a method the implementation lacks      ``-32601``, never a fake success
+   a method the implementation lacks      ``-32601``, never a fake success, and before
+                                          its params are decoded (malformed params of a
+                                          method the handler lacks are ``-32601``, not
+                                          ``-32602``); see :func:`unimplemented`
    =====================================  =================================================
 """
 
@@ -67,7 +70,9 @@ __all__ = [
     "Client",
     "ClientConnection",
     "ProtocolVersionError",
+    "is_implemented",
     "negotiate_version",
+    "unimplemented",
 ]
 
 T = TypeVar("T")
@@ -144,6 +149,29 @@ def _session_id_of(params: object) -> str | None:
         if isinstance(sid, str):
             return sid
     return None
+
+
+_UNIMPLEMENTED = "__acpkit_unimplemented__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def unimplemented(fn: F) -> F:
+    """
+    Mark a handler method as not provided: its requests are answered ``-32601``
+    (method not found) before their params are decoded, so a malformed call of a
+    method the peer does not implement is never reported as ``-32602``.  The optional
+    methods of :class:`Agent` and :class:`Client` are marked; a handler that provides a
+    method only in some configurations can bind the base stub on the instance
+    (``self.load_session = super().load_session``) when it does not.
+    """
+    setattr(fn, _UNIMPLEMENTED, True)
+    return fn
+
+
+def is_implemented(fn: object) -> bool:
+    """Whether ``fn`` (a handler's attribute, or ``None``) is a provided method."""
+    return fn is not None and not getattr(fn, _UNIMPLEMENTED, False)
 
 
 def _all_fields_optional(cls: Any) -> bool:
@@ -227,10 +255,12 @@ class _Role(Generic[H]):
 
     def _handle_request(self, method: schema.Method, pyname: str, req: InboundRequest) -> Any:
         self._check_ready(method)
-        params = self._decode_params(method, req.params)
         fn = getattr(self.handler, pyname, None)
-        if fn is None:
+        if not is_implemented(fn):
+            # Before decoding: a method we lack is -32601 whatever its params are.
             raise MethodNotFound(method.name)
+        assert fn is not None
+        params = self._decode_params(method, req.params)
         after = self._after_handler(method, req, params)
         result = fn(params)
         if not isinstance(result, Deferred) and not inspect.isawaitable(result):
@@ -360,39 +390,50 @@ class Agent:
     the connection already cancelled the running turn).
     """
 
+    @unimplemented
     def initialize(self, params: schema.InitializeRequest) -> Any:
         raise MethodNotFound("initialize")
 
     def authenticate(self, params: schema.AuthenticateRequest) -> Any:
         return schema.AuthenticateResponse()
 
+    @unimplemented
     def logout(self, params: schema.LogoutRequest) -> Any:
         raise MethodNotFound("logout")
 
+    @unimplemented
     def new_session(self, params: schema.NewSessionRequest) -> Any:
         raise MethodNotFound("session/new")
 
+    @unimplemented
     def load_session(self, params: schema.LoadSessionRequest) -> Any:
         raise MethodNotFound("session/load")
 
+    @unimplemented
     def list_sessions(self, params: schema.ListSessionsRequest) -> Any:
         raise MethodNotFound("session/list")
 
+    @unimplemented
     def delete_session(self, params: schema.DeleteSessionRequest) -> Any:
         raise MethodNotFound("session/delete")
 
+    @unimplemented
     def resume_session(self, params: schema.ResumeSessionRequest) -> Any:
         raise MethodNotFound("session/resume")
 
+    @unimplemented
     def close_session(self, params: schema.CloseSessionRequest) -> Any:
         raise MethodNotFound("session/close")
 
+    @unimplemented
     def set_mode(self, params: schema.SetSessionModeRequest) -> Any:
         raise MethodNotFound("session/set_mode")
 
+    @unimplemented
     def set_config_option(self, params: schema.SetSessionConfigOptionRequest) -> Any:
         raise MethodNotFound("session/set_config_option")
 
+    @unimplemented
     def prompt(self, params: schema.PromptRequest) -> Any:
         raise MethodNotFound("session/prompt")
 
@@ -701,27 +742,35 @@ class Client:
                 )
         return codec.decode(schema.RequestPermissionResponse, dict(_CANCELLED_PERMISSION))
 
+    @unimplemented
     def read_text_file(self, params: schema.ReadTextFileRequest) -> Any:
         raise MethodNotFound("fs/read_text_file")
 
+    @unimplemented
     def write_text_file(self, params: schema.WriteTextFileRequest) -> Any:
         raise MethodNotFound("fs/write_text_file")
 
+    @unimplemented
     def create_terminal(self, params: schema.CreateTerminalRequest) -> Any:
         raise MethodNotFound("terminal/create")
 
+    @unimplemented
     def terminal_output(self, params: schema.TerminalOutputRequest) -> Any:
         raise MethodNotFound("terminal/output")
 
+    @unimplemented
     def release_terminal(self, params: schema.ReleaseTerminalRequest) -> Any:
         raise MethodNotFound("terminal/release")
 
+    @unimplemented
     def wait_for_terminal_exit(self, params: schema.WaitForTerminalExitRequest) -> Any:
         raise MethodNotFound("terminal/wait_for_exit")
 
+    @unimplemented
     def kill_terminal(self, params: schema.KillTerminalRequest) -> Any:
         raise MethodNotFound("terminal/kill")
 
+    @unimplemented
     def create_elicitation(self, params: schema.CreateElicitationRequest) -> Any:
         raise MethodNotFound("elicitation/create")
 

@@ -610,6 +610,8 @@ def spawn_agent(
     Start ``command args...`` (no shell) as a child process and connect ``protocol``.
 
     - ``env``: ``None`` inherits our environment; a mapping is added over it.
+      ``ACPKIT_TRACE`` is never passed on (not even from ``env``): the tracer attached
+      here records both directions already.
     - ``command`` is looked up in the child's ``PATH`` unless it contains a path
       separator; a missing one raises :class:`AgentNotFoundError` here.
     - The child leads its own process group, so :meth:`AgentProcess.stop` can end it
@@ -624,14 +626,15 @@ def spawn_agent(
     if not IReactorProcess.providedBy(reactor):
         raise TypeError(f"{reactor!r} cannot spawn processes")
     child_env = dict(os.environ)
+    if env is not None:
+        child_env.update(env)
     # Our own trace already records both directions of this connection; an acpkit
-    # agent inheriting ACPKIT_TRACE would write every message a second time.  An
-    # explicit ``env`` may still set it for the child.
+    # agent given ACPKIT_TRACE would write every message a second time (its records
+    # named after its own peer, "client").  Callers often pass their whole environment
+    # as ``env``, so it is removed from that too: no spawned agent traces.
     from acpkit.trace import TRACE_VARIABLE
 
     child_env.pop(TRACE_VARIABLE, None)
-    if env is not None:
-        child_env.update(env)
     executable = _resolve_command(command, child_env.get("PATH"), cwd)
     if cwd is not None and not os.path.isdir(cwd):
         raise NotADirectoryError(f'agent working directory "{cwd}" is not a directory')

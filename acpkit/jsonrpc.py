@@ -15,6 +15,10 @@ Error replies
   ``null``;
 - a request with a missing/wrong ``jsonrpc`` or a non-string ``method``: -32600 with its
   id; with an invalid id (float, bool, object, array, null): -32600, id ``null``;
+- an integer longer than Python converts (``sys.get_int_max_str_digits()``; valid
+  JSON): as the id, -32600 with id ``null`` (no peer could echo it exactly); in the
+  params of a known request, -32602 with its id; in a notification, dropped; in a
+  response, the pending request fails with :class:`InvalidRequest`;
 - an unknown method: -32601 with ``data.method``;
 - params absent or not an object: -32602 with ``data.path == "$.params"``;
 - a handler raising an :class:`RPCError`: that error; raising anything else: -32603
@@ -131,6 +135,7 @@ RequestId = int | str
 CANCEL_REQUEST = "$/cancel_request"
 
 _BOM = b"\xef\xbb\xbf"
+_NOT_JSON = object()
 _DECIMAL_ID = re.compile(r"-?(0|[1-9][0-9]*)")
 #: How many ids of requests we gave up on (cancelled, timed out) are remembered, so that
 #: their late answers are dropped quietly.
@@ -150,6 +155,43 @@ def _reject_constant(name: str) -> Any:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+class _HugeInt:
+    """
+    An integer literal with more digits than Python converts (``sys.int_info``'s
+    ``default_max_str_digits``): valid JSON, but no value this side (or, in practice, any
+    peer) can hold and echo exactly.
+    """
+
+    __slots__ = ("digits",)
+
+    def __init__(self, literal: str) -> None:
+        self.digits = len(literal) - literal.startswith("-")
+
+    def __repr__(self) -> str:
+        return f"<integer of {self.digits} digits>"
+
+
+def _decode_with_huge_ints(text: str) -> tuple[Any, list[_HugeInt]]:
+    """
+    Decode ``text`` with integers too long for ``int()`` kept as :class:`_HugeInt`.
+
+    Only used once the fast decoder refused a line: a custom ``parse_int`` slows every
+    integer down.
+    """
+    found: list[_HugeInt] = []
+
+    def parse_int(literal: str) -> Any:
+        try:
+            return int(literal)
+        except ValueError:
+            huge = _HugeInt(literal)
+            found.append(huge)
+            return huge
+
+    decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_int=parse_int)
+    return decoder.decode(text), found
 
 
 def encode_message(obj: Any) -> bytes:
@@ -753,13 +795,24 @@ class JSONRPCProtocol(NDJSONProtocol):
             self._log.warn("{peer}: invalid UTF-8 line: {e}", peer=self.name, e=e)
             self._send_error(None, ParseError(f"invalid UTF-8 at byte {e.start}"))
             return
+        huge: list[_HugeInt] = []
         try:
             obj = _DECODER.decode(text)
         except (ValueError, RecursionError) as e:
-            self._log.warn(
-                "{peer}: not JSON ({e}): {line!r}", peer=self.name, e=e, line=clip(text, 80)
-            )
-            self._send_error(None, ParseError(str(e)))
+            obj = _NOT_JSON
+            if type(e) is ValueError:
+                # Not a syntax error: an integer too long for int() (valid JSON) or NaN.
+                try:
+                    obj, huge = _decode_with_huge_ints(text)
+                except (ValueError, RecursionError):
+                    pass
+            if obj is _NOT_JSON:
+                self._log.warn(
+                    "{peer}: not JSON ({e}): {line!r}", peer=self.name, e=e, line=clip(text, 80)
+                )
+                self._send_error(None, ParseError(str(e)))
+                return
+        if huge and isinstance(obj, dict) and self._refuse_huge_ints(obj, huge):
             return
         if isinstance(obj, list):
             self._invalid(None, "batches are not supported", obj)
@@ -776,6 +829,47 @@ class JSONRPCProtocol(NDJSONProtocol):
             self._process_response(obj)
         else:
             self._invalid(None, "not a request, notification or response", obj)
+
+    def _refuse_huge_ints(self, obj: dict[str, Any], huge: list[_HugeInt]) -> bool:
+        """
+        Answer a message holding integers too long to represent; False: process it as
+        usual (it is invalid for another reason anyway).
+        """
+        request_id = obj.get("id")
+        if isinstance(request_id, _HugeInt):
+            self._invalid(
+                None,
+                f"the id is an integer of {request_id.digits} digits, too long to be "
+                "echoed exactly; use a string or a shorter integer",
+                obj,
+            )
+            return True
+        digits = max(h.digits for h in huge)
+        reason = f"an integer of {digits} digits is too long for this peer"
+        if "method" in obj:
+            if "id" not in obj:
+                self._log.warn(
+                    "{peer}: notification dropped: {reason}", peer=self.name, reason=reason
+                )
+                return True
+            if not _valid_id(request_id) or obj.get("jsonrpc") != "2.0":
+                return False
+            if not isinstance(obj["method"], str) or request_id in self._inbound:
+                return False
+            if self.registry.request_method(obj["method"]) is None:
+                return False
+            self._send_error(request_id, InvalidParams("$.params", reason))
+            return True
+        if "result" in obj or "error" in obj:
+            outgoing, number = self._match(request_id)
+            self._invalid(None, f"malformed response: {reason}", obj)
+            if outgoing is not None:
+                del self._outgoing[number]
+                if outgoing.timer is not None and outgoing.timer.active():
+                    outgoing.timer.cancel()
+                outgoing.deferred.errback(InvalidRequest(f"malformed response: {reason}"))
+            return True
+        return False
 
     def _invalid(self, request_id: RequestId | None, reason: str, obj: object) -> None:
         self._log.warn(

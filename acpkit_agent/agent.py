@@ -167,6 +167,10 @@ class BobAgent(Agent):
         self.turns = TurnRunner(runtime, conn)
         #: Whether the client advertised ``elicitation.form`` (for ``ask_user``, part 2).
         self.elicitation_form = False
+        if not self._sessions_on_disk():
+            # Without saved sessions bob does not implement session/load: the base stub
+            # (marked unimplemented) answers -32601 before any params are decoded.
+            self.load_session = super().load_session  # type: ignore[method-assign]
 
     # -- initialize ---------------------------------------------------------------------
 
@@ -230,7 +234,7 @@ class BobAgent(Agent):
     async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
         """With ``sessions.enabled``: read the saved session, replay it, advertise commands."""
         store = self.sessions
-        if not self.runtime.config.sessions_enabled or not isinstance(store, DiskSessionStore):
+        if not self._sessions_on_disk() or not isinstance(store, DiskSessionStore):
             return super().load_session(params)  # type: ignore[no-any-return]
         _require_usable_cwd(params.cwd)
         lock = self.runtime.lock
@@ -252,6 +256,10 @@ class BobAgent(Agent):
         finally:
             lock.release()
         return schema.LoadSessionResponse()
+
+    def _sessions_on_disk(self) -> bool:
+        """Whether sessions are saved (and so ``session/load`` is implemented)."""
+        return self.runtime.config.sessions_enabled and isinstance(self.sessions, DiskSessionStore)
 
     def _save(self, session: Session) -> None:
         """Save the session; a failed save is told to the user once (the store logs each)."""

@@ -4,20 +4,25 @@
 Stdout carries only ACP frames: unless the user chose ``--logger``/``--logfile``, the log
 goes to stderr (:func:`stderr_observer`), and unless the user chose a ``--pidfile``, no pid
 file is written (two agents can run in one directory).  A bad configuration is reported on
-stderr, naming the file and the key, and twistd exits with status 1 before serving.
+stderr, naming the file and the key, and twistd exits with status 1 before serving; so
+does a ``--listen`` value that is no endpoint string or names a port that cannot be had
+(one line, no traceback).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from twisted.application.service import IService, Service
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import IProtocol
 from twisted.internet.protocol import Factory
 from twisted.logger import ILogObserver, Logger, eventAsText
 from twisted.python import usage
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit.connection import AgentConnection
@@ -122,13 +127,28 @@ class _AgentFactory(Factory):
 
 
 class AgentService(Service):
-    """Serves the agent on stdio (the reactor stops when stdin closes) or an endpoint."""
+    """
+    Serves the agent on stdio (the reactor stops when stdin closes) or an endpoint.
 
-    def __init__(self, runtime: AgentRuntime, listen: str, reactor: Any) -> None:
+    ``listening``: the outcome of listening already started by :func:`makeService` (a
+    Deferred firing with the port); without it ``startService`` starts listening.
+    """
+
+    def __init__(
+        self,
+        runtime: AgentRuntime,
+        listen: str,
+        reactor: Any,
+        *,
+        listening: Deferred[Any] | None = None,
+    ) -> None:
         self.runtime = runtime
         self.listen = listen
         self.reactor = reactor
         self.port: Any = None
+        self._listening_d = listening
+        #: Exit status to leave with when listening fails after the reactor started.
+        self.exit_status = 0
 
     def startService(self) -> None:
         """Log the banner, then serve."""
@@ -142,7 +162,9 @@ class AgentService(Service):
             serve_stdio(conn.protocol, self.reactor)
             conn.protocol.when_closed().addBoth(self._stdio_closed)
         else:
-            d = serve(self.reactor, self.listen, _AgentFactory(self.runtime))
+            d = self._listening_d
+            if d is None:
+                d = serve(self.reactor, self.listen, _AgentFactory(self.runtime))
             d.addCallbacks(self._listening, self._listen_failed)
 
     def _stdio_closed(self, _: object) -> None:
@@ -156,8 +178,11 @@ class AgentService(Service):
 
     def _listen_failed(self, failure: Any) -> None:
         _log.error("[acp] cannot listen on {where}: {why}", where=self.listen, why=failure.value)
+        self.exit_status = 1
         if self.reactor.running:
             self.reactor.stop()
+        else:
+            self.reactor.callWhenRunning(self.reactor.stop)
 
     def stopService(self) -> Any:
         """Stop listening."""
@@ -177,11 +202,61 @@ def makeService(options: Options) -> IService:
             config = _with_engine(config, options["engine"])
         runtime = build_runtime(config, reactor)
     except ConfigError as error:
-        stream = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
-        stream.write(f"acp-agent: {error}\n")
-        stream.flush()
-        raise SystemExit(1) from None
-    return AgentService(runtime, options["listen"], reactor)
+        _exit_with(str(error))
+    listen = options["listen"]
+    listening: Deferred[Any] | None = None
+    if listen != "stdio":
+        listening = _listen_now(reactor, listen, runtime)
+    service = AgentService(runtime, listen, reactor, listening=listening)
+    # Listening failed after the reactor started (an endpoint that listens later):
+    # twistd would exit 0, so leave with the service's status once the reactor stopped.
+    reactor.addSystemEventTrigger("after", "shutdown", _exit_on_failure, service)
+    return service
+
+
+def _exit_with(message: str) -> NoReturn:
+    """One line on stderr, exit status 1 (before anything is served)."""
+    stream = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
+    stream.write(f"acp-agent: {message}\n")
+    stream.flush()
+    raise SystemExit(1)
+
+
+def _listen_now(reactor: Any, listen: str, runtime: AgentRuntime) -> Deferred[Any]:
+    """
+    Parse ``--listen`` and start listening at once (before twistd runs the reactor): a
+    bad endpoint string or a port that cannot be had (in use, no permission) exits 1
+    with one line instead of a traceback or an agent that serves nothing.
+    """
+    try:
+        endpoint = serverFromString(reactor, listen)
+    except Exception as error:  # ValueError, KeyError, TypeError: whatever the parser raises
+        _exit_with(f"--listen {listen}: not a server endpoint string ({_one_line(error)})")
+    try:
+        d = endpoint.listen(_AgentFactory(runtime))
+    except Exception as error:
+        _exit_with(f"--listen {listen}: cannot listen: {_one_line(error)}")
+    outcome: list[Any] = []
+    if d.called:
+        d.addBoth(outcome.append)
+        result = outcome[0]
+        if isinstance(result, Failure):
+            why = result.value if result.value is not None else result
+            _exit_with(f"--listen {listen}: cannot listen: {_one_line(why)}")
+        return succeed(result)
+    d2: Deferred[Any] = d
+    return d2
+
+
+def _one_line(error: object) -> str:
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text
+
+
+def _exit_on_failure(service: AgentService) -> None:
+    if service.exit_status:
+        sys.stderr.flush()
+        os._exit(service.exit_status)
 
 
 def _with_engine(config: AgentConfig, name: str) -> AgentConfig:

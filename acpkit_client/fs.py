@@ -12,7 +12,12 @@ Rules (ACP file-system page, and the seed):
   naming the roots.  ``allow_outside_roots=True`` widens it to everything;
 - ``line`` is 1-based and ``limit`` a maximum number of lines;
 - a missing file is ``-32002`` (resource not found);
-- writing creates the file (and its missing parent directories).
+- writing creates the file (and its missing parent directories);
+- writes to files that decide what runs next are refused with ``-32602`` naming the
+  path and why, wherever they are (symbolic links resolved first): ``.acpkit/acp.toml``
+  (the agents this client starts), ``.acpkit/agent.toml`` (bob's project configuration,
+  e.g. ``yolo``), ``.git/config`` and anything under ``.git/hooks/`` (git runs them).
+  ``allow_protected_writes=True`` lets them through.  Reads are not affected.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ __all__ = [
     "DiskBufferProvider",
     "FileAccess",
     "OverlayBufferProvider",
+    "protected_write_reason",
     "select_lines",
 ]
 
@@ -105,6 +111,39 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
+#: (directory, file name or None for "anything under it"): why an agent may not write it.
+_PROTECTED: tuple[tuple[str, str | None, str], ...] = (
+    (".acpkit", "acp.toml", "it lists the agents this client starts (what it runs next time)"),
+    (
+        ".acpkit",
+        "agent.toml",
+        "it is the agent's project configuration (which commands run without asking)",
+    ),
+    (".git", "config", "git runs commands it names (core.hooksPath, core.fsmonitor...)"),
+    (".git/hooks", None, "git runs the programs in .git/hooks"),
+)
+
+
+def protected_write_reason(path: str) -> str | None:
+    """
+    Why an agent may not write ``path`` (resolved: symbolic links followed), or ``None``.
+
+    Matched by the path's last components wherever the file is (a project, a session
+    ``cwd``, an additional directory), case-insensitively (for case-insensitive disks).
+    """
+    parts = [part.casefold() for part in Path(os.path.realpath(path)).parts]
+    for directory, name, why in _PROTECTED:
+        dirs = directory.split("/")
+        if name is not None:
+            if parts[-len(dirs) - 1 :] == [*dirs, name]:
+                return why
+            continue
+        for i in range(len(parts) - len(dirs)):
+            if parts[i : i + len(dirs)] == dirs:
+                return why
+    return None
+
+
 class FileAccess:
     """The fs handlers of one session (see the module docstring)."""
 
@@ -114,6 +153,7 @@ class FileAccess:
         buffers: IBufferProvider | None = None,
         *,
         allow_outside_roots: bool = False,
+        allow_protected_writes: bool = False,
     ) -> None:
         #: Absolute directories inside which files may be read and written.
         self.roots: list[str] = []
@@ -121,6 +161,9 @@ class FileAccess:
             self.add_root(root)
         self.buffers: IBufferProvider = buffers if buffers is not None else DiskBufferProvider()
         self.allow_outside_roots = allow_outside_roots
+        #: Let agents write ``.acpkit/acp.toml``, ``.acpkit/agent.toml``, ``.git/config``
+        #: and ``.git/hooks/`` too (refused by default).
+        self.allow_protected_writes = allow_protected_writes
 
     def add_root(self, root: str) -> None:
         """Allow files under ``root`` too (the session's cwd, an additional directory)."""
@@ -166,6 +209,14 @@ class FileAccess:
     def write_text_file(self, params: schema.WriteTextFileRequest) -> schema.WriteTextFileResponse:
         """Answer ``fs/write_text_file`` (creating the file when it does not exist)."""
         path = self.check_path(params.path)
+        if not self.allow_protected_writes:
+            why = protected_write_reason(path)
+            if why is not None:
+                log.warn("refused an agent's write to {path}: {why}", path=path, why=why)
+                raise InvalidParams(
+                    "$.params.path",
+                    f"{path} is protected, agents may not write it: {why}",
+                )
         if os.path.isdir(path):
             raise InvalidParams("$.params.path", f"{path} is a directory")
         try:

@@ -12,10 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from twisted.internet import defer, reactor
-from twisted.internet.testing import StringTransport
+from twisted.internet.interfaces import IReactorProcess
+from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.logger import LogEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
+from zope.interface import implementer
 
 from acpkit import trace
 from acpkit.framing import NDJSONProtocol
@@ -322,9 +324,12 @@ class SpawnedTraceTests(TestCase):
     timeout = 30
 
     @defer.inlineCallbacks
-    def test_client_and_agent_share_the_trace(self):  # type: ignore[no-untyped-def]
-        """With ACPKIT_TRACE given to the child explicitly, a spawned echo agent's traffic is
-        traced by both sides into one file, by whole lines."""
+    def test_explicit_env_does_not_pass_the_trace_either(self):  # type: ignore[no-untyped-def]
+        """
+        ACPKIT_TRACE in the ``env`` given to spawn_agent (acpkit-client passes its whole
+        environment that way) is not passed on: a spawned acpkit agent's traffic is
+        traced once, by the parent, under the agent's name (no records named ``client``).
+        """
         from acpkit.endpoints import spawn_agent
 
         path = fresh_path()
@@ -336,7 +341,7 @@ class SpawnedTraceTests(TestCase):
             sys.executable,
             [FIXTURE, "echo"],
             name="bob",
-            env={"ACPKIT_TRACE": path},
+            env=dict(os.environ),
         )
         self.addCleanup(agent.stop, 0.5)
         self.assertIsInstance(proto.tracer, Tracer)
@@ -344,7 +349,7 @@ class SpawnedTraceTests(TestCase):
         yield agent.stop(grace=5)
         self.assertEqual(proto.lines, [b'{"id":1,"method":"ping"}'])
         seen = sorted((r.direction, r.name) for r in read_trace(path))
-        self.assertEqual(seen, [("->", "bob"), ("->", "client"), ("<-", "bob"), ("<-", "client")])
+        self.assertEqual(seen, [("->", "bob"), ("<-", "bob")])
 
     @defer.inlineCallbacks
     def test_child_does_not_inherit_the_trace(self):  # type: ignore[no-untyped-def]
@@ -360,3 +365,54 @@ class SpawnedTraceTests(TestCase):
         yield agent.stop(grace=5)
         seen = sorted((r.direction, r.name) for r in read_trace(path))
         self.assertEqual(seen, [("->", "bob"), ("<-", "bob")])
+
+
+@implementer(IReactorProcess)
+class _RecordingProcessReactor:
+    """Records spawnProcess calls; starts nothing."""
+
+    def __init__(self) -> None:
+        self.spawned: list[dict[str, Any]] = []
+
+    def spawnProcess(self, protocol: Any, executable: Any, args: Any = (), **kw: Any) -> Any:
+        self.spawned.append({"executable": executable, "args": list(args), **kw})
+        return None
+
+
+class SpawnEnvironmentTests(SynchronousTestCase):
+    """What environment and tracer name spawn_agent gives a child, without a process."""
+
+    def test_trace_variable_never_reaches_the_child(self) -> None:
+        """
+        ACPKIT_TRACE is removed from the spawned agent's environment, whether inherited
+        from ours or given in ``env``; everything else in ``env`` is passed.
+        """
+        from acpkit.endpoints import spawn_agent
+
+        path = fresh_path()
+        self.patch(os, "environ", dict(os.environ, ACPKIT_TRACE=path))
+        for env in (None, {"ACPKIT_TRACE": path, "OTHER": "1"}, dict(os.environ)):
+            fake = _RecordingProcessReactor()
+            spawn_agent(fake, Line(), sys.executable, [], env=env, name="bob")
+            (call,) = fake.spawned
+            self.assertNotIn("ACPKIT_TRACE", call["env"])
+            if env is not None and "OTHER" in env:
+                self.assertEqual(call["env"]["OTHER"], "1")
+
+    def test_tracers_are_named_after_the_peer(self) -> None:
+        """A spawned agent's tracer names the agent; serve_stdio's names its peer "client"."""
+        from acpkit.endpoints import serve_stdio, spawn_agent
+
+        path = fresh_path()
+        self.patch(os, "environ", dict(os.environ, ACPKIT_TRACE=path))
+        proto = Line()
+        spawn_agent(_RecordingProcessReactor(), proto, sys.executable, [], name="bob")
+        assert proto.tracer is not None
+        self.assertEqual(proto.tracer.name, "bob")
+        served = Line()
+        read_end, write_end = os.pipe()
+        self.addCleanup(os.close, read_end)
+        self.addCleanup(os.close, write_end)
+        serve_stdio(served, MemoryReactor(), stdin=read_end, stdout=write_end)
+        assert served.tracer is not None
+        self.assertEqual(served.tracer.name, "client")
