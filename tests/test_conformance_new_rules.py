@@ -424,3 +424,41 @@ def test_initialize_terminal_auth_method_needs_the_client_capability() -> None:
     assert "AUTH-001" in _findings(observer)
     allowed = _observer({"auth": {"terminal": True}}, authMethods=methods)
     assert "AUTH-001" not in _findings(allowed)
+
+
+def _session_result(modes: dict[str, object], options: list[dict[str, object]]) -> list[str]:
+    observer = _observer()
+    observer.sent(
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "session/new",
+            "params": {"cwd": "/v", "mcpServers": []},
+        }
+    )
+    result = {"sessionId": "s2", "modes": modes, "configOptions": options}
+    observer.received(_line({"jsonrpc": "2.0", "id": 5, "result": result}))
+    return list(_findings(observer))
+
+
+def test_modes_sent_again_as_an_option_of_another_category_are_both_ways() -> None:
+    """
+    Modes whose ids are exactly the values of a select option of another category (pi's
+    thinking levels under category thought_level) are mode-like configuration sent both
+    ways: no CONFIG-005. Modes with no option holding their ids are a CONFIG-005 finding.
+    """
+    modes = {
+        "currentModeId": "low",
+        "availableModes": [{"id": "low", "name": "Low"}, {"id": "high", "name": "High"}],
+    }
+    levels = {
+        "id": "thinking",
+        "name": "Thinking",
+        "type": "select",
+        "category": "thought_level",
+        "currentValue": "low",
+        "options": [{"value": "low", "name": "Low"}, {"value": "high", "name": "High"}],
+    }
+    other = {**levels, "id": "model", "category": "model", "options": [{"value": "m", "name": "M"}]}
+    assert "CONFIG-005" not in _session_result(modes, [levels])
+    assert "CONFIG-005" in _session_result(modes, [{**other, "currentValue": "m"}])

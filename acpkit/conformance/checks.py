@@ -1466,10 +1466,18 @@ class SessionChecks:
                 )
         if isinstance(options, list):
             self._config_list(session, options, f"{where} result", index)
-        mode_option = isinstance(options, list) and any(
-            isinstance(o, dict) and o.get("category") == "mode" for o in options
-        )
         has_modes = isinstance(modes, dict) and bool(modes.get("availableModes"))
+        mode_ids = set(session.mode_ids or ()) if has_modes else set()
+        # the same configuration sent both ways: an option of category mode, or (under a
+        # more precise category, e.g. thought_level) an option whose values are the mode ids
+        mode_option = isinstance(options, list) and any(
+            isinstance(o, dict)
+            and (
+                o.get("category") == "mode"
+                or (bool(mode_ids) and set(map(str, _select_values(o))) == mode_ids)
+            )
+            for o in options
+        )
         if mode_option and not has_modes:
             self._violation(
                 "CONFIG-005",
@@ -1480,7 +1488,8 @@ class SessionChecks:
         elif has_modes and not mode_option:
             self._violation(
                 "CONFIG-005",
-                f"{where} result has modes but no configOptions entry of category mode",
+                f"{where} result has modes but no configOptions entry for them (neither of "
+                "category mode nor one whose values are the mode ids)",
                 index,
             )
         elif has_modes:
