@@ -772,6 +772,9 @@ class SessionChecks:
             stream = replay.stream
         elif session_id in self.loaded and kind in REPLAY_KINDS and turn is None:
             stream = f"late-replay:{session_id}"
+            finished = self.finished_replays.get(session_id)
+            if finished:  # late, but part of the replay: SESSION-005 judges its content
+                finished[-1].updates.append(update)
             self._violation(
                 "SESSION-004",
                 f"session/update {kind} for session {session_id} arrived after the response to "

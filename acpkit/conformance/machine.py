@@ -339,9 +339,11 @@ class Explorer:
         with self._survives("RPC-007", f"the notification {method}"):
             agent.driver.notify(method, META)
             response, late = request(agent, "_acpkit.dev/ping", {})
-            expect_error(
-                agent, "RPC-007", response, (-32601,), f"a request after {method}", timeout=late
-            )
+            # still answering after it (any answer); a reply to the notification is RPC-002
+            if response is None:
+                agent.observer.verdicts.slow("RPC-007", f"a request after {method}: {late}")
+            else:
+                agent.observer.verdicts.ok("RPC-007")
 
     def _step_cancel_request(self, session: int) -> None:
         session_id = self._session(session)
