@@ -380,7 +380,8 @@ class Turn:
     request_key: str
     tool_calls: dict[str, str] = attrs.field(factory=dict)
     cancel_sent: bool = False
-    updates: int = 0
+    #: the kinds of the turn's live session updates, in order
+    kinds: list[str] = attrs.field(factory=list)
     #: when the first session/cancel for the turn was sent (``time.monotonic()``)
     cancel_at: float | None = None
     #: the client closed the session, or sent $/cancel_request for this prompt
@@ -451,6 +452,7 @@ class SessionChecks:
         self.sessions: dict[str, Session] = {}
         self.session_ids: set[str] = set()
         self.turns: dict[str, Turn] = {}
+        self.ended_turns: dict[str, Turn] = {}
         self.open_turns: dict[str, list[str]] = {}
         self.replays: dict[str, Replay] = {}
         self.finished_replays: dict[str, list[Replay]] = {}
@@ -786,7 +788,7 @@ class SessionChecks:
             if kind in TURN_UPDATES:
                 self._outside_turn(session_id, kind, turn, index)
                 if turn is not None:
-                    turn.updates += 1
+                    turn.kinds.append(str(kind))
         if turn is not None and replay is None:
             self._tool_call(turn, kind, update, index)
         self._update_traffic(session_id, kind, update, turn, replay is not None, index)
@@ -916,10 +918,16 @@ class SessionChecks:
         elif pending.method == "session/prompt" and isinstance(session_id, str):
             self._turn_ended(key, session_id, message, index)
 
+    def turn_kinds(self, request_key: str) -> list[str]:
+        """The kinds of the live updates of the turn of ``request_key`` (open or ended)."""
+        turn = self.turns.get(request_key) or self.ended_turns.get(request_key)
+        return list(turn.kinds) if turn is not None else []
+
     def _turn_ended(self, key: str, session_id: str, message: dict[str, Any], index: int) -> None:
         turn = self.turns.pop(key, None)
         if turn is None:
             return
+        self.ended_turns[key] = turn
         keys = self.open_turns.get(session_id, [])
         if key in keys:
             keys.remove(key)

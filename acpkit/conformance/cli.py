@@ -27,7 +27,7 @@ from acpkit.conformance.machine import run_machine
 from acpkit.conformance.observer import Verdicts
 from acpkit.conformance.probes import run_probes
 from acpkit.conformance.report import FORMATS, SuiteResult, format_report, rule_results
-from acpkit.conformance.rules import UnknownRule, select_rules
+from acpkit.conformance.rules import UnknownRule, select_rules, split_selectors
 
 __all__ = [
     "ModelServer",
@@ -196,10 +196,6 @@ def _replay_command(
     return shlex.join([*parts, "--", *argv])
 
 
-def _split(values: Sequence[str]) -> list[str]:
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="acpkit-conformance",
@@ -270,8 +266,8 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
             timeout=args.timeout,
             cwd=args.cwd,
             env=env,
-            only=_split(args.rules),
-            skip=_split(args.skip),
+            only=split_selectors(args.rules),
+            skip=split_selectors(args.skip),
             use_model_server=args.model_server,
         )
     except UnknownRule as e:

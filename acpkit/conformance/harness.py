@@ -15,7 +15,6 @@ directory, run a shell command, a long command to cancel.
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import time
@@ -26,7 +25,7 @@ from typing import Any
 import attrs
 
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
-from acpkit.conformance.observer import Observer, Transcript, Verdicts
+from acpkit.conformance.observer import Observer, Transcript, Verdicts, id_key
 
 __all__ = [
     "ALL_SERVICES",
@@ -312,7 +311,7 @@ class TurnOutcome:
     held_at_cancel: int = 0
     answered_at: float | None = None
     timed_out: bool = False
-    #: the session/update kinds that arrived during the turn, in order
+    #: the kinds of the turn's live session updates, in order (from the observer)
     kinds: list[str] = attrs.field(factory=list)
 
     def updates_of(self, kind: str) -> int:
@@ -355,7 +354,6 @@ def run_turn(
     )
     outcome = TurnOutcome(None)
     requests_before = len(agent.observer.agent_requests)
-    records_before = len(agent.observer.transcript.records)
 
     def ours(message: Mapping[str, Any]) -> bool:
         return "method" not in message and message.get("id") == rid
@@ -393,7 +391,7 @@ def run_turn(
     finally:
         driver.policy.permission = "allow"
         driver.answer_held(CANCELLED)
-    outcome.kinds = _update_kinds(agent.observer.transcript.records[records_before:], session_id)
+    outcome.kinds = agent.observer.checks.turn_kinds(id_key(rid))
     response = outcome.response
     if response is not None and "result" in response:
         if isinstance(outcome.stop_reason, str):
@@ -406,24 +404,6 @@ def run_turn(
             rule_id, f"the cancelled turn was not answered within {driver.timeout:g}s"
         )
     return outcome
-
-
-def _update_kinds(records: Sequence[tuple[Any, str, bytes]], session_id: str) -> list[str]:
-    kinds = []
-    for _, direction, line in records:
-        if direction != "<-" or b'"session/update"' not in line:
-            continue
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        params = message.get("params") if isinstance(message, dict) else None
-        if not isinstance(params, dict) or params.get("sessionId") != session_id:
-            continue
-        update = params.get("update")
-        if isinstance(update, dict):
-            kinds.append(str(update.get("sessionUpdate")))
-    return kinds
 
 
 #: After a cancel, an answer other than "cancelled" that arrives within this many seconds may

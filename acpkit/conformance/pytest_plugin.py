@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from acpkit.conformance.rules import RULES, Rule
+from acpkit.conformance.rules import RULES, Rule, split_selectors
 
 if TYPE_CHECKING:
     from acpkit.conformance.report import SuiteResult
@@ -69,14 +69,10 @@ def _result(config: pytest.Config) -> SuiteResult:
             seed=config.getoption("--acp-seed"),
             timeout=config.getoption("--acp-timeout"),
             use_model_server=config.getoption("--acp-model-server"),
-            only=_split(config.getoption("--acp-rules")),
-            skip=_split(config.getoption("--acp-skip")),
+            only=split_selectors(config.getoption("--acp-rules")),
+            skip=split_selectors(config.getoption("--acp-skip")),
         )
     return stash[_RESULT_KEY]
-
-
-def _split(values: list[str]) -> list[str]:
-    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 class ConformanceFailure(Exception):

@@ -35,6 +35,7 @@ __all__ = [
     "UnknownRule",
     "render_markdown",
     "select_rules",
+    "split_selectors",
 ]
 
 
@@ -1635,6 +1636,11 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
 
 class UnknownRule(ValueError):
     """A ``--rules`` / ``--skip`` selector that matches no rule."""
+
+
+def split_selectors(values: Iterable[str]) -> list[str]:
+    """Rule selectors from repeatable, comma-separated options (``--rules A,B --rules C``)."""
+    return [part.strip() for value in values for part in value.split(",") if part.strip()]
 
 
 def _matches(rule: Rule, selector: str) -> bool:
