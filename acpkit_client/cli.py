@@ -59,7 +59,11 @@ from acpkit_client.agents import AgentStartError, HandshakeTimeout
 from acpkit_client.config import AgentsConfig, load_agents
 from acpkit_client.conversation import Entry, EntryKind, MessageEntry, PlanEntry, ToolCallEntry
 from acpkit_client.interfaces import IConversationObserver, IPermissionPrompt
-from acpkit_client.permissions import PermissionPolicy, PolicyPermissionPrompt
+from acpkit_client.permissions import (
+    PermissionPolicy,
+    PolicyPermissionPrompt,
+    describe_tool_call,
+)
 from acpkit_client.session import AgentWindow, TurnError
 
 __all__ = [
@@ -75,6 +79,7 @@ __all__ = [
     "TerminalPermissionPrompt",
     "ask",
     "main",
+    "permission_prompt_text",
 ]
 
 EXIT_OK = 0
@@ -295,6 +300,54 @@ class _LineReader:
         return d
 
 
+#: At most this many lines of a command, diff or content are shown in a terminal prompt.
+PROMPT_DETAIL_LINES = 40
+
+#: Labels whose text is shown as an indented block under the label.
+_BLOCK_LABELS = ("command", "diff", "content")
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (escape sequences...) made visible, tabs and
+    newlines kept: what an agent sends cannot rewrite the prompt on the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
+
+
+def permission_prompt_text(request: schema.RequestPermissionRequest) -> str:
+    """
+    What ``ask`` shows on the terminal for a permission request: the tool call (title,
+    kind, command or input, files, diff or content: at most :data:`PROMPT_DETAIL_LINES`
+    lines each) and the agent's options by number.  Pass the request the session
+    completed with what the agent announced (``AgentWindow.permission_request``).
+    """
+    described = describe_tool_call(request.tool_call)
+    title = dict(described).get("tool", request.tool_call.tool_call_id)
+    lines = [f"The agent asks permission: {_printable(title)}"]
+    for label, text in described:
+        if label == "tool":
+            continue
+        if label not in _BLOCK_LABELS:
+            lines.append(f"  {label}: {_printable(text)}")
+            continue
+        block = _printable(text).split("\n")
+        if len(block) == 1 and label == "command":
+            lines.append(f"  command: {block[0]}")
+            continue
+        lines.append(f"  {label}:")
+        if len(block) > PROMPT_DETAIL_LINES:
+            rest = len(block) - PROMPT_DETAIL_LINES
+            block = [*block[:PROMPT_DETAIL_LINES], f"… {rest} more lines"]
+        lines.extend(f"    {line}" for line in block)
+    for number, option in enumerate(request.options, 1):
+        lines.append(f"  {number}. {_printable(option.name)} ({option.kind})")
+    return "\n".join(lines) + "\n"
+
+
 @implementer(IPermissionPrompt)
 class TerminalPermissionPrompt:
     """Asks on the terminal: the agent's options by number; empty or EOF means no answer."""
@@ -304,11 +357,8 @@ class TerminalPermissionPrompt:
         self.reader = _LineReader(reactor, fd)
 
     async def choose(self, request: schema.RequestPermissionRequest) -> str | None:
-        """Show the request and read the user's choice."""
-        title = request.tool_call.title or request.tool_call.tool_call_id
-        self.err.write(f"\nThe agent asks permission: {title}\n")
-        for number, option in enumerate(request.options, 1):
-            self.err.write(f"  {number}. {option.name} ({option.kind})\n")
+        """Show the request (:func:`permission_prompt_text`) and read the user's choice."""
+        self.err.write("\n" + permission_prompt_text(request))
         self.err.write("Choose a number (Enter: reject): ")
         self.err.flush()
         line = await self.reader.read_line()

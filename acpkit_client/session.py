@@ -11,7 +11,9 @@ What the agent may call:
 =============================  =============================================================
 ``session/update``             folded into the conversation (undecodable ones are counted)
 ``session/request_permission`` the window's :class:`~acpkit_client.interfaces.
-                               IPermissionPrompt` (default: reject)
+                               IPermissionPrompt` (default: reject), given the tool call
+                               completed with what the agent announced for its id
+                               (:func:`~acpkit_client.permissions.merge_tool_call`)
 ``fs/read_text_file``          :class:`~acpkit_client.fs.FileAccess` (buffers, then disk)
 ``fs/write_text_file``         the same
 ``elicitation/create``         refused with an error (no UI here can ask; not announced)
@@ -25,6 +27,7 @@ import os
 from collections.abc import Collection, Mapping
 from typing import Any
 
+import attrs
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail
 from twisted.logger import Logger
 from zope.interface import implementer
@@ -39,7 +42,11 @@ from acpkit_client.config import AgentEntry
 from acpkit_client.conversation import ENTRY_TEXT_CAP, Conversation
 from acpkit_client.fs import FileAccess
 from acpkit_client.interfaces import IBufferProvider, IPermissionPrompt
-from acpkit_client.permissions import PolicyPermissionPrompt, answer_permission
+from acpkit_client.permissions import (
+    PolicyPermissionPrompt,
+    answer_permission,
+    merge_tool_call,
+)
 from acpkit_client.prompt import build_prompt
 
 __all__ = ["ELICITATION_REFUSED_CODE", "AgentWindow", "TurnError"]
@@ -262,9 +269,22 @@ class AgentWindow(Client):
     def request_permission(
         self, params: schema.RequestPermissionRequest
     ) -> Deferred[schema.RequestPermissionResponse]:
-        """Ask the window's permission prompt."""
+        """Ask the window's permission prompt about the tool call as the agent announced it."""
         self._check_session(params.session_id)
-        return answer_permission(params, self.permission_prompt)
+        return answer_permission(self.permission_request(params), self.permission_prompt)
+
+    def permission_request(
+        self, params: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionRequest:
+        """
+        ``params`` with its tool call completed by what this turn's ``tool_call`` and
+        ``tool_call_update`` announced for the same id (title, kind, command, diff, files).
+        """
+        announced = self.conversation.tool_call(params.tool_call.tool_call_id)
+        if announced is not None and announced.turn != self.conversation.turn:
+            announced = None  # an id reused from an earlier turn names another call
+        merged = merge_tool_call(announced, params.tool_call)
+        return params if merged is params.tool_call else attrs.evolve(params, tool_call=merged)
 
     def read_text_file(self, params: schema.ReadTextFileRequest) -> schema.ReadTextFileResponse:
         """``fs/read_text_file`` through :attr:`files`."""

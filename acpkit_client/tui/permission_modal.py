@@ -1,26 +1,26 @@
 """The permission modal, and the :class:`IPermissionPrompt` that opens it.
 
-The modal names the tool call (title, kind, and the command or the diff it carries) and
-offers the agent's own options as buttons. ``Esc`` rejects once: the ``reject_once``
-option (else no answer, which the library turns into a reject, never an allow); it never
-answers ``cancelled``, which is reserved for a cancelled turn. When the turn is cancelled
-while the modal is open, the request's Deferred is cancelled and the modal closes.
+The modal names the tool call as the agent announced it (title, kind, the command, the
+files and the diff: :func:`~acpkit_client.permissions.describe_tool_call` of the call the
+session completed with what was announced for its id) and offers the agent's own options
+as buttons. ``Esc`` rejects once: the ``reject_once`` option (else no answer, which the
+library turns into a reject, never an allow); it never answers ``cancelled``, which is
+reserved for a cancelled turn. When the turn is cancelled while the modal is open, the
+request's Deferred is cancelled and the modal closes.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import urwid
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from acpkit import schema
-from acpkit_client.conversation import render_tool_content
 from acpkit_client.interfaces import IPermissionPrompt
-from acpkit_client.permissions import option_of_kind
+from acpkit_client.permissions import describe_tool_call, option_of_kind
 from acpkit_client.tui.sizes import Size
 
 __all__ = ["ModalHost", "ModalPermissionPrompt", "PermissionModal", "describe_tool_call"]
@@ -37,30 +37,6 @@ class ModalHost(Protocol):
 
     def close_modal(self, widget: urwid.Widget) -> None:
         """Take ``widget`` away."""
-
-
-def describe_tool_call(tool_call: Any) -> list[tuple[str, str]]:
-    """``(label, text)`` pairs naming a tool call: title, kind, command, diff or content."""
-    described: list[tuple[str, str]] = []
-    title = getattr(tool_call, "title", None)
-    described.append(
-        ("tool", str(title) if title else str(getattr(tool_call, "tool_call_id", "?")))
-    )
-    kind = getattr(tool_call, "kind", None)
-    if kind is not None:
-        described.append(("kind", str(kind)))
-    raw_input = getattr(tool_call, "raw_input", None)
-    if isinstance(raw_input, dict) and isinstance(raw_input.get("command"), str):
-        described.append(("command", raw_input["command"]))
-    elif raw_input is not None:
-        described.append(("input", json.dumps(raw_input, ensure_ascii=False, sort_keys=True)))
-    content = getattr(tool_call, "content", None)
-    if content:
-        text = render_tool_content(content)
-        has_diff = any(isinstance(item, schema.FileEditToolCallContent) for item in content)
-        if text:
-            described.append(("diff" if has_diff else "content", text))
-    return described
 
 
 def _detail_lines(text: str) -> list[str]:
