@@ -11,11 +11,15 @@ method                    behaviour
                           ``agentInfo`` and ``authMethods: []``
 ``authenticate``          ``{}``
 ``session/new``           a date-sortable id, the request's cwd (absolute, an existing
-                          directory, else ``-32602`` at ``$.params.cwd``), a fresh history;
-                          counts ``mcpServers`` (ignored); then ``available_commands_update``
-                          (the commands, then the skills: :mod:`acpkit_agent.commands`)
-``session/load``          with ``sessions.enabled``: the same cwd check, then
-                          :mod:`acpkit_agent.replay`
+                          directory, else ``-32602`` at ``$.params.cwd``), the session's
+                          configuration (:func:`acpkit_agent.config.session_config`; an
+                          unusable project file is ``-32602`` at ``$.params.cwd`` naming
+                          it), a fresh history; counts ``mcpServers`` (ignored); logs the
+                          configuration files and the policy; then
+                          ``available_commands_update`` (the commands, then the skills:
+                          :mod:`acpkit_agent.commands`)
+``session/load``          with ``sessions.enabled``: the same cwd and configuration checks,
+                          then :mod:`acpkit_agent.replay`
 ``session/prompt``        a slash command of the :class:`CommandRegistry`, or a model turn
                           (:mod:`acpkit_agent.turn`; ``/skill`` rewritten to ``$skill``,
                           automatic compaction first); turns serialized process-wide
@@ -41,9 +45,11 @@ from acpkit.errors import InternalError, InvalidParams, clip
 from acpkit.interfaces import IAgent
 from acpkit_agent.commands import advertised_commands, builtin_commands, skill_library_for
 from acpkit_agent.compaction import maybe_compact
+from acpkit_agent.config import AgentConfig, ConfigError, session_config
 from acpkit_agent.prompt_content import flatten_prompt
 from acpkit_agent.replay import load_and_replay
 from acpkit_agent.session import (
+    LIVE_ID_KEY,
     SYSTEM_PROMPT,
     Session,
     SessionStore,
@@ -139,6 +145,13 @@ def _require_usable_cwd(cwd: str) -> None:
         raise InvalidParams("$.params.cwd", f"cwd {cwd!r} {why}")
 
 
+def _live_number(call_id: object) -> int:
+    """N of a ``call_N`` id, else 0."""
+    if isinstance(call_id, str) and call_id.startswith("call_") and call_id[5:].isdigit():
+        return int(call_id[5:])
+    return 0
+
+
 @implementer(IAgent)
 class BobAgent(Agent):
     """The reference agent "bob" for one connection (``conn``: its ``AgentConnection``)."""
@@ -206,11 +219,13 @@ class BobAgent(Agent):
     def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         """Create a session and, once the response is written, advertise the commands."""
         _require_usable_cwd(params.cwd)
+        config = self._config_for(params.cwd)
         session_id = new_session_id()
         while self.sessions.get(session_id) is not None:
             session_id = new_session_id()
         catalog = self.skills.catalog(params.cwd)
         session = Session.create(session_id, params.cwd, self.system_prompt)
+        session.config = config
         session.history[0]["content"] += skills_prompt(catalog)
         self.sessions.add(session)
         self._save(session)
@@ -220,6 +235,7 @@ class BobAgent(Agent):
             cwd=params.cwd,
             mcp=len(params.mcp_servers or []),
         )
+        self._log_config(session)
         # The connection holds updates for a session until its session/new response is
         # written, so this arrives right after the response.
         send_update(
@@ -237,6 +253,7 @@ class BobAgent(Agent):
         if not self._sessions_on_disk() or not isinstance(store, DiskSessionStore):
             return super().load_session(params)  # type: ignore[no-any-return]
         _require_usable_cwd(params.cwd)
+        config = self._config_for(params.cwd)
         lock = self.runtime.lock
         await lock.acquire()
         try:
@@ -245,7 +262,10 @@ class BobAgent(Agent):
             session = load_and_replay(
                 self.conn, store, params.session_id, params.cwd, system, self.runtime.tools
             )
+            session.config = config
+            self._skip_replayed_call_ids(session)
             store.add(session)
+            self._log_config(session)
             send_update(
                 self.conn,
                 session.id,
@@ -256,6 +276,67 @@ class BobAgent(Agent):
         finally:
             lock.release()
         return schema.LoadSessionResponse()
+
+    def _config_for(self, cwd: str) -> AgentConfig:
+        """
+        The configuration of a session in ``cwd`` (its project file over the base); an
+        unusable file is ``-32602`` at ``$.params.cwd`` naming it (no silent defaults).
+        """
+        try:
+            return session_config(self.runtime.config, cwd)
+        except ConfigError as error:
+            _log.warn(
+                "[acp] session in {cwd}: unusable configuration: {error}", cwd=cwd, error=error
+            )
+            raise InvalidParams("$.params.cwd", str(error)) from None
+
+    @staticmethod
+    def _log_config(session: Session) -> None:
+        """Log which configuration files the session uses and its permission policy."""
+        config = session.config
+        if config is None:
+            return
+        policy = "yolo (commands run without asking)" if config.yolo else "asks before changes"
+        _log.info(
+            "[acp] session {sid}: config {files}; permissions: {policy}",
+            sid=session.id,
+            files=config.describe_sources(),
+            policy=policy,
+        )
+        if config.ignored:
+            _log.warn(
+                "[acp] session {sid}: {path} sets {keys}, which apply per process: "
+                "ignored for this session",
+                sid=session.id,
+                path=config.project_path,
+                keys=", ".join(config.ignored),
+            )
+
+    def _skip_replayed_call_ids(self, session: Session) -> None:
+        """
+        Move the process's ``call_N`` counter past the live ids the loaded history holds
+        (saved by an earlier process), so that a new call never repeats a replayed id.
+        """
+        highest = max(
+            (
+                _live_number(call.get(LIVE_ID_KEY))
+                for message in session.history
+                for call in message.get("tool_calls") or []
+                if isinstance(call, dict)
+            ),
+            default=0,
+        )
+        while _live_number(self.runtime.next_call_id()) < highest:
+            pass
+
+    def _runtime_of(self, session: Session) -> AgentRuntime:
+        """
+        The runtime as ``session`` sees it: the process's engine, tools, turn lock and
+        ``call_N`` counter (shared objects), with the session's configuration.
+        """
+        if session.config is None or session.config is self.runtime.config:
+            return self.runtime
+        return attrs.evolve(self.runtime, config=session.config)
 
     def _sessions_on_disk(self) -> bool:
         """Whether sessions are saved (and so ``session/load`` is implemented)."""
@@ -290,6 +371,9 @@ class BobAgent(Agent):
         lock = self.runtime.lock
         await lock.acquire()
         try:
+            await self.runtime.window()
+            runtime = self._runtime_of(session)
+            turns = self.turns if runtime is self.runtime else TurnRunner(runtime, self.conn)
             command = self.commands.match(flat.text)
             if command is not None:
                 line = await command.run(session)
@@ -300,21 +384,21 @@ class BobAgent(Agent):
                 )
                 # the window may not be known yet (no model call so far): ask for it, so
                 # usage_update.size is the window and not 0
-                await self.runtime.window()
-                self.turns.send_usage(session, session.used_tokens())
+                await runtime.window()
+                turns.send_usage(session, session.used_tokens())
                 stop_reason = "end_turn"
             else:
                 text = rewrite_skill_command(flat.text, self.skills.catalog(session.cwd))
-                config = self.runtime.config
+                config = runtime.config
                 await maybe_compact(
                     session,
                     self.runtime.engine,
                     keep_last_turns=config.keep_last_turns,
                     compact_at=config.compact_at,
-                    window=await self.runtime.window(),
+                    window=await runtime.window(),
                     seconds=self.runtime.reactor.seconds,
                 )
-                outcome = await self.turns.run(session, text)
+                outcome = await turns.run(session, text)
                 if outcome.error is not None:
                     self._save(session)
                     # the seed's table: "internal error with error: <one-line explanation>"

@@ -8,7 +8,13 @@ from acpkit_agent.config import AgentConfig
 from acpkit_agent.hooks import hook_banner_lines
 from acpkit_agent.skills import SkillLibrary, catalog_banner_lines
 
-__all__ = ["banner_lines"]
+__all__ = ["YOLO_WARNING", "banner_lines"]
+
+YOLO_WARNING = (
+    "yolo: runs commands and changes files WITHOUT ASKING "
+    "(put yolo = false in <project>/.acpkit/agent.toml to be asked first)"
+)
+"""Appended to the first banner line when the process's ``yolo`` is true (the default)."""
 
 
 def banner_lines(
@@ -20,10 +26,13 @@ def banner_lines(
     home: str | None = None,
 ) -> list[str]:
     """
-    The banner: name and version, engine, configuration file (or "none"), policy, then the
-    skills seen from ``cwd`` (default: the process's) and each skill skipped or not announced.
+    The banner: name and version (with :data:`YOLO_WARNING` when ``yolo`` is true), engine,
+    configuration files (or "none"), policy, how sessions pick their configuration, then
+    the skills seen from ``cwd`` (default: the process's) and each skill skipped or not
+    announced.
     """
     title = f" — {config.title}" if config.title else ""
+    warning = f" — {YOLO_WARNING}" if config.yolo else ""
     permissions = "yolo (no permission requests)" if config.yolo else "asks before changes"
     window = (
         f"{config.context_window} tokens (configured)"
@@ -31,10 +40,12 @@ def banner_lines(
         else "asked from the engine"
     )
     return [
-        f"{config.name} {version}{title}",
+        f"{config.name} {version}{title}{warning}",
         f"  engine:      {engine_description}",
-        f"  config:      {config.path or 'none'}",
+        f"  config:      {config.describe_sources()}",
         f"  permissions: {permissions}",
+        "  sessions:    each takes yolo, hooks and compaction from its cwd's "
+        ".acpkit/agent.toml (logged per session)",
         f"  context:     {window}",
         *hook_banner_lines(config.hooks),
         *catalog_banner_lines(

@@ -90,7 +90,7 @@ def builtin_commands(runtime: AgentRuntime, store: SessionStore) -> list[SlashCo
         result = await compact(
             session,
             runtime.engine,
-            runtime.config.keep_last_turns,
+            (session.config or runtime.config).keep_last_turns,
             _seconds(runtime.reactor),
         )
         _log.info("[acp] session {sid}: /compact — {line}", sid=session.id, line=result.line)

@@ -11,14 +11,24 @@ user message                           ``user_message_chunk`` with its text
 compaction summary                     ``agent_message_chunk`` ``🗜️ <summary>``
 model text                             ``agent_message_chunk``
 tool call with its recorded answer     ``tool_call`` ``completed``: ``toolCallId`` the
-                                       call's id, ``title``/``kind`` as live, ``rawInput``,
-                                       ``rawOutput.output`` and a ``text`` content
+                                       id the client saw live, ``title``/``kind`` as live,
+                                       ``rawInput``, ``rawOutput.output`` and a ``text``
+                                       content (``failed`` when the answer says the call
+                                       was interrupted or cancelled)
 tool call without a recorded answer    ``tool_call`` ``failed``, no content
 =====================================  ==================================================
 
+A call's recorded answer is the ``tool`` message with its id among those right after its
+assistant message (a model may reuse ids in later turns).  ``toolCallId`` is the live id
+saved with the call (:data:`~acpkit_agent.session.LIVE_ID_KEY`), else (a file of an older
+agent) the model's id; ids are unique within a replay (a repeated one gets ``-2``, ``-3``…).
+
 Each replayed message has its own ``messageId`` so that chunks do not merge.  No tool
-runs.  Then ``available_commands_update``, then ``{}``; logged
-``[acp] session <id> loaded from <dir>: N message(s) replayed``.
+runs.  Then the history is repaired (:func:`~acpkit_agent.session.repair_history`: a call
+without an answer gets ``[tool call interrupted: …]``, so the model accepts the history),
+``available_commands_update`` is sent, then ``{}``; logged
+``[acp] session <id> loaded from <dir>: N message(s) replayed`` (and how many calls were
+repaired).
 """
 
 from __future__ import annotations
@@ -33,12 +43,15 @@ from twisted.logger import Logger
 from acpkit import schema
 from acpkit.errors import InvalidParams
 from acpkit_agent.compaction import is_summary, summary_text
-from acpkit_agent.session import Session
+from acpkit_agent.session import LIVE_ID_KEY, Session, repair_history, tool_results_of
 from acpkit_agent.store import DiskSessionStore, SessionFileError
 from acpkit_agent.tools.base import Tool
 from acpkit_agent.turn import send_update, tool_kind
 
 __all__ = ["load_and_replay", "replay_updates"]
+
+_FAILED_OUTPUTS = ("[tool call interrupted", "[tool call cancelled")
+"""Recorded answers of calls that ended ``failed`` live (the turn was interrupted)."""
 
 _log = Logger()
 
@@ -60,12 +73,42 @@ def _arguments(raw: Any) -> Any:
     return value if isinstance(value, dict) else raw
 
 
+class _Ids:
+    """The replayed ``toolCallId`` of each call: its live id, unique within the replay."""
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+
+    def __call__(self, call: Mapping[str, Any]) -> str:
+        live = call.get(LIVE_ID_KEY)
+        wanted = live if isinstance(live, str) and live else str(call.get("id") or "call")
+        chosen, n = wanted, 1
+        while chosen in self._used:
+            n += 1
+            chosen = f"{wanted}-{n}"
+        self._used.add(chosen)
+        return chosen
+
+
+def _answers(results: list[dict[str, Any]]) -> dict[str, list[str]]:
+    answers: dict[str, list[str]] = {}
+    for result in results:
+        answers.setdefault(str(result.get("tool_call_id")), []).append(
+            str(result.get("content") or "")
+        )
+    return answers
+
+
 def _tool_call(
-    call: Mapping[str, Any], answers: Mapping[str, str], tools: Mapping[str, Tool], cwd: str
+    call: Mapping[str, Any],
+    call_id: str,
+    answers: dict[str, list[str]],
+    tools: Mapping[str, Tool],
+    cwd: str,
 ) -> schema.ToolCallStart:
     function = call.get("function") or {}
     name = str(function.get("name") or "")
-    call_id = str(call.get("id") or "")
+    model_id = str(call.get("id") or "")
     raw_input = _arguments(function.get("arguments"))
     args = raw_input if isinstance(raw_input, dict) else {}
     tool = tools.get(name)
@@ -74,13 +117,14 @@ def _tool_call(
     else:
         title, kind, paths = tool.title(args), tool_kind(tool.kind), tool.locations(args, cwd)
     locations = [schema.ToolCallLocation(path=p) for p in paths] or None
-    if call_id in answers:
-        output = answers[call_id]
+    if answers.get(model_id):
+        output = answers[model_id].pop(0)
+        failed = output.startswith(_FAILED_OUTPUTS)
         return schema.ToolCallStart(
             tool_call_id=call_id,
             title=title,
             kind=kind,
-            status=schema.ToolCallStatus.COMPLETED,
+            status=schema.ToolCallStatus.FAILED if failed else schema.ToolCallStatus.COMPLETED,
             raw_input=raw_input,
             raw_output={"output": output},
             locations=locations,
@@ -100,14 +144,10 @@ def replay_updates(
     history: list[dict[str, Any]], tools: Mapping[str, Tool], cwd: str
 ) -> tuple[list[object], int]:
     """The ``session/update`` values replaying ``history``, and how many messages it holds."""
-    answers = {
-        str(m.get("tool_call_id")): str(m.get("content") or "")
-        for m in history
-        if m.get("role") == "tool"
-    }
+    ids = _Ids()
     updates: list[object] = []
     replayed = 0
-    for message in history:
+    for index, message in enumerate(history):
         role = message.get("role")
         if role == "system":
             continue
@@ -133,9 +173,10 @@ def replay_updates(
                         content=schema.TextContentBlock(text=content), message_id=_message_id()
                     )
                 )
+            answers = _answers(tool_results_of(history, index))
             for call in message.get("tool_calls") or []:
                 if isinstance(call, dict):
-                    updates.append(_tool_call(call, answers, tools, cwd))
+                    updates.append(_tool_call(call, ids(call), answers, tools, cwd))
     return updates, replayed
 
 
@@ -169,10 +210,12 @@ def load_and_replay(
     updates, replayed = replay_updates(session.history, tools, cwd)
     for update in updates:
         send_update(conn, session_id, update)
+    repaired = repair_history(session.history)
     _log.info(
-        "[acp] session {sid} loaded from {dir}: {n} message(s) replayed",
+        "[acp] session {sid} loaded from {dir}: {n} message(s) replayed{repaired}",
         sid=session_id,
         dir=store.sessions_dir(cwd),
         n=replayed,
+        repaired=f", {repaired} unanswered tool call(s) marked interrupted" if repaired else "",
     )
     return session

@@ -5,6 +5,12 @@ plan, the token counts — and :class:`SessionStore`, where the agent keeps its 
 The store is the seam for persistence: :class:`MemorySessionStore` keeps sessions for the
 life of the process; a persistent store (``sessions.enabled``) implements the same
 :class:`SessionStore` protocol and additionally writes ``<cwd>/<sessions.dir>/<id>.json``.
+
+Each tool call of an assistant message in the history also holds the ``toolCallId`` the
+client saw live (:data:`LIVE_ID_KEY`, set by :meth:`Session.record_call_id`), so that a
+replay shows the same ids; engines do not send it to the model.  :func:`repair_history`
+gives a result to every tool call that has none (a session saved mid-tool by an older
+agent, or a crash), since chat-completions servers reject such a history.
 """
 
 from __future__ import annotations
@@ -17,10 +23,13 @@ from typing import Any, Protocol
 
 import attrs
 
+from acpkit_agent.config import AgentConfig
 from acpkit_agent.engines.base import Usage
 from acpkit_agent.tools.plan import PlanState
 
 __all__ = [
+    "INTERRUPTED_TOOL_OUTPUT",
+    "LIVE_ID_KEY",
     "SYSTEM_PROMPT",
     "MemorySessionStore",
     "Session",
@@ -28,7 +37,15 @@ __all__ = [
     "SessionTotals",
     "estimate_tokens",
     "new_session_id",
+    "repair_history",
+    "tool_results_of",
 ]
+
+LIVE_ID_KEY = "acpToolCallId"
+"""The key, in a history tool call, of the ``toolCallId`` the client saw live."""
+
+INTERRUPTED_TOOL_OUTPUT = "[tool call interrupted: the agent stopped before it answered]"
+"""The result :func:`repair_history` gives a tool call that has none."""
 
 SYSTEM_PROMPT = (
     "You are Bob, a bash-first coding agent working in the user's project directory "
@@ -92,6 +109,9 @@ class Session:
     totals: SessionTotals = attrs.field(factory=SessionTotals)
     last_measure: int = 0
     """The last model call's input + output tokens (0: none, or forgotten by ``/new``)."""
+    config: AgentConfig | None = None
+    """The session's configuration (:func:`acpkit_agent.config.session_config`); None:
+    the process's."""
 
     @classmethod
     def create(cls, session_id: str, cwd: str, system_prompt: str = SYSTEM_PROMPT) -> Session:
@@ -102,9 +122,65 @@ class Session:
             history=[{"role": "system", "content": system_prompt.format(cwd=cwd)}],
         )
 
+    def record_call_id(self, model_id: str, live_id: str) -> None:
+        """
+        Remember that the model's tool call ``model_id`` of the latest assistant message
+        was announced to the client as ``live_id`` (its first call with that id not yet
+        given one: a model may reuse ids).
+        """
+        for message in reversed(self.history):
+            if message.get("role") != "assistant":
+                continue
+            for call in message.get("tool_calls") or []:
+                if isinstance(call, dict) and call.get("id") == model_id:
+                    if LIVE_ID_KEY not in call:
+                        call[LIVE_ID_KEY] = live_id
+                        return
+            return
+
     def used_tokens(self) -> int:
         """Tokens in context now: the larger of the last measure and the history estimate."""
         return max(self.last_measure, estimate_tokens(self.history))
+
+
+def tool_results_of(history: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:
+    """The tool results answering the assistant message ``history[index]``: the ``tool``
+    messages that follow it, up to the next message of another role."""
+    results = []
+    for message in history[index + 1 :]:
+        if message.get("role") != "tool":
+            break
+        results.append(message)
+    return results
+
+
+def repair_history(history: list[dict[str, Any]], output: str = INTERRUPTED_TOOL_OUTPUT) -> int:
+    """
+    Give every tool call of every assistant message a result (``output``, inserted after
+    the message's own results) when it has none; returns how many were added.
+    """
+    added = 0
+    index = 0
+    while index < len(history):
+        message = history[index]
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not isinstance(calls, list) or not calls:
+            index += 1
+            continue
+        results = tool_results_of(history, index)
+        answered = [result.get("tool_call_id") for result in results]
+        missing = []
+        for call in calls:
+            call_id = call.get("id") if isinstance(call, dict) else None
+            if call_id in answered:
+                answered.remove(call_id)
+            else:
+                missing.append({"role": "tool", "tool_call_id": call_id, "content": output})
+        end = index + 1 + len(results)
+        history[end:end] = missing
+        added += len(missing)
+        index = end + len(missing)
+    return added
 
 
 class SessionStore(Protocol):

@@ -363,6 +363,7 @@ class TurnRunner:
     ) -> str:
         """Announce, allow, run and conclude one tool call; return what the model receives."""
         acp_id = self.runtime.next_call_id()
+        session.record_call_id(call.id, acp_id)  # saved with the call, for session/load replay
         tool = self.runtime.tools.get(call.name)
         args = dict(call.arguments)
         if tool is None:

@@ -232,11 +232,18 @@ def test_stderr_observer_writes_plain_lines(capfd: pytest.CaptureFixture[str]) -
 
 
 def test_banner_names_engine_version_and_config() -> None:
-    """The banner: name, version, title, engine description, config file or none."""
+    """
+    The banner: name, version, title (and, with yolo, that commands run without asking and
+    how to be asked), engine description, config file or none.
+    """
     lines = banner_lines(AgentConfig(), "echo (offline)", "0.1.0")
-    assert lines[0] == "bob 0.1.0 — Bob (bash-first agent)"
+    assert lines[0] == (
+        "bob 0.1.0 — Bob (bash-first agent) — yolo: runs commands and changes files WITHOUT "
+        "ASKING (put yolo = false in <project>/.acpkit/agent.toml to be asked first)"
+    )
     assert "  engine:      echo (offline)" in lines
     assert "  config:      none" in lines
     lines = banner_lines(AgentConfig(path="/p/a.toml", yolo=False, context_window=10), "x", "1")
     assert "  config:      /p/a.toml" in lines
     assert "  permissions: asks before changes" in lines
+    assert lines[0] == "bob 1 — Bob (bash-first agent)"

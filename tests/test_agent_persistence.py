@@ -23,7 +23,7 @@ from acpkit import codec, schema
 from acpkit.errors import RPCError
 from acpkit_agent.compaction import summary_message
 from acpkit_agent.config import AgentConfig
-from acpkit_agent.session import Session
+from acpkit_agent.session import INTERRUPTED_TOOL_OUTPUT, Session
 from acpkit_agent.store import (
     FORMAT_VERSION,
     STALE_TEMP_AGE,
@@ -351,18 +351,29 @@ def test_load_replays_the_saved_history(tmp_path: Path) -> None:
     assert updates[-1]["sessionUpdate"] == "available_commands_update"
     assert [c["name"] for c in updates[-1]["availableCommands"]] == ["new", "compact"]
     assert not marker.exists()
-    line = f"[acp] session {sid} loaded from {tmp_path / SESSIONS}: 6 message(s) replayed"
+    line = (
+        f"[acp] session {sid} loaded from {tmp_path / SESSIONS}: 6 message(s) replayed, "
+        "2 unanswered tool call(s) marked interrupted"
+    )
     assert line in logs.acp()
     session = h.agent.sessions.get(sid)
     assert session is not None
     assert session.history[0]["content"].startswith("You are Bob")
     assert str(tmp_path) in session.history[0]["content"]
-    assert session.history[1:] == history[1:]
+    # the unanswered calls (call_8, call_9) got a result: servers reject them otherwise
+    repaired = [
+        *history[1:5],
+        {"role": "tool", "tool_call_id": "call_8", "content": INTERRUPTED_TOOL_OUTPUT},
+        history[5],
+        {"role": "tool", "tool_call_id": "call_9", "content": INTERRUPTED_TOOL_OUTPUT},
+        history[6],
+    ]
+    assert session.history[1:] == repaired
     assert session.remembered == {}
     raw = h.raw_prompt(sid, "and now?")
     assert raw["usage"] == {"totalTokens": 6, "inputTokens": 5, "outputTokens": 1}
     engine: Any = h.runtime.engine
-    assert engine.received[0].messages[1:-1] == history[1:]
+    assert engine.received[0].messages[1:-1] == repaired
 
 
 def test_conversation_saved_by_one_agent_loads_in_another(tmp_path: Path) -> None:

@@ -75,9 +75,25 @@ _SETTINGS: dict[str, tuple[type, ...]] = {
     "timeout": (int, float),
 }
 _MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "reasoning_content")
+_TOOL_CALL_KEYS = ("id", "type", "function")
+"""What a history tool call sends (not the live ``toolCallId`` the agent keeps with it)."""
 _SSE_FIELDS = (b"data", b"event", b"id", b"retry")
 
 _log = Logger()
+
+
+def _api_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A history message with the chat-completions keys only."""
+    sent = {key: message[key] for key in _MESSAGE_KEYS if key in message}
+    calls = sent.get("tool_calls")
+    if isinstance(calls, list):
+        sent["tool_calls"] = [
+            {key: call[key] for key in _TOOL_CALL_KEYS if key in call}
+            if isinstance(call, Mapping)
+            else call
+            for call in calls
+        ]
+    return sent
 
 
 class SSEParser:
@@ -250,12 +266,12 @@ class OpenAIEngine:
     def request_body(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec]
     ) -> dict[str, Any]:
-        """The JSON body of a streamed chat-completions request (messages keep known keys)."""
+        """
+        The JSON body of a streamed chat-completions request: messages (and the tool calls
+        of assistant messages) keep only the keys the API knows.
+        """
         body: dict[str, Any] = {
-            "messages": [
-                {key: message[key] for key in _MESSAGE_KEYS if key in message}
-                for message in messages
-            ],
+            "messages": [_api_message(message) for message in messages],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
