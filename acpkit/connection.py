@@ -36,6 +36,11 @@ hand to a transport) and does three things the untyped layer does not:
                                           its params are decoded (malformed params of a
                                           method the handler lacks are ``-32601``, not
                                           ``-32602``); see :func:`unimplemented`
+   the peer stops reading our output      ``session_update()`` (and every notification
+                                          sender) returns ``writable()``: a Deferred that
+                                          fires once the transport takes more output;
+                                          ``await`` it in a stream and at most one
+                                          transport buffer piles up
    =====================================  =================================================
 """
 
@@ -55,6 +60,7 @@ from zope.interface import implementer
 from acpkit import codec, schema
 from acpkit.errors import (
     CapabilityError,
+    ConnectionLost,
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
@@ -343,6 +349,25 @@ class _Role(Generic[H]):
 
     def _notify(self, method: str, params: object) -> Deferred[None]:
         self.protocol.notify(method, codec.encode(params))
+        return self.writable()
+
+    # -- back-pressure ---------------------------------------------------------------
+
+    def writable(self) -> Deferred[None]:
+        """
+        A Deferred that fires now, or once the transport takes more output.
+
+        The transport pauses us when the peer stops reading and its buffer is full (one
+        buffer: 64 KiB for pipes and sockets); it resumes us once that buffer is written.
+        Code that writes much (a stream of updates) awaits this before each write, so a
+        peer that does not read makes it wait instead of buffering without bound.  Every
+        notification sender (``session_update()``…) returns this Deferred for its write.
+        It fails with :class:`~acpkit.errors.ConnectionLost` when the connection is gone,
+        or goes away while we wait: ignore that failure (``addErrback``) or stop writing.
+        """
+        reason = self.protocol.closed_reason
+        if reason is not None:
+            return fail(ConnectionLost.because(reason.value))
         return self.protocol.writable()
 
     # -- extensions ----------------------------------------------------------------
@@ -364,10 +389,14 @@ class _Role(Generic[H]):
         self._check_extension_name(method)
         return self.protocol.request(method, params, timeout=timeout)
 
-    def extension_notify(self, method: str, params: Any = None) -> None:
-        """Send the custom notification ``method`` with raw params."""
+    def extension_notify(self, method: str, params: Any = None) -> Deferred[None]:
+        """
+        Send the custom notification ``method`` with raw params; returns
+        :meth:`writable` (await it when sending many).
+        """
         self._check_extension_name(method)
         self.protocol.notify(method, params)
+        return self.writable()
 
     @staticmethod
     def _check_extension_name(method: str) -> None:
@@ -582,6 +611,15 @@ class AgentConnection(_Role[IAgent]):
             self._cancel_turns(params.session_id)
         return super()._deliver_notification(method, pyname, params)
 
+    def cancel_all_turns(self) -> None:
+        """
+        Cancel every running turn of every session, as ``session/cancel`` does for one:
+        each ``session/prompt`` is answered ``cancelled``.  For an agent that must stop
+        (its input ended, it is shutting down).
+        """
+        for sid in list(self._turns):
+            self._cancel_turns(sid)
+
     def _cancel_turns(self, sid: str) -> None:
         for turn in list(self._turns.get(sid, [])):
             if not turn.cancelled:
@@ -600,8 +638,12 @@ class AgentConnection(_Role[IAgent]):
         self, session_id: str, update: Any, *, meta: Mapping[str, Any] | None = None
     ) -> Deferred[None]:
         """
-        Send one ``session/update``.  The returned Deferred fires when the transport
-        accepts more output: ``await`` it in long streams to respect back-pressure.
+        Send one ``session/update``; returns :meth:`writable`.
+
+        ``await`` it before the next update of a long stream: while the client does not
+        read, it waits (the update itself is already written), so at most one transport
+        buffer of updates piles up.  An update for a session whose ``session/new``
+        response is not written yet is held and returns a fired Deferred.
         """
         # The SessionNotification envelope built directly: this is the hot path of a turn.
         params: dict[str, Any] = {"sessionId": session_id, "update": codec.encode(update)}
@@ -611,7 +653,7 @@ class AgentConnection(_Role[IAgent]):
             self._held_updates.setdefault(session_id, []).append(params)
             return succeed(None)
         self.protocol.notify("session/update", params)
-        return self.protocol.writable()
+        return self.writable()
 
     def request_permission(
         self, params: schema.RequestPermissionRequest, *, timeout: float | None = None

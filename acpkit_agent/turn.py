@@ -11,19 +11,33 @@ history; the loop ends when the model answers without tool calls.
 Whatever happens — success, engine failure, cancellation — the history the engine produced
 is kept, a question that got no answer at all is removed, every announced tool call ends in
 a terminal status, a ``usage_update`` is sent and ``[acp] turn done: …`` is logged.
+
+Back-pressure: each streamed delta is written as soon as it comes, and the sink returns the
+connection's ``writable()`` Deferred; the ``echo`` and ``scripted`` engines wait for it
+before their next delta, so while the client does not read a turn stops after about one
+transport buffer (64 KiB) of updates.  Deltas an engine sends while the sink waits (an
+engine that cannot pause its source) are joined and sent as one chunk once the client reads
+again, or before the turn's next update: memory stays bounded by the answer's text.
+
+Order: turns are serialized process-wide by :class:`TurnLock`, which hands the lock to the
+next turn on the reactor's next iteration, after the releasing turn's response is written:
+responses leave in the order turns finish, each after its turn's updates.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
-from twisted.internet.defer import CancelledError, Deferred, DeferredLock
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from acpkit import schema
+from acpkit.errors import ConnectionLost
 from acpkit_agent.client_files import file_access_for
 from acpkit_agent.config import AgentConfig
 from acpkit_agent.elicitation import UserAsker
@@ -47,6 +61,7 @@ __all__ = [
     "SKILL_TOOLS",
     "AgentRuntime",
     "TurnCounts",
+    "TurnLock",
     "TurnOutcome",
     "TurnRunner",
     "send_update",
@@ -62,14 +77,70 @@ SKILL_TOOLS = frozenset({"read_skill"})
 CANCELLED_TOOL_OUTPUT = "[tool call cancelled by the user]"
 
 
-def send_update(conn: Any, session_id: str, update: object) -> None:
+def _ignore_connection_lost(failure: Failure) -> Failure | None:
+    return None if failure.check(ConnectionLost) else failure
+
+
+def send_update(conn: Any, session_id: str, update: object) -> Deferred[None]:
     """
-    Send one ``session/update``.  Back-pressure is left to the transport; a failure of the
-    writability Deferred (the connection went away) is ignored: the turn ends on its own.
+    Send one ``session/update``; return the connection's writability Deferred: it fires
+    when the client reads again (``await`` it before the next update of a stream).  A lost
+    connection fires it too (the turn is cancelled by the connection anyway), so callers
+    may ignore it.
     """
     d = conn.session_update(session_id, update)
-    if isinstance(d, Deferred):
-        d.addErrback(lambda _: None)
+    if not isinstance(d, Deferred):
+        return succeed(None)
+    d.addErrback(_ignore_connection_lost)
+    return d
+
+
+class TurnLock:
+    """
+    Serializes turns process-wide: ``await lock.acquire()`` … ``lock.release()``, FIFO.
+
+    Unlike :class:`~twisted.internet.defer.DeferredLock`, ``release()`` does not run the next
+    waiter inside itself: it hands the lock over on the reactor's next iteration.  The
+    releasing ``prompt`` handler returns first and its response is written; otherwise a
+    queued turn that needs no I/O (the ``echo`` engine) would run to its end, and be
+    answered, inside the previous turn's ``release()``, before that turn's own response.
+    A cancelled ``acquire()`` leaves the queue.
+    """
+
+    def __init__(self, reactor: Any = None) -> None:
+        self._reactor = reactor
+        self._waiting: deque[Deferred[TurnLock]] = deque()
+        #: True while a turn holds the lock or it is being handed to the next one.
+        self.locked = False
+
+    def acquire(self) -> Deferred[TurnLock]:
+        """A Deferred that fires with the lock once it is ours."""
+        if not self.locked:
+            self.locked = True
+            return succeed(self)
+        d: Deferred[TurnLock] = Deferred(self._waiting.remove)
+        self._waiting.append(d)
+        return d
+
+    def release(self) -> None:
+        """Give the lock up; the next waiter gets it on the reactor's next iteration."""
+        if not self.locked:
+            raise RuntimeError("TurnLock.release() without acquire()")
+        if not self._waiting:
+            self.locked = False
+            return
+        reactor = self._reactor
+        if reactor is None:
+            from twisted.internet import reactor as global_reactor
+
+            reactor = global_reactor
+        reactor.callLater(0, self._hand_over)
+
+    def _hand_over(self) -> None:
+        if not self._waiting:  # the waiters were cancelled meanwhile
+            self.locked = False
+            return
+        self._waiting.popleft().callback(self)
 
 
 def tool_kind(kind: str) -> schema.ToolKind:
@@ -89,7 +160,9 @@ class AgentRuntime:
     engine: IEngine
     tools: Mapping[str, Tool]
     reactor: Any
-    lock: DeferredLock = attrs.field(factory=DeferredLock)
+    lock: TurnLock = attrs.field(
+        default=attrs.Factory(lambda self: TurnLock(self.reactor), takes_self=True)
+    )
     _calls: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
     _window: int | None = None
 
@@ -149,28 +222,67 @@ class TurnOutcome:
     error: str | None = None
 
 
+def _chunk(kind: str, text: str) -> object:
+    block = schema.TextContentBlock(text=text)
+    if kind == "text":
+        return schema.AgentMessageChunk(content=block)
+    return schema.AgentThoughtChunk(content=block)
+
+
 class _Sink:
-    """Streams model deltas as ``agent_message_chunk`` / ``agent_thought_chunk`` updates."""
+    """
+    Streams model deltas as ``agent_message_chunk`` / ``agent_thought_chunk`` updates, with
+    back-pressure: a delta is written at once and the connection's writability Deferred is
+    returned (unfired while the client does not read); deltas that arrive while it is
+    unfired are joined (per kind, in order) and written when it fires, or by :meth:`flush`.
+    """
 
     def __init__(self, conn: Any, session_id: str) -> None:
         self._conn = conn
         self._session_id = session_id
         self.text_parts: list[str] = []
+        self._waiting: Deferred[None] | None = None
+        self._held: list[tuple[str, list[str]]] = []
 
-    def text(self, delta: str) -> None:
+    def text(self, delta: str) -> Deferred[None] | None:
         self.text_parts.append(delta)
-        send_update(
-            self._conn,
-            self._session_id,
-            schema.AgentMessageChunk(content=schema.TextContentBlock(text=delta)),
-        )
+        return self._send("text", delta)
 
-    def reasoning(self, delta: str) -> None:
-        send_update(
-            self._conn,
-            self._session_id,
-            schema.AgentThoughtChunk(content=schema.TextContentBlock(text=delta)),
-        )
+    def reasoning(self, delta: str) -> Deferred[None] | None:
+        return self._send("reasoning", delta)
+
+    def _send(self, kind: str, delta: str) -> Deferred[None] | None:
+        if self._waiting is not None:
+            # The engine did not wait: hold the delta (joined), nothing new to wait for.
+            if self._held and self._held[-1][0] == kind:
+                self._held[-1][1].append(delta)
+            else:
+                self._held.append((kind, [delta]))
+            return None
+        return self._write(kind, delta)
+
+    def _write(self, kind: str, text: str) -> Deferred[None]:
+        d = send_update(self._conn, self._session_id, _chunk(kind, text))
+        if not d.called and self._waiting is None:
+            self._waiting = d
+            d.addBoth(self._writable_again, d)
+        return d
+
+    def _writable_again(self, result: object, d: Deferred[None]) -> object:
+        if self._waiting is d:
+            self._waiting = None
+            self._write_held()
+        return result
+
+    def _write_held(self) -> None:
+        held, self._held = self._held, []
+        for kind, parts in held:
+            self._write(kind, "".join(parts))
+
+    def flush(self) -> None:
+        """Write the held deltas now (before any other update of the turn)."""
+        self._waiting = None
+        self._write_held()
 
 
 @attrs.define
@@ -236,6 +348,7 @@ class TurnRunner:
                 reply: ModelReply = await self.runtime.engine.complete(
                     list(history), self.runtime.tool_specs(), sink
                 )
+                sink.flush()
                 sink.text_parts = []
                 if reply.usage is not None:
                     session.totals.add(reply.usage)
@@ -281,6 +394,7 @@ class TurnRunner:
         interrupted: str,
     ) -> None:
         """Make the history and the tool calls consistent after the turn, whatever ended it."""
+        sink.flush()
         history = session.history
         for call in list(open_calls.values()):
             if call.running is not None and not call.running.called:

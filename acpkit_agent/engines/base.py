@@ -11,6 +11,10 @@ An engine (:class:`IEngine`) streams deltas of one model call to a :class:`Strea
 resolves with a :class:`ModelReply`; it fails with :class:`EngineError` (a one-line,
 user-presentable explanation) and is cancellable with ``Deferred.cancel()``.
 
+Back-pressure: a sink call may return an unfired ``Deferred`` (the client is not reading);
+an engine that can pause (``echo``, ``scripted``) waits for it before its next delta
+(:func:`must_wait` tells whether to), so a client that stops reading stops the stream.
+
 :class:`DeltaAssembler` turns OpenAI ``chat.completion.chunk`` deltas into a
 :class:`ModelReply`; the ``openai`` and ``scripted`` engines share it.
 """
@@ -36,6 +40,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "error_text",
+    "must_wait",
     "one_line_excerpt",
     "parse_tool_arguments",
     "validate_settings",
@@ -179,13 +184,24 @@ class ModelReply:
 
 
 class StreamSink(Protocol):
-    """Receives the deltas of a model call while it streams (whitespace preserved)."""
+    """
+    Receives the deltas of a model call while it streams (whitespace preserved).
 
-    def text(self, delta: str) -> None:
+    Each call may return a ``Deferred``: while it is unfired the sink's reader is not
+    keeping up, and an engine that can pause waits for it before the next delta
+    (back-pressure).  ``None`` or a fired Deferred: go on.
+    """
+
+    def text(self, delta: str) -> Deferred[None] | None:
         """A piece of the answer's text."""
 
-    def reasoning(self, delta: str) -> None:
+    def reasoning(self, delta: str) -> Deferred[None] | None:
         """A piece of the model's reasoning ("thinking") text."""
+
+
+def must_wait(ready: Deferred[None] | None) -> TypeGuard[Deferred[None]]:
+    """Whether a sink call's result asks the engine to wait before the next delta."""
+    return ready is not None and not ready.called
 
 
 class EngineError(Exception):
@@ -217,9 +233,11 @@ class IEngine(zope.interface.Interface):
         Ask the model for the next assistant message.
 
         Streams text and reasoning deltas to ``sink`` as they arrive and resolves with the
-        complete reply. Fails with :class:`EngineError` on connection errors, HTTP errors,
-        garbage or a cut stream. ``Deferred.cancel()`` aborts the call at once (the Deferred
-        fails with ``CancelledError``).
+        complete reply; when a sink call returns an unfired Deferred, an engine that can
+        pause its source waits for it before the next delta (back-pressure; an engine that
+        cannot, goes on: the sink copes). Fails with :class:`EngineError` on connection
+        errors, HTTP errors, garbage or a cut stream. ``Deferred.cancel()`` aborts the call
+        at once (the Deferred fails with ``CancelledError``).
         """
 
     def context_window() -> Deferred[int]:
@@ -244,7 +262,8 @@ class DeltaAssembler:
     Feed each decoded ``chat.completion.chunk`` object to :meth:`feed`; text and reasoning
     deltas go to the sink at once; tool-call deltas are assembled by ``index`` (``id``,
     ``function.name`` and ``function.arguments`` fragments are concatenated). A chunk with
-    an ``error`` object raises :class:`EngineError`.
+    an ``error`` object raises :class:`EngineError`. :meth:`feed` and :meth:`feed_delta`
+    return what the sink asked to wait for (see :func:`must_wait`), or ``None``.
     """
 
     def __init__(self, sink: StreamSink) -> None:
@@ -255,8 +274,8 @@ class DeltaAssembler:
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
 
-    def feed(self, chunk: Any) -> None:
-        """Take one decoded chunk object."""
+    def feed(self, chunk: Any) -> Deferred[None] | None:
+        """Take one decoded chunk object; return what the sink asked to wait for."""
         if not isinstance(chunk, dict):
             raise EngineError(
                 f"model server sent a non-object chunk: {one_line_excerpt(repr(chunk))}"
@@ -273,33 +292,40 @@ class DeltaAssembler:
         choices = chunk.get("choices") or []
         if not isinstance(choices, list):
             raise EngineError(f"model server sent bad choices: {one_line_excerpt(repr(choices))}")
+        ready: Deferred[None] | None = None
         for choice in choices:
             if not isinstance(choice, dict) or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta") or choice.get("message") or {}
             if isinstance(delta, dict):
-                self.feed_delta(delta)
+                ready = _wait_for(ready, self.feed_delta(delta))
             finish = choice.get("finish_reason")
             if isinstance(finish, str):
                 self.finish_reason = finish
+        return ready
 
-    def feed_delta(self, delta: Mapping[str, Any]) -> None:
-        """Take one ``delta`` object (or a whole non-streamed ``message``)."""
+    def feed_delta(self, delta: Mapping[str, Any]) -> Deferred[None] | None:
+        """
+        Take one ``delta`` object (or a whole non-streamed ``message``); return what the
+        sink asked to wait for.
+        """
+        ready: Deferred[None] | None = None
         reasoning = delta.get("reasoning_content")
         if not isinstance(reasoning, str):
             reasoning = delta.get("reasoning")  # Ollama and vLLM's newer name
         if isinstance(reasoning, str) and reasoning:
             self._reasoning.append(reasoning)
-            self._sink.reasoning(reasoning)
+            ready = self._sink.reasoning(reasoning)
         content = delta.get("content")
         if isinstance(content, str) and content:
             self._text.append(content)
-            self._sink.text(content)
+            ready = _wait_for(ready, self._sink.text(content))
         tool_calls = delta.get("tool_calls")
         if isinstance(tool_calls, list):
             for position, fragment in enumerate(tool_calls):
                 if isinstance(fragment, dict):
                     self._feed_tool_call(position, fragment)
+        return ready
 
     def _feed_tool_call(self, position: int, fragment: Mapping[str, Any]) -> None:
         index = fragment.get("index")
@@ -342,6 +368,13 @@ class DeltaAssembler:
             usage=self.usage,
             finish_reason=self.finish_reason,
         )
+
+
+def _wait_for(
+    earlier: Deferred[None] | None, later: Deferred[None] | None
+) -> Deferred[None] | None:
+    """Of two sink results, the one to wait for: the later unless only the earlier waits."""
+    return earlier if must_wait(earlier) and not must_wait(later) else later
 
 
 def error_text(error: Any) -> str:

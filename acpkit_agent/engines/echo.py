@@ -2,7 +2,9 @@
 The ``echo`` engine: the offline default when no model is configured. It is NOT a language
 model.
 
-- It echoes the last user message back in a few streamed chunks (whitespace preserved).
+- It echoes the last user message back in streamed chunks of at most 24 characters, cut at
+  word boundaries (whitespace preserved); a long message makes a long answer. When the
+  sink asks it to wait (back-pressure), it sends the next chunk only once it may.
 - It turns plain directives in the last user message into tool calls, one per line, when
   the tool is offered:
 
@@ -39,6 +41,7 @@ from acpkit_agent.engines.base import (
     ToolCallRequest,
     ToolSpec,
     Usage,
+    must_wait,
     validate_settings,
 )
 
@@ -128,6 +131,15 @@ def _chunks(text: str, size: int = 24) -> list[str]:
     return chunks
 
 
+async def _stream(chunks: list[str], sink: StreamSink, reply: ModelReply) -> ModelReply:
+    """Send ``chunks`` to ``sink``, waiting whenever it asks to; then return ``reply``."""
+    for chunk in chunks:
+        ready = sink.text(chunk)
+        if must_wait(ready):
+            await ready
+    return reply
+
+
 @implementer(IEngine)
 class EchoEngine:
     """Echoes the user and runs plain directives; see the module docstring."""
@@ -154,7 +166,10 @@ class EchoEngine:
         tools: Sequence[ToolSpec],
         sink: StreamSink,
     ) -> Deferred[ModelReply]:
-        """Answer at once: a summary of trailing tool results, else echo and directives."""
+        """
+        A summary of trailing tool results, else echo and directives: at once, unless the
+        sink asks to wait (then each next chunk is sent once it may).
+        """
         if not messages:
             return fail(EngineError("echo engine called with an empty history"))
         calls: list[ToolCallRequest] = []
@@ -162,21 +177,16 @@ class EchoEngine:
             text = self._summarise(messages)
         else:
             text, calls = self._answer(messages, {tool.name for tool in tools})
-        for chunk in _chunks(text):
-            sink.text(chunk)
         prompt_chars = sum(len(_content_text(m.get("content"))) for m in messages)
         output_chars = len(text) + sum(len(call.raw_arguments) for call in calls)
-        return succeed(
-            ModelReply(
-                text=text,
-                reasoning="",
-                tool_calls=tuple(calls),
-                usage=Usage(
-                    input_tokens=_tokens(prompt_chars), output_tokens=_tokens(output_chars)
-                ),
-                finish_reason="tool_calls" if calls else "stop",
-            )
+        reply = ModelReply(
+            text=text,
+            reasoning="",
+            tool_calls=tuple(calls),
+            usage=Usage(input_tokens=_tokens(prompt_chars), output_tokens=_tokens(output_chars)),
+            finish_reason="tool_calls" if calls else "stop",
         )
+        return Deferred.fromCoroutine(_stream(_chunks(text), sink, reply))
 
     def context_window(self) -> Deferred[int]:
         """The fixed window (:data:`ECHO_CONTEXT_WINDOW` unless configured)."""

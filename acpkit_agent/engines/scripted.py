@@ -3,8 +3,10 @@ The ``scripted`` engine: replays a script of model turns deterministically.
 
 Each ``complete()`` call consumes the next turn of an :class:`acpkit.testing.script.Script`
 (text chunks, reasoning chunks, tool calls, usage, faults). Delays use the given clock, so
-tests drive them with ``twisted.internet.task.Clock``. When the script runs out the call
-fails with ``EngineError("script exhausted after N turns (...)")``, unless ``loop = true``.
+tests drive them with ``twisted.internet.task.Clock``. When the sink asks to wait
+(back-pressure), the next event is played once it may (then after the turn's delay). When
+the script runs out the call fails with ``EngineError("script exhausted after N turns
+(...)")``, unless ``loop = true``.
 
 Settings (``[engine]`` table): ``script`` (required: path to a TOML or JSON script),
 ``context_window`` (int, overrides the script's ``context_window``; default 0).
@@ -20,6 +22,7 @@ import attrs
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit.testing.script import Script, ScriptError, Turn, load_script
@@ -31,6 +34,7 @@ from acpkit_agent.engines.base import (
     StreamSink,
     ToolSpec,
     Usage,
+    must_wait,
     validate_settings,
 )
 
@@ -126,7 +130,10 @@ class ScriptedEngine:
 
 
 class _TurnPlayer:
-    """Feeds one turn's deltas to an assembler, spaced by the turn's delay."""
+    """
+    Feeds one turn's deltas to an assembler, spaced by the turn's delay, each after the
+    sink's readiness (back-pressure).
+    """
 
     def __init__(self, turn: Turn, number: int, sink: StreamSink, clock: IReactorTime) -> None:
         self._turn = turn
@@ -154,21 +161,41 @@ class _TurnPlayer:
         self._pending = None
 
     def _step(self) -> None:
-        """Play the next event (all of them when there is no delay), then finish."""
+        """Play the next event (all of them when there is no delay or wait), then finish."""
         self._pending = None
         while self._position < len(self._events):
             delta, finish = self._events[self._position]
             self._position += 1
             try:
-                self._assembler.feed_delta(delta)
+                ready = self._assembler.feed_delta(delta)
             except Exception as error:  # a sink that raises must not hang the turn
                 self._done.errback(error)
                 return
             if finish is not None:
                 self._assembler.finish_reason = finish
-            if self._turn.delay > 0 and self._position < len(self._events):
-                self._pending = self._clock.callLater(self._turn.delay, self._step)
+            if must_wait(ready):
+                ready.addBoth(self._sink_ready)
                 return
+            if self._paced():
+                return
+        self._finish()
+
+    def _paced(self) -> bool:
+        """Schedule the next event after the turn's delay; False: play it now."""
+        if self._turn.delay > 0 and self._position < len(self._events):
+            self._pending = self._clock.callLater(self._turn.delay, self._step)
+            return True
+        return False
+
+    def _sink_ready(self, result: object) -> None:
+        if self._done.called:  # cancelled while waiting
+            return
+        if isinstance(result, Failure):
+            self._done.errback(result)
+        elif not self._paced():
+            self._step()
+
+    def _finish(self) -> None:
         if self._failure is not None:
             self._done.errback(self._failure)
             return
