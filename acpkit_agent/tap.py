@@ -72,7 +72,9 @@ class Options(usage.Options):
         "client connection with --listen). Run it with twistd -n; stdout carries only ACP "
         "frames, the log and the banner go to stderr, no pid file is written unless "
         "--pidfile is given. The configuration (TOML) is --config, else "
-        "<cwd>/.acpkit/agent.toml, else ~/.config/acpkit/agent.toml."
+        "~/.config/acpkit/agent.toml under the nearest <cwd>/.acpkit/agent.toml; each "
+        "session takes yolo, hooks and compaction from the nearest .acpkit/agent.toml "
+        "of its own cwd."
     )
     optParameters = [
         ["config", "c", None, "The configuration file (TOML); default: looked up."],
