@@ -326,8 +326,9 @@ class BobAgent(Agent):
             ),
             default=0,
         )
-        while _live_number(self.runtime.next_call_id()) < highest:
-            pass
+        if highest:
+            while _live_number(self.runtime.next_call_id()) < highest:
+                pass
 
     def _runtime_of(self, session: Session) -> AgentRuntime:
         """

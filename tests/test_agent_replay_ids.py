@@ -146,7 +146,7 @@ def test_calls_after_a_load_never_repeat_a_replayed_id(tmp_path: Path) -> None:
 def test_load_marks_an_unanswered_call_interrupted(tmp_path: Path) -> None:
     """A saved call with no result is replayed failed, then answered in the history."""
     sid = "20260916-101530-4f2a9c1e"
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "system", "content": "s"},
         {"role": "user", "content": "read both"},
         {
