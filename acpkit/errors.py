@@ -114,7 +114,14 @@ class RPCError(Exception):
         message = obj.get("message")
         if not isinstance(message, str):
             message = target.TITLE if target is not RPCError else "Error"
-        return target._from_parts(code, message, obj.get("data"))
+        data = obj.get("data")
+        limit = data.get("limit") if isinstance(data, Mapping) else None
+        if target is InvalidRequest and isinstance(limit, int) and not isinstance(limit, bool):
+            # -32600 with an integer data.limit: the peer's "line too long" error.
+            too_large = MessageTooLarge._from_parts(code, message, data)
+            too_large.limit = limit
+            return too_large
+        return target._from_parts(code, message, data)
 
     @classmethod
     def _from_parts(cls: type[_E], code: int, message: str, data: Any) -> _E:
@@ -151,9 +158,13 @@ class MessageTooLarge(InvalidRequest):
     """
     -32600: a line was longer than the accepted limit (``data == {"limit": N}``).
 
-    Sent to the peer (with id ``null``) for any oversized line, and used locally to
-    fail our pending request whose response was oversized.
+    Sent to the peer for an oversized line (with the request's id when the line's head
+    shows one, else with id ``null``), and used locally to fail our request whose line
+    or response was too long.  :meth:`RPCError.from_json` gives this class for a -32600
+    error whose ``data.limit`` is an integer.
     """
+
+    limit: int
 
     def __init__(self, limit: int, message: str | None = None) -> None:
         if message is None:

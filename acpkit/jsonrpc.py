@@ -121,6 +121,7 @@ from acpkit.framing import NDJSONProtocol
 
 __all__ = [
     "CANCEL_REQUEST",
+    "DEFAULT_MAX_BUFFERED_OUTPUT",
     "InboundRequest",
     "JSONRPCProtocol",
     "MethodRegistry",
@@ -137,6 +138,10 @@ CANCEL_REQUEST = "$/cancel_request"
 _BOM = b"\xef\xbb\xbf"
 _NOT_JSON = object()
 _DECIMAL_ID = re.compile(r"-?(0|[1-9][0-9]*)")
+#: Default for ``max_buffered_output``: how many bytes we write while the peer is not
+#: reading our output before new inbound requests stop being started (Back-pressure).
+DEFAULT_MAX_BUFFERED_OUTPUT = 16 * 1024 * 1024
+
 #: How many ids of requests we gave up on (cancelled, timed out) are remembered, so that
 #: their late answers are dropped quietly.
 _FORGOTTEN_IDS = 1024
@@ -364,6 +369,10 @@ class _Outgoing:
     method: str
     deferred: Deferred[Any]
     timer: IDelayedCall | None = None
+    #: Length of the request's line, in bytes (without the newline).
+    size: int = 0
+    #: How many lines we had written when this one was written (see _null_id_error).
+    seq: int = 0
 
 
 @attrs.define
@@ -372,17 +381,46 @@ class _Line:
     oversized: bool = False
 
 
-def _scan_head(head: bytes) -> tuple[object, list[str]]:
-    """
-    Read the top-level keys at the start of a truncated JSON object.
+@attrs.define
+class _Head:
+    """What the first bytes of an oversized line show of its top-level object."""
 
-    Returns the top-level ``id`` value if it was seen (``None`` otherwise) and the
-    top-level keys seen, in order, including the key whose value was cut off.
+    #: The top-level keys seen, in order, including the one whose value was cut off.
+    keys: list[str] = attrs.Factory(list)
+    #: The top-level values read whole (a value cut off by the head is absent).
+    values: dict[str, object] = attrs.Factory(dict)
+
+    def request_id(self) -> RequestId | None:
+        """The id of a request (``method`` and a whole, valid ``id`` seen), else None."""
+        request_id = self.values.get("id")
+        if "method" in self.keys and _valid_id(request_id):
+            return request_id  # type: ignore[return-value]
+        return None
+
+    def method(self) -> str | None:
+        """The ``method`` when it was read whole, else None."""
+        method = self.values.get("method")
+        return method if isinstance(method, str) else None
+
+    def kind(self) -> str:
+        """request, notification (as far as the head shows), response, or unknown."""
+        if "method" in self.keys:
+            return "request" if "id" in self.keys else "notification"
+        if "result" in self.keys or "error" in self.keys:
+            return "response"
+        return "unknown"
+
+
+def _scan_head(head: bytes) -> _Head:
+    """
+    Read the top-level keys and values at the start of a truncated JSON object.
+
+    Values are decoded only when they are complete within ``head``; a long value (the
+    params that made the line too long) stops the scan, so keys after it are not seen.
     """
     text = head.decode("utf-8", errors="replace")
     decoder = json.JSONDecoder()
-    keys: list[str] = []
-    found_id: object = None
+    found = _Head()
     pos = 0
     n = len(text)
 
@@ -393,30 +431,29 @@ def _scan_head(head: bytes) -> tuple[object, list[str]]:
 
     pos = skip(pos)
     if pos >= n or text[pos] != "{":
-        return None, keys
+        return found
     pos += 1
     while True:
         pos = skip(pos)
         if pos >= n or text[pos] != '"':
-            return found_id, keys
+            return found
         try:
             key, pos = decoder.raw_decode(text, pos)
         except ValueError:
-            return found_id, keys
+            return found
         pos = skip(pos)
         if pos >= n or text[pos] != ":":
-            return found_id, keys
-        keys.append(key)
+            return found
+        found.keys.append(key)
         pos = skip(pos + 1)
         try:
             value, pos = decoder.raw_decode(text, pos)
-        except ValueError:
-            return found_id, keys
-        if key == "id":
-            found_id = value
+        except (ValueError, RecursionError):
+            return found
+        found.values[key] = value
         pos = skip(pos)
         if pos >= n or text[pos] != ",":
-            return found_id, keys
+            return found
         pos += 1
 
 
@@ -446,6 +483,7 @@ class JSONRPCProtocol(NDJSONProtocol):
         max_concurrent_requests: int = 32,
         max_queued_requests: int = 1024,
         max_line_length: int | None = None,
+        max_buffered_output: int = DEFAULT_MAX_BUFFERED_OUTPUT,
         name: str = "peer",
     ) -> None:
         super().__init__()
@@ -453,6 +491,8 @@ class JSONRPCProtocol(NDJSONProtocol):
             raise ValueError("max_concurrent_requests must be at least 1")
         if max_queued_requests < 0:
             raise ValueError("max_queued_requests must not be negative")
+        if max_buffered_output < 0:
+            raise ValueError("max_buffered_output must not be negative")
         self.registry = registry if registry is not None else MethodRegistry()
         self.name = name
         if clock is None:
@@ -462,6 +502,9 @@ class JSONRPCProtocol(NDJSONProtocol):
         self._clock: IReactorTime = clock
         self.max_concurrent_requests = max_concurrent_requests
         self.max_queued_requests = max_queued_requests
+        #: Bytes of output we may write while the peer is not reading before new
+        #: inbound requests wait in the queue instead of starting (see Back-pressure).
+        self.max_buffered_output = max_buffered_output
         if max_line_length is not None:
             if max_line_length < 1:
                 raise ValueError("max_line_length must be positive")
@@ -486,8 +529,36 @@ class JSONRPCProtocol(NDJSONProtocol):
         self._closed_reason: Failure | None = None
         self._close_waiters: list[Deferred[Failure]] = []
         self._write_paused = False
+        # Bytes written since the transport paused us (reset when it resumes us).
+        self._written_while_paused = 0
         self._reading_paused = False
         self._writable_waiters: list[Deferred[None]] = []
+        # Lines written so far, and the longest one since the last error with id null
+        # (which line it was about is worked out from these; see _null_id_error).
+        self._lines_written = 0
+        self._window_start = 0
+        self._window_longest = 0
+        self._oversized_dropped = 0
+        self._undecodable_dropped = 0
+
+    @property
+    def undecodable_dropped(self) -> int:
+        """
+        How many incoming lines were discarded undelivered because they are not a valid
+        JSON-RPC message: not UTF-8, not JSON, not an object, or a malformed request,
+        notification or response, since the connection started.  Each one is also
+        logged (a client shows the count: its agent's updates may be among them).
+        """
+        return self._undecodable_dropped
+
+    @property
+    def oversized_dropped(self) -> int:
+        """
+        How many incoming lines were discarded for being longer than ``MAX_LENGTH``
+        (requests, notifications, responses or anything else), since the connection
+        started.  Each one is also logged with its method when its head shows it.
+        """
+        return self._oversized_dropped
 
     # -- connection ---------------------------------------------------------------
 
@@ -556,17 +627,24 @@ class JSONRPCProtocol(NDJSONProtocol):
     # -- flow control (IPushProducer, called by the transport) -------------------------
 
     def pauseProducing(self) -> None:
-        """The peer is not reading our output: stop reading its input, hold writers."""
-        self._write_paused = True
-        self.paused = True
-        self._update_reading()
+        """
+        The peer is not reading our output: hold writers (``writable()`` waits).
+
+        Input is still read (see Back-pressure in the module docstring): two peers that
+        both write before they read cannot deadlock.
+        """
+        if not self._write_paused:
+            self._write_paused = True
+            self._written_while_paused = 0
 
     def resumeProducing(self) -> None:
-        """The peer reads again: deliver buffered input, resume reading and writers."""
+        """The peer reads again: start queued requests, release writers."""
         self._write_paused = False
+        self._written_while_paused = 0
         self.paused = False
         self.dataReceived(b"")
         self._update_reading()
+        self._pump_queue()
         waiters, self._writable_waiters = self._writable_waiters, []
         for w in waiters:
             w.callback(None)
@@ -582,8 +660,13 @@ class JSONRPCProtocol(NDJSONProtocol):
         self._writable_waiters.append(d)
         return d
 
+    def _output_over_budget(self) -> bool:
+        """True while the peer is not reading and we wrote ``max_buffered_output`` since."""
+        return self._write_paused and self._written_while_paused >= self.max_buffered_output
+
     def _update_reading(self) -> None:
-        want = self._write_paused or self._held is not None
+        # Only a held notification handler stops reading; write pressure never does.
+        want = self._held is not None
         if want == self._reading_paused or not self.connected or self.transport is None:
             return
         if getattr(self.transport, "disconnecting", False):
@@ -601,6 +684,12 @@ class JSONRPCProtocol(NDJSONProtocol):
                 "{peer}: not connected, dropped {line!r}", peer=self.name, line=line[:80]
             )
             return False
+        size = len(line)
+        self._lines_written += 1
+        if size > self._window_longest:
+            self._window_longest = size
+        if self._write_paused:
+            self._written_while_paused += size + 1
         self.sendLine(line)
         if not self._receiving:
             self._flush()
@@ -652,13 +741,15 @@ class JSONRPCProtocol(NDJSONProtocol):
             line = encode_message(message)
         except (TypeError, ValueError) as e:
             return fail(e)
+        if len(line) > self.MAX_LENGTH:
+            return fail(self._too_long_to_send(f"the {method} request", len(line)))
         self._next_id += 1
 
         def canceller(_: Deferred[Any]) -> None:
             self._give_up(request_id)
 
         d: Deferred[Any] = Deferred(canceller)
-        outgoing = _Outgoing(method, d)
+        outgoing = _Outgoing(method, d, size=len(line), seq=self._lines_written + 1)
         self._outgoing[request_id] = outgoing
         if timeout is not None:
             outgoing.timer = self._clock.callLater(timeout, self._timed_out, request_id, timeout)
@@ -669,12 +760,33 @@ class JSONRPCProtocol(NDJSONProtocol):
         """
         Send a notification (dropped with a log line when not connected).
 
-        Raises ``TypeError``/``ValueError`` at once when ``params`` is not JSON.
+        Raises ``TypeError``/``ValueError`` at once when ``params`` is not JSON, and
+        :class:`MessageTooLarge` (nothing is sent) when its line would be longer than
+        our own ``MAX_LENGTH``.
         """
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
-        self._write(encode_message(message))
+        line = encode_message(message)
+        if len(line) > self.MAX_LENGTH:
+            raise self._too_long_to_send(f"the {method} notification", len(line))
+        self._write(line)
+
+    def _too_long_to_send(self, what: str, size: int) -> MessageTooLarge:
+        """The error for a line of ours longer than our own limit (it is not sent)."""
+        limit = self.MAX_LENGTH
+        self._log.warn(
+            "{peer}: {what} was not sent: {size} bytes, over the {limit}-byte line limit",
+            peer=self.name,
+            what=clip(what, 120),
+            size=size,
+            limit=limit,
+        )
+        return MessageTooLarge(
+            limit,
+            f"Message too large: {clip(what, 120)} is {size} bytes, over the {limit}-byte "
+            "line limit of this connection; it was not sent",
+        )
 
     def fail_all_outgoing(self, reason: Exception) -> None:
         """Fail every pending outgoing request with ``reason``."""
@@ -793,6 +905,7 @@ class JSONRPCProtocol(NDJSONProtocol):
             text = line.decode("utf-8")
         except UnicodeDecodeError as e:
             self._log.warn("{peer}: invalid UTF-8 line: {e}", peer=self.name, e=e)
+            self._undecodable_dropped += 1
             self._send_error(None, ParseError(f"invalid UTF-8 at byte {e.start}"))
             return
         huge: list[_HugeInt] = []
@@ -810,6 +923,7 @@ class JSONRPCProtocol(NDJSONProtocol):
                 self._log.warn(
                     "{peer}: not JSON ({e}): {line!r}", peer=self.name, e=e, line=clip(text, 80)
                 )
+                self._undecodable_dropped += 1
                 self._send_error(None, ParseError(str(e)))
                 return
         if huge and isinstance(obj, dict) and self._refuse_huge_ints(obj, huge):
@@ -872,6 +986,7 @@ class JSONRPCProtocol(NDJSONProtocol):
         return False
 
     def _invalid(self, request_id: RequestId | None, reason: str, obj: object) -> None:
+        self._undecodable_dropped += 1
         self._log.warn(
             "{peer}: invalid message ({reason}): {obj}",
             peer=self.name,
@@ -918,16 +1033,18 @@ class JSONRPCProtocol(NDJSONProtocol):
             protocol=self,
         )
         request._cancelled_result = registration.cancelled_result
-        if self._running >= self.max_concurrent_requests and (
+        if (self._running >= self.max_concurrent_requests or self._output_over_budget()) and (
             len(self._queue) >= self.max_queued_requests
         ):
             self._log.warn(
-                "{peer}: refused {method} (id {id}): {running} running, {queued} queued",
+                "{peer}: refused {method} (id {id}): {running} running, {queued} queued, "
+                "{buffered} bytes written since the peer stopped reading",
                 peer=self.name,
                 method=method,
                 id=request_id,
                 running=self._running,
                 queued=len(self._queue),
+                buffered=self._written_while_paused,
             )
             self._send_error(request_id, InternalError("too many concurrent requests"))
             return
@@ -952,6 +1069,7 @@ class JSONRPCProtocol(NDJSONProtocol):
                 peer=self.name,
                 obj=clip(repr(obj), 200),
             )
+            self._undecodable_dropped += 1
             return
         params = obj.get("params")
         if method == CANCEL_REQUEST:
@@ -971,6 +1089,7 @@ class JSONRPCProtocol(NDJSONProtocol):
                 peer=self.name,
                 method=method,
             )
+            self._undecodable_dropped += 1
             return
         meta = params.get("_meta") if isinstance(params, dict) else None
         try:
@@ -1030,11 +1149,8 @@ class JSONRPCProtocol(NDJSONProtocol):
         ):
             problem = "the error must be an object with an integer code"
         elif response_id is None and has_error:
-            self._log.warn(
-                "{peer}: the peer reported an error about a message it could not identify: {error}",
-                peer=self.name,
-                error=clip(repr(error), 300),
-            )
+            assert isinstance(error, dict)
+            self._null_id_error(error)
             return
         elif not _valid_id(response_id):
             problem = "the id must be a string or an integer"
@@ -1087,28 +1203,103 @@ class JSONRPCProtocol(NDJSONProtocol):
             return outgoing, number
         return None, 0
 
+    def _null_id_error(self, error: dict[str, Any]) -> None:
+        """
+        The peer answered with id ``null``: it could not read one of our lines.
+
+        Work out which of our pending requests it can only be about, and fail it now
+        rather than let it wait for an answer that will never come:
+
+        - -32600 with an integer ``data.limit`` (a line too long for the peer): every
+          pending request whose line was longer than that limit.  The peer discards
+          every such line, so each of them fails whichever line the error was about.
+        - -32700 (the peer could not parse a line; our lines are valid JSON, so it cut
+          a long one): the single pending request, if there is exactly one and its line
+          is the longest we wrote since the previous error with id ``null`` (so it is
+          at least as long as the line the error is about, whichever it was).
+        - anything else: nothing is failed (logged only).
+        """
+        code = error.get("code")
+        data = error.get("data")
+        limit = data.get("limit") if isinstance(data, dict) else None
+        failed: list[tuple[int, _Outgoing, RPCError]] = []
+        if code == InvalidRequest.CODE and isinstance(limit, int) and not isinstance(limit, bool):
+            for request_id, outgoing in self._outgoing.items():
+                if outgoing.size > limit:
+                    failed.append(
+                        (
+                            request_id,
+                            outgoing,
+                            MessageTooLarge(
+                                limit,
+                                f"Message too large: request {request_id} ({outgoing.method}) "
+                                f"was {outgoing.size} bytes, over the peer's {limit}-byte "
+                                "line limit; the peer discarded it",
+                            ),
+                        )
+                    )
+        elif code == ParseError.CODE and len(self._outgoing) == 1:
+            ((request_id, outgoing),) = self._outgoing.items()
+            if outgoing.seq > self._window_start and outgoing.size >= self._window_longest:
+                failed.append((request_id, outgoing, RPCError.from_json(error)))
+        self._window_start = self._lines_written
+        self._window_longest = 0
+        if not failed:
+            self._log.warn(
+                "{peer}: the peer reported an error about a message it could not identify: {error}",
+                peer=self.name,
+                error=clip(repr(error), 300),
+            )
+            return
+        for request_id, outgoing, reason in failed:
+            self._log.warn(
+                "{peer}: request {id} ({method}) failed: the peer could not read it: {error}",
+                peer=self.name,
+                id=request_id,
+                method=outgoing.method,
+                error=clip(repr(error), 300),
+            )
+            del self._outgoing[request_id]
+            if outgoing.timer is not None and outgoing.timer.active():
+                outgoing.timer.cancel()
+            self._forget(request_id)
+            outgoing.deferred.errback(reason)
+
     def _process_oversized(self, head: bytes) -> None:
         limit = self.MAX_LENGTH
-        found_id, keys = _scan_head(head)
+        self._oversized_dropped += 1
+        found = _scan_head(head)
+        kind = found.kind()
+        request_id = found.request_id()
+        method = found.method()
         self._log.warn(
-            "{peer}: discarded an incoming line longer than {limit} bytes (starts {head!r})",
+            "{peer}: discarded an incoming {kind}{method}{id} longer than {limit} bytes "
+            "({count} so far; starts {head!r})",
             peer=self.name,
+            kind="line" if kind == "unknown" else kind,
+            method="" if method is None else f" {clip(method, 80)}",
+            id="" if request_id is None else f" (id {clip(repr(request_id), 80)})",
             limit=limit,
+            count=self._oversized_dropped,
             head=head[:80],
         )
-        self._send_error(None, MessageTooLarge(limit))
-        if "method" in keys or not ("result" in keys or "error" in keys):
+        if request_id is not None and request_id not in self._inbound:
+            # A request whose id we read: answer that id, so its sender stops waiting.
+            self._send_error(request_id, MessageTooLarge(limit))
             return
-        outgoing, request_id = self._match(found_id)
+        self._send_error(None, MessageTooLarge(limit))
+        if kind != "response" or "id" not in found.values:
+            return
+        outgoing, number = self._match(found.values["id"])
         if outgoing is None:
             return
-        del self._outgoing[request_id]
+        del self._outgoing[number]
         if outgoing.timer is not None and outgoing.timer.active():
             outgoing.timer.cancel()
         outgoing.deferred.errback(
             MessageTooLarge(
                 limit,
-                f"the response to request {request_id} ({outgoing.method}) exceeded the "
+                f"the response to request {number} ({outgoing.method}) exceeded the "
                 f"{limit}-byte message limit and was discarded",
             )
         )
@@ -1120,7 +1311,11 @@ class JSONRPCProtocol(NDJSONProtocol):
             return
         self._pumping = True
         try:
-            while self._queue and self._running < self.max_concurrent_requests:
+            while (
+                self._queue
+                and self._running < self.max_concurrent_requests
+                and not self._output_over_budget()
+            ):
                 self._start(self._queue.popleft())
         finally:
             self._pumping = False
@@ -1206,6 +1401,12 @@ class JSONRPCProtocol(NDJSONProtocol):
             )
             line = encode_message(
                 {"jsonrpc": "2.0", "id": request.id, "error": InternalError().to_json()}
+            )
+        if len(line) > self.MAX_LENGTH:
+            what = f"the {'error' if error is not None else 'result'} of {request.method}"
+            too_large = self._too_long_to_send(f"{what} (id {request.id!r})", len(line))
+            line = encode_message(
+                {"jsonrpc": "2.0", "id": request.id, "error": too_large.to_json()}
             )
         written = self._write(line)
         self._finish(request)

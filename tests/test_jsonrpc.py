@@ -557,13 +557,13 @@ def test_response_without_jsonrpc_and_bad_error_shape() -> None:
 
 
 def test_oversized_line_reply_and_stream_goes_on() -> None:
-    """A too-long line gets -32600 id null with the limit; the next line is served."""
+    """A too-long request gets -32600 with its id and the limit; the next line is served."""
     proto, _ = make(echo_registry(), max_line_length=100)
     t = connect(proto)
     proto.dataReceived(b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":"' + b"a" * 200)
     proto.dataReceived(b'"}}\n{"jsonrpc":"2.0","id":2,"method":"echo","params":{}}\n')
     assert t.value() == (
-        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,'
+        b'{"jsonrpc":"2.0","id":1,"error":{"code":-32600,'
         b'"message":"Message too large: lines are limited to 100 bytes","data":{"limit":100}}}\n'
         b'{"jsonrpc":"2.0","id":2,"result":{}}\n'
     )
@@ -848,14 +848,19 @@ def test_after_reply_runs_after_the_reply_is_written() -> None:
 # -- back-pressure and half-close ------------------------------------------------------------
 
 
-def test_back_pressure_pauses_reading_and_writers() -> None:
-    """Paused by the transport: input stops, writable() waits; resume restores both."""
-    proto, _ = make(echo_registry())
+def test_back_pressure_holds_writers_and_new_requests_not_reading() -> None:
+    """
+    Paused by the transport: writable() waits and, once ``max_buffered_output`` bytes
+    were written meanwhile, new requests wait in the queue; input is still read (the
+    transport is never paused for write pressure).  Resume starts them and releases
+    writable().
+    """
+    proto, _ = make(echo_registry(), max_buffered_output=0)
     t = connect(proto)
     assert t.producer is proto and t.streaming
     assert proto.writable().called
     proto.pauseProducing()
-    assert t.producerState == "paused"
+    assert t.producerState == "producing"
     w = proto.writable()
     assert not w.called
     proto.dataReceived(b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{}}\n')
