@@ -43,6 +43,8 @@ from twisted.python.failure import Failure
 
 from acpkit import schema
 from acpkit.endpoints import process_group_argv
+from acpkit.process_groups import child_groups, group_has_live_members
+from acpkit.process_groups import kill_group as kill_process_group
 
 __all__ = [
     "HOOK_EVENTS",
@@ -198,17 +200,8 @@ def run_hook(
 
     def kill_group() -> None:
         pid = state["pid"]
-        if pid is None:
-            return
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        except PermissionError:
-            pass
+        if pid is not None:
+            kill_process_group(pid, signal.SIGKILL)
 
     def cancel(_: Deferred[HookOutcome]) -> None:
         stop_timers()
@@ -225,6 +218,8 @@ def run_hook(
 
     def finish(outcome: HookOutcome) -> None:
         stop_timers()
+        if state["pid"] is not None and not group_has_live_members(state["pid"]):
+            child_groups.discard(state["pid"])
         if not result.called:
             result.callback(outcome)
 
@@ -272,6 +267,8 @@ def run_hook(
         finish(HookOutcome(None, f"cannot run: {error}"))
         return result
     state["pid"] = getattr(process, "pid", None)
+    if state["pid"] is not None:
+        child_groups.add(state["pid"])  # killed at the latest when the agent exits
     state["timer"] = reactor.callLater(hook.timeout, expire)
     return result
 

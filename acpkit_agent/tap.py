@@ -3,16 +3,26 @@
 
 Stdout carries only ACP frames: unless the user chose ``--logger``/``--logfile``, the log
 goes to stderr (:func:`stderr_observer`), and unless the user chose a ``--pidfile``, no pid
-file is written (two agents can run in one directory).  A bad configuration is reported on
-stderr, naming the file and the key, and twistd exits with status 1 before serving; so
-does a ``--listen`` value that is no endpoint string or names a port that cannot be had
-(one line, no traceback).
+file is written (two agents can run in one directory).  Under ``twist``, a log that would
+go to stdout goes to stderr.  ``twistd`` without ``-n`` is refused on stdio (a daemon has
+no stdin/stdout to talk on); with ``--listen`` it daemonizes and says on stderr where its
+log and pid file are.  A bad configuration is reported on stderr, naming the file and the
+key, and twistd exits with status 1 before serving; so does a ``--listen`` value that is
+no endpoint string or names a port that cannot be had (one line, no traceback).
+
+Lifetime: when stdin ends, the running turns are cancelled (as ``session/cancel`` would),
+their answers written if stdout is still open, and the agent exits once the connection is
+closed, or :data:`STDIN_EOF_GRACE` seconds after stdin's end at the latest.  Whatever
+ends the reactor (stdin's end, SIGTERM, SIGINT), the process groups of tool commands and
+hooks still alive are stopped first; a watchdog kills them if the agent dies otherwise
+(:mod:`acpkit.process_groups`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
 from twisted.application.service import IService, Service
@@ -27,6 +37,8 @@ from zope.interface import implementer
 
 from acpkit.connection import AgentConnection
 from acpkit.endpoints import serve, serve_stdio
+from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.process_groups import child_groups
 from acpkit_agent.agent import AGENT_VERSION, BobAgent
 from acpkit_agent.banner import banner_lines
 from acpkit_agent.config import AgentConfig, ConfigError, load_config
@@ -35,10 +47,21 @@ from acpkit_agent.skills import SkillLibrary
 from acpkit_agent.tools import builtin_tools
 from acpkit_agent.turn import AgentRuntime
 
-__all__ = ["AgentService", "Options", "build_runtime", "makeService", "stderr_observer"]
+__all__ = [
+    "STDIN_EOF_GRACE",
+    "AgentService",
+    "Options",
+    "build_runtime",
+    "makeService",
+    "stderr_observer",
+]
 
 _log = Logger()
 _TWISTD_DEFAULT_PIDFILE = "twistd.pid"
+
+STDIN_EOF_GRACE = 3.0
+"""Seconds the agent waits, once stdin has ended, for its cancelled turns to be answered
+and the connection to close before it exits anyway."""
 
 
 @implementer(ILogObserver)
@@ -71,7 +94,8 @@ class Options(usage.Options):
         "Run the reference ACP agent bob: JSON-RPC on stdio (or one agent connection per "
         "client connection with --listen). Run it with twistd -n; stdout carries only ACP "
         "frames, the log and the banner go to stderr, no pid file is written unless "
-        "--pidfile is given. The configuration (TOML) is --config, else "
+        "--pidfile is given; without -n only --listen may run in the background. "
+        "The configuration (TOML) is --config, else "
         "~/.config/acpkit/agent.toml under the nearest <cwd>/.acpkit/agent.toml; each "
         "session takes yolo, hooks and compaction from the nearest .acpkit/agent.toml "
         "of its own cwd."
@@ -93,15 +117,51 @@ class Options(usage.Options):
         sys.stdout.flush()
         raise SystemExit(0)
 
+    #: Set when twistd will daemonize (``--listen`` without ``-n``): the line telling
+    #: where the log and the pid file are, written once listening started.
+    daemon_note: str | None = None
+
     def postOptions(self) -> None:
-        """Keep stdout for frames and the cwd free of twistd.pid (when the user did not choose)."""
+        """
+        Keep stdout for frames and the cwd free of twistd.pid (when the user did not
+        choose); refuse to daemonize on stdio.
+        """
         parent = getattr(self, "parent", None)
         if parent is None:
+            return
+        if "logFile" in parent:  # twist: never daemonizes, logs to stdout by default
+            if parent["logFile"] in (sys.stdout, sys.stderr):
+                parent["logFile"] = sys.stderr
+                parent["fileLogObserverFactory"] = _StderrObserver
+            return
+        if "nodaemon" in parent and not parent["nodaemon"]:
+            self._daemon_options(parent)
             return
         if parent.get("pidfile") == _TWISTD_DEFAULT_PIDFILE:
             parent["pidfile"] = ""
         if parent.get("logger") is None and parent.get("logfile") is None:
             parent["logger"] = f"{__name__}.stderr_observer"
+
+    def _daemon_options(self, parent: Any) -> None:
+        """twistd without ``-n``: refused on stdio; with ``--listen``, say where things go."""
+        if self["listen"] == "stdio":
+            _exit_with(
+                "cannot run in the background on stdio: an ACP agent talks on its "
+                "stdin/stdout; run twistd -n acp-agent (or give --listen ENDPOINT to serve "
+                "sockets in the background)"
+            )
+        rundir = parent.get("rundir") or "."
+        if parent.get("syslog"):
+            log = "syslog"
+        elif parent.get("logger"):
+            log = f"the observer {parent['logger']}"
+        else:
+            log = os.path.abspath(os.path.join(rundir, parent.get("logfile") or "twistd.log"))
+        pidfile = parent.get("pidfile")
+        where = os.path.abspath(os.path.join(rundir, pidfile)) if pidfile else "none"
+        self.daemon_note = (
+            f"running in the background, serving {self['listen']}; log: {log}; pid file: {where}"
+        )
 
 
 def build_runtime(config: AgentConfig, reactor: Any) -> AgentRuntime:
@@ -113,6 +173,19 @@ def build_runtime(config: AgentConfig, reactor: Any) -> AgentRuntime:
         raise ConfigError(f"{where}: engine: {error}") from None
     tools = builtin_tools(SkillLibrary(extra_dirs=tuple(config.skills_dirs)))
     return AgentRuntime(config=config, engine=engine, tools=tools, reactor=reactor)
+
+
+class _StdioProtocol(JSONRPCProtocol):
+    """The stdio connection's protocol: ``on_input_ended`` runs when stdin has ended."""
+
+    def __init__(self, on_input_ended: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._on_input_ended = on_input_ended
+
+    def inputEnded(self) -> None:
+        """Answer what was read (the base class), then tell the service."""
+        super().inputEnded()
+        self._on_input_ended()
 
 
 class _AgentFactory(Factory):
@@ -151,6 +224,9 @@ class AgentService(Service):
         self._listening_d = listening
         #: Exit status to leave with when listening fails after the reactor started.
         self.exit_status = 0
+        #: The stdio connection (None with ``--listen``).
+        self.conn: AgentConnection | None = None
+        self._eof_timer: Any = None
 
     def startService(self) -> None:
         """Log the banner, then serve."""
@@ -160,7 +236,9 @@ class AgentService(Service):
             _log.info("{line}", line=line)
         if self.listen == "stdio":
             runtime = self.runtime
-            conn = AgentConnection(lambda c: BobAgent(c, runtime), name="client")
+            protocol = _StdioProtocol(self._stdin_ended, name="client")
+            conn = AgentConnection(lambda c: BobAgent(c, runtime), protocol=protocol, name="client")
+            self.conn = conn
             serve_stdio(conn.protocol, self.reactor)
             conn.protocol.when_closed().addBoth(self._stdio_closed)
         else:
@@ -169,7 +247,32 @@ class AgentService(Service):
                 d = serve(self.reactor, self.listen, _AgentFactory(self.runtime))
             d.addCallbacks(self._listening, self._listen_failed)
 
+    def _stdin_ended(self) -> None:
+        """Stdin ended: cancel the running turns; exit within ``STDIN_EOF_GRACE`` at most."""
+        if self.conn is None or self._eof_timer is not None:
+            return
+        if self.conn.protocol.closed_reason is None:
+            _log.info(
+                "[acp] stdin closed: running turns cancelled, exiting within {grace:g} s",
+                grace=STDIN_EOF_GRACE,
+            )
+        self.conn.cancel_all_turns()
+        if self.conn.protocol.closed_reason is None:
+            self._eof_timer = self.reactor.callLater(STDIN_EOF_GRACE, self._eof_grace_over)
+
+    def _eof_grace_over(self) -> None:
+        self._eof_timer = None
+        _log.warn(
+            "[acp] the connection did not close {grace:g} s after stdin closed: exiting",
+            grace=STDIN_EOF_GRACE,
+        )
+        if self.reactor.running:
+            self.reactor.stop()
+
     def _stdio_closed(self, _: object) -> None:
+        if self._eof_timer is not None and self._eof_timer.active():
+            self._eof_timer.cancel()
+        self._eof_timer = None
         _log.info("[acp] stdin closed: exiting")
         if self.reactor.running:
             self.reactor.stop()
@@ -187,8 +290,10 @@ class AgentService(Service):
             self.reactor.callWhenRunning(self.reactor.stop)
 
     def stopService(self) -> Any:
-        """Stop listening."""
+        """Cancel the running turns of the stdio connection; stop listening."""
         super().stopService()
+        if self.conn is not None and self.conn.protocol.connected:
+            self.conn.cancel_all_turns()
         if self.port is not None:
             return self.port.stopListening()
         return None
@@ -210,17 +315,26 @@ def makeService(options: Options) -> IService:
     if listen != "stdio":
         listening = _listen_now(reactor, listen, runtime)
     service = AgentService(runtime, listen, reactor, listening=listening)
+    # Tool commands and hooks run in process groups of their own: end them with the agent.
+    child_groups.kill_at_shutdown(reactor)
+    if options.daemon_note is not None:
+        _note(options.daemon_note)
     # Listening failed after the reactor started (an endpoint that listens later):
     # twistd would exit 0, so leave with the service's status once the reactor stopped.
     reactor.addSystemEventTrigger("after", "shutdown", _exit_on_failure, service)
     return service
 
 
-def _exit_with(message: str) -> NoReturn:
-    """One line on stderr, exit status 1 (before anything is served)."""
+def _note(message: str) -> None:
+    """One line on the real stderr, ``acp-agent: MESSAGE``."""
     stream = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
     stream.write(f"acp-agent: {message}\n")
     stream.flush()
+
+
+def _exit_with(message: str) -> NoReturn:
+    """One line on stderr, exit status 1 (before anything is served)."""
+    _note(message)
     raise SystemExit(1)
 
 

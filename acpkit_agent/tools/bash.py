@@ -5,6 +5,12 @@ so it leads its own process group: stopping it (cancel or timeout) sends SIGTERM
 group, then SIGKILL after a short grace, and no child survives.  Standard input is closed;
 standard output and standard error share one pipe, so their interleaving is kept.  Output is
 capped: the head and the tail are kept around a ``[… N bytes omitted …]`` marker.
+
+The call ends when the shell exits: a background job (``cmd &``, ``(cmd &)``) that still
+holds the output pipe does not hold the call longer than :attr:`BashTool.pipe_grace`; the
+result then says which pids still run.  Every group stays in
+:data:`acpkit.process_groups.child_groups` until it is empty, so such jobs are killed at
+the latest when the agent's process exits (see :meth:`ChildGroups.kill_at_shutdown`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,13 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from acpkit.process_groups import (
+    ChildGroups,
+    child_groups,
+    group_has_live_members,
+    group_members,
+    kill_group,
+)
 from acpkit_agent.tools.base import (
     ArgumentError,
     ToolContext,
@@ -89,42 +102,17 @@ class OutputCap:
         return head + tail
 
 
-def group_has_live_members(pgid: int) -> bool:
-    """Whether process group ``pgid`` still has a member that is not a zombie.
-
-    Uses ``/proc`` when there is one (zombies left to a non-reaping init must not count),
-    else ``killpg(pgid, 0)``.
-    """
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        names = []
-    if not names:
-        try:
-            os.killpg(pgid, 0)
-        except OSError:
-            return False
-        return True
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stream:
-                fields = stream.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
 class _CommandProtocol(ProcessProtocol):
-    """Collects the merged output and reports the end of the process."""
+    """Collects the merged output and reports the exit of the shell and the end of its pipe."""
 
     def __init__(self, cap: OutputCap, on_output: Callable[[bytes], None] | None) -> None:
         self.cap = cap
         self.on_output = on_output
         self.reason: Failure | None = None
+        self.exit_reason: Failure | None = None
+        #: Fires when the shell has exited (its output pipe may still be held open).
+        self.exited: Deferred[None] = Deferred()
+        #: Fires when the shell has exited and every holder of its output pipe closed it.
         self.ended: Deferred[None] = Deferred()
 
     def connectionMade(self) -> None:
@@ -139,9 +127,16 @@ class _CommandProtocol(ProcessProtocol):
             except Exception:
                 _log.failure("bash output observer failed")
 
-    def processEnded(self, reason: Failure) -> None:
+    def processExited(self, reason: Failure) -> None:
         # Not passed to callback(): a Failure there would run the errback chain.
+        self.exit_reason = reason
+        self.exited.callback(None)
+
+    def processEnded(self, reason: Failure) -> None:
         self.reason = reason
+        if not self.exited.called:
+            self.exit_reason = reason
+            self.exited.callback(None)
         self.ended.callback(None)
 
 
@@ -151,6 +146,8 @@ class BashRun:
 
     ``ended`` fires (with None) once the shell has exited and every process holding its
     output pipe has closed it, which includes children that were killed with the group.
+    ``result`` may fire before: when the shell has exited but a background job still holds
+    the pipe :attr:`BashTool.pipe_grace` seconds later.
     """
 
     pid: int | None
@@ -169,6 +166,11 @@ class BashTool:
     kill_grace: float = 2.0
     """Seconds between SIGTERM and SIGKILL when stopping a command's process group."""
     shell: str = attrs.field(factory=find_shell)
+    pipe_grace: float = 0.2
+    """Seconds the call still reads output once the shell has exited, when background jobs
+    hold the output pipe open; then it returns, saying which pids still run."""
+    groups: ChildGroups = attrs.field(default=child_groups)
+    """Where each command's process group is tracked until it is empty (killed at exit)."""
 
     name: str = attrs.field(default="bash", init=False)
     kind: str = attrs.field(default="execute", init=False)
@@ -176,7 +178,9 @@ class BashTool:
         default=(
             "Run a shell command with bash in the session's working directory and return its "
             "combined standard output and error (long output keeps its head and tail). Standard "
-            "input is closed. A non-zero exit status is reported as '[exit status N]'."
+            "input is closed. A non-zero exit status is reported as '[exit status N]'. The call "
+            "returns when the shell exits; background jobs (cmd &) keep running until the agent "
+            "exits."
         ),
         init=False,
     )
@@ -271,6 +275,7 @@ class _Execution:
         self.timed_out = False
         self.timer: IDelayedCall | None = None
         self.kill_timer: IDelayedCall | None = None
+        self.pipe_timer: IDelayedCall | None = None
 
     def launch(self) -> BashRun:
         try:
@@ -289,9 +294,12 @@ class _Execution:
             )
             return BashRun(None, self.result, self.done)
         self.pid = transport.pid
+        if self.pid is not None:
+            self.tool.groups.add(self.pid)
         _log.debug("bash: started pid {pid}: {command!r}", pid=self.pid, command=self.command)
         if self.timeout is not None:
             self.timer = self.reactor.callLater(self.timeout, self._time_out)
+        self.protocol.exited.addCallback(self._shell_exited)
         self.protocol.ended.addCallback(self._ended)
         return BashRun(self.pid, self.result, self.done)
 
@@ -304,12 +312,11 @@ class _Execution:
     def _cancel(self, result: Deferred[ToolResult]) -> None:
         # The Deferred then fails with CancelledError; the process group is stopped.
         _log.info("bash: pid {pid} cancelled", pid=self.pid)
+        self._cancel_pipe_timer()
         self._stop_group()
 
     def _stop_group(self) -> None:
-        if self.timer is not None and self.timer.active():
-            self.timer.cancel()
-        self.timer = None
+        self._cancel_timer()
         self._signal_group(signal.SIGTERM)
         if self.kill_timer is None:
             self.kill_timer = self.reactor.callLater(self.tool.kill_grace, self._kill_group)
@@ -320,25 +327,42 @@ class _Execution:
         self._finish_if_ended()
 
     def _signal_group(self, signum: int) -> None:
-        if self.pid is None:
-            return
-        try:
-            os.killpg(self.pid, signum)
-        except ProcessLookupError:
-            pass
-        except OSError as error:
-            _log.warn("bash: cannot signal group {pid}: {error}", pid=self.pid, error=error)
+        if self.pid is not None:
+            kill_group(self.pid, signum)
 
     def _group_alive(self) -> bool:
         return self.pid is not None and group_has_live_members(self.pid)
 
-    def _ended(self, ignored: None) -> None:
-        self.exited = True
-        reason = self.protocol.reason
-        assert reason is not None
+    def _cancel_timer(self) -> None:
         if self.timer is not None and self.timer.active():
             self.timer.cancel()
         self.timer = None
+
+    def _cancel_pipe_timer(self) -> None:
+        if self.pipe_timer is not None and self.pipe_timer.active():
+            self.pipe_timer.cancel()
+        self.pipe_timer = None
+
+    def _shell_exited(self, ignored: None) -> None:
+        """The shell is gone; whoever still holds the pipe gets ``pipe_grace`` seconds."""
+        self._cancel_timer()
+        if not self.result.called and not self.protocol.ended.called:
+            self.pipe_timer = self.reactor.callLater(self.tool.pipe_grace, self._pipe_grace_over)
+
+    def _pipe_grace_over(self) -> None:
+        """Background jobs hold the output pipe: the call ends now, they keep running."""
+        self.pipe_timer = None
+        reason = self.protocol.exit_reason
+        assert reason is not None
+        if not self.result.called:
+            self.result.callback(self._outcome(reason))
+
+    def _ended(self, ignored: None) -> None:
+        self.exited = True
+        self._cancel_pipe_timer()
+        reason = self.protocol.exit_reason or self.protocol.reason
+        assert reason is not None
+        self._cancel_timer()
         if not self.result.called:
             self.result.callback(self._outcome(reason))
         self._finish_if_ended()
@@ -352,6 +376,8 @@ class _Execution:
                 return
             self.kill_timer.cancel()
             self.kill_timer = None
+        if self.pid is not None and not self._group_alive():
+            self.tool.groups.discard(self.pid)
         if not self.done.called:
             self.done.callback(None)
 
@@ -371,6 +397,13 @@ class _Execution:
             notes.append(f"[exit status {exit_status}]")
         if self.timed_out:
             notes.append(f"[timed out after {self.timeout:g} s; the command was stopped]")
+        elif self.pid is not None:
+            left = group_members(self.pid)
+            if left:
+                notes.append(
+                    f"[still running in the background: pid {', '.join(map(str, left))}; "
+                    "stopped when the agent exits]"
+                )
         if not text and not notes:
             text = "[no output]"
         output = text
