@@ -9,21 +9,28 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+from typing import Any
 
 import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
-from twisted.trial.unittest import TestCase
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from acpkit import schema
-from acpkit.connection import ClientConnection
+from acpkit.connection import Agent, AgentConnection, Client, ClientConnection
 from acpkit.endpoints import AgentProcess, spawn_agent
+from acpkit.process_groups import ChildGroups, group_members
+from acpkit.testing.pair import connected_pair
+from acpkit_agent.config import AgentConfig
+from acpkit_agent.tap import STDIN_EOF_GRACE, AgentService, build_runtime
+from acpkit_agent.tools.bash import BashTool
 from tests.fixtures.agent.harness import RecordingClient
 from tests.test_agent_process import ENV, TWISTD, process_gone, wait_until
-
-pytestmark = pytest.mark.process
+from tests.test_tool_bash import make_context, temp_dir
 
 
 def read_pid(path: str) -> int:
@@ -32,8 +39,178 @@ def read_pid(path: str) -> int:
         return int(stream.read())
 
 
+class _EndlessAgent(Agent):
+    """Sessions whose turns never end by themselves."""
+
+    def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
+        return schema.InitializeResponse(protocol_version=1)
+
+    def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+        self.count = getattr(self, "count", 0) + 1
+        return schema.NewSessionResponse(session_id=f"s{self.count}")
+
+    def prompt(self, params: schema.PromptRequest) -> Deferred[Any]:
+        return Deferred()
+
+
+class CancelAllTurnsTests(SynchronousTestCase):
+    """``AgentConnection.cancel_all_turns``, in memory."""
+
+    def test_every_running_turn_is_answered_cancelled(self) -> None:
+        """Running turns of several sessions are all answered with stopReason cancelled."""
+        pair = connected_pair(_EndlessAgent(), Client())
+        pair.result(pair.client.initialize())
+        prompts = []
+        for _ in range(2):
+            session = pair.result(
+                pair.client.new_session(schema.NewSessionRequest(cwd="/tmp", mcp_servers=[]))
+            )
+            prompts.append(
+                pair.client.prompt(
+                    schema.PromptRequest(
+                        session_id=session.session_id,
+                        prompt=[schema.TextContentBlock(text="hi")],
+                    )
+                )
+            )
+        pair.pump()
+        self.assertFalse(any(d.called for d in prompts))
+        pair.agent.cancel_all_turns()
+        for d in prompts:
+            self.assertEqual(pair.result(d).stop_reason, schema.StopReason.CANCELLED)
+
+
+class _StoppableClock(Clock):
+    running = True
+
+    def stop(self) -> None:
+        self.running = False
+
+
+class StdinEndGraceTests(SynchronousTestCase):
+    """The stdio service's bound on the wait after stdin's end."""
+
+    def service(self) -> tuple[AgentService, _StoppableClock]:
+        clock = _StoppableClock()
+        service = AgentService(build_runtime(AgentConfig(), clock), "stdio", clock)
+        service.conn = AgentConnection(_EndlessAgent())
+        return service, clock
+
+    def test_exits_after_the_grace_when_the_connection_stays_open(self) -> None:
+        """Stdin ended but the connection never closes: the reactor stops after the grace."""
+        service, clock = self.service()
+        service._stdin_ended()
+        clock.advance(STDIN_EOF_GRACE - 0.01)
+        self.assertTrue(clock.running)
+        clock.advance(0.02)
+        self.assertFalse(clock.running)
+
+    def test_closing_in_time_cancels_the_grace_timer(self) -> None:
+        """The connection closes first: the reactor stops then, and the timer is gone."""
+        service, clock = self.service()
+        service._stdin_ended()
+        service._stdio_closed(None)
+        self.assertFalse(clock.running)
+        self.assertEqual(clock.getDelayedCalls(), [])
+
+
+class _ShutdownRecorder:
+    def __init__(self) -> None:
+        self.triggers: list[tuple[Any, ...]] = []
+
+    def addSystemEventTrigger(self, *args: Any) -> None:
+        self.triggers.append(args)
+
+
+class ChildGroupsTests(TestCase):
+    """The registry of process groups and its watchdog, with real processes."""
+
+    timeout = 30
+
+    def sleeper(self) -> subprocess.Popen[bytes]:
+        """A `sleep 100` leading its own process group (and session)."""
+        proc = subprocess.Popen(["sleep", "100"], start_new_session=True)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        return proc
+
+    async def test_kill_all_ends_every_group(self) -> None:
+        """kill_all signals every tracked group and fires once they are empty."""
+        groups = ChildGroups()
+        procs = [self.sleeper() for _ in range(2)]
+        for proc in procs:
+            groups.add(proc.pid)
+        self.assertEqual(sorted(groups), sorted(p.pid for p in procs))
+        await groups.kill_all(reactor)
+        for proc in procs:
+            self.assertEqual(proc.wait(timeout=10), -signal.SIGTERM)
+        self.assertEqual(len(groups), 0)
+
+    def test_watchdog_kills_the_groups_when_its_pipe_closes(self) -> None:
+        """The watchdog kills the groups still tracked once our end of its pipe closes."""
+        groups = ChildGroups()
+        recorder = _ShutdownRecorder()
+        groups.kill_at_shutdown(recorder)
+        self.assertEqual(len(recorder.triggers), 1)
+        self.assertIsNone(groups.watchdog_pid)  # started with the first group
+        kept, dropped = self.sleeper(), self.sleeper()
+        groups.add(kept.pid)
+        groups.add(dropped.pid)
+        groups.discard(dropped.pid)
+        watchdog = groups._watchdog
+        assert watchdog is not None and watchdog.stdin is not None
+        self.addCleanup(watchdog.wait)
+        watchdog.stdin.close()  # as when this process dies
+        self.assertEqual(kept.wait(timeout=10), -signal.SIGKILL)
+        self.assertEqual(watchdog.wait(timeout=10), 0)
+        self.assertIsNone(dropped.poll())
+
+
+class BackgroundJobTests(TestCase):
+    """The bash tool with background jobs, in process."""
+
+    timeout = 30
+
+    def setUp(self) -> None:
+        self.ctx = make_context(temp_dir(self))
+        self.groups = ChildGroups()
+        self.addCleanup(self.groups.signal_all, signal.SIGKILL)
+
+    async def test_background_job_returns_and_stays_tracked(self) -> None:
+        """`sleep 100 &` returns once the shell exits, naming the job; its group is tracked
+        until killed, and ``ended`` fires when the job is gone."""
+        tool = BashTool(groups=self.groups)
+        run = tool.start(self.ctx, {"command": "echo started; sleep 100 & echo $!"})
+        result = await run.result
+        self.assertEqual(result.exit_status, 0)
+        assert run.pid is not None
+        members = group_members(run.pid)
+        self.assertEqual(len(members), 1)
+        self.assertTrue(result.output.startswith(f"started\n{members[0]}\n"), result.output)
+        self.assertIn(
+            f"[still running in the background: pid {members[0]}; stopped when the agent exits]",
+            result.output,
+        )
+        self.assertFalse(run.ended.called)
+        self.assertIn(run.pid, self.groups)
+        await self.groups.kill_all(reactor)
+        await run.ended
+        self.assertTrue(process_gone(members[0]))
+        self.assertNotIn(run.pid, self.groups)
+
+    async def test_plain_command_leaves_no_group(self) -> None:
+        """A command without background jobs is forgotten once it ends."""
+        run = BashTool(groups=self.groups).start(self.ctx, {"command": "echo hi"})
+        result = await run.result
+        await run.ended
+        self.assertEqual(result.output, "hi\n")
+        self.assertEqual(len(self.groups), 0)
+
+
 class AgentLifetimeTests(TestCase):
     """``twistd -n acp-agent`` child processes running the echo engine's ``run:`` turns."""
+
+    pytestmark = pytest.mark.process
 
     timeout = 60
 
