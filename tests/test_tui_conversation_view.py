@@ -76,7 +76,8 @@ def test_a_click_without_drag_selects_nothing_and_moves_the_cursor() -> None:
 
 
 def test_selection_and_cursor_are_drawn() -> None:
-    """Selected lines are drawn with the selection attribute, the cursor bar when focused."""
+    """Selected lines are drawn with the selection attribute, and so is the cursor bar
+    when focused (the seed's ``editor.selection``)."""
     _, view = view_with_lines(3)
     view.keypress(SIZE, "shift up")
     canvas = view.render(SIZE, focus=True)
@@ -85,7 +86,7 @@ def test_selection_and_cursor_are_drawn() -> None:
     view.abandon_selection()
     canvas = view.render(SIZE, focus=True)
     attributes = [{attribute for attribute, _, _ in row} for row in canvas.content()]
-    assert attributes[-3] == {"cursor"} and "selection" not in attributes[-2]
+    assert attributes[-3] == {"selection"} and "selection" not in attributes[-2]
 
 
 def test_long_lines_wrap_and_copy_once() -> None:

@@ -5,12 +5,19 @@ arrive or change. Keys (when it has the focus): ``↑`` ``↓`` a line, ``PgUp``
 screen, ``Home`` ``End`` the start and end; with ``Shift`` they extend the selection
 instead. Button 1 drags a selection, the wheel scrolls three rows without moving the
 cursor. Selection is by whole lines. While the cursor is on the last line the view
-follows new output.
+follows new output; a new turn (the user sent a prompt) puts the cursor back on the last
+line, so the view follows again. The cursor bar is drawn like a selected line.
+
+The cost of a change does not grow with the conversation: an entry that grows is
+rendered incrementally (:class:`~acpkit_client.tui.render.MessageRenderer`), only its
+lines that changed are measured again, and the display rows are summed again only from
+the first changed line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import urwid
@@ -19,7 +26,7 @@ from zope.interface import implementer
 from acpkit_client.conversation import Conversation, Entry
 from acpkit_client.interfaces import IConversationObserver
 from acpkit_client.tui.copy import region_text
-from acpkit_client.tui.render import Line, render_entry, render_notice
+from acpkit_client.tui.render import EntryRenderer, Line, entry_renderer, render_notice
 from acpkit_client.tui.sizes import Size, box_size
 
 __all__ = ["WHEEL_ROWS", "ConversationView", "Notice"]
@@ -41,6 +48,19 @@ def _width(text: str) -> int:
     return int(urwid.calc_width(text, 0, len(text)))
 
 
+def _measure(lines: Sequence[Line]) -> list[int]:
+    return [sum(_width(piece) for _, piece in line.markup) for line in lines]
+
+
+class _NoticeRenderer:
+    def __init__(self, notice: Notice, number: int) -> None:
+        self.notice = notice
+        self.number = number
+
+    def update(self) -> tuple[int, list[Line]]:
+        return 0, render_notice(self.notice.text, self.number)
+
+
 @implementer(IConversationObserver)
 class ConversationView(urwid.Widget):
     """The conversation pane of one agent window (see the module docstring)."""
@@ -57,12 +77,25 @@ class ConversationView(urwid.Widget):
         super().__init__()
         self.conversation = conversation
         self.agent_name = agent_name
-        self._items: list[Entry | Notice] = list(conversation.entries)
-        # Per item: its lines and their display widths, kept until the item changes.
-        self._rendered: dict[int, tuple[list[Line], list[int]]] = {}
+        self._items: list[Entry | Notice] = []
+        # id() of each item -> its number (the items are kept, so ids stay theirs).
+        self._numbers: dict[int, int] = {}
+        self._renderers: list[EntryRenderer] = []
+        # Per item: its lines and their display widths.
+        self._item_lines: list[list[Line]] = []
+        self._item_widths: list[list[int]] = []
+        # Per item: the index of its first line in ``_lines`` (valid up to ``_stale``).
+        self._offsets: list[int] = []
+        # Items to render again, and how many of their lines may be stale at least.
+        self._stale: set[int] = set()
         self._lines: list[Line] = []
         self._widths: list[int] = []
-        self._dirty = True
+        # Display row of each line's start (and one past the end) at ``_starts_width``,
+        # computed for the first ``len(_starts) - 1`` lines.
+        self._starts: list[int] = [0]
+        self._starts_width = 0
+        #: Lines whose rows were summed (for the tests: the work of a change).
+        self.rows_summed = 0
         #: The cursor's line.
         self.cursor = 0
         #: The other end of the selection, or None when nothing is selected.
@@ -74,21 +107,38 @@ class ConversationView(urwid.Widget):
         self._dragging = False
         self._height = 1
         self._width_seen = 80
+        # The canvases of the plain lines drawn last, by line index: (line, width, canvas).
+        self._drawn: dict[int, tuple[Line, int, urwid.Canvas]] = {}
+        for entry in conversation.entries:
+            self._append(entry)
         conversation.subscribe(self)
 
     # -- the model -----------------------------------------------------------------------
 
+    def _append(self, item: Entry | Notice) -> None:
+        number = len(self._items)
+        self._items.append(item)
+        self._numbers[id(item)] = number
+        if isinstance(item, Notice):
+            self._renderers.append(_NoticeRenderer(item, number))
+        else:
+            self._renderers.append(entry_renderer(item, number, self.agent_name))
+        self._item_lines.append([])
+        self._item_widths.append([])
+        self._offsets.append(0)
+        self._stale.add(number)
+        self._invalidate()
+
     def entry_added(self, entry: Any) -> None:
         """Append the new entry."""
-        self._items.append(entry)
-        self._invalidate_lines()
+        self._append(entry)
 
     def entry_changed(self, entry: Any) -> None:
         """Redraw the changed entry."""
-        for number, item in enumerate(self._items):
-            if item is entry:
-                self._rendered.pop(number, None)
-        self._invalidate_lines()
+        number = self._numbers.get(id(entry))
+        if number is not None:
+            self._stale.add(number)
+            self._invalidate()
 
     def commands_changed(self, commands: Any) -> None:
         """Not drawn here."""
@@ -97,62 +147,81 @@ class ConversationView(urwid.Widget):
         """Not drawn here."""
 
     def turn_changed(self, running: bool) -> None:
-        """Not drawn here."""
+        """A new turn: the cursor goes back to the end and the view follows it."""
+        if running:
+            self.follow = True
+            self.anchor = None
+            self._invalidate()
 
     def add_notice(self, text: str) -> None:
         """Append a notice from the client."""
-        self._items.append(Notice(text))
-        self._invalidate_lines()
+        self._append(Notice(text))
 
     def detach(self) -> None:
         """Stop observing the conversation."""
         self.conversation.unsubscribe(self)
 
-    def _invalidate_lines(self) -> None:
-        self._dirty = True
-        self._invalidate()
+    def _bring_up_to_date(self) -> None:
+        """Render the stale items again and splice their new lines into ``_lines``."""
+        first = min(self._stale)
+        first_keep = 0
+        for number in sorted(self._stale):
+            keep, tail = self._renderers[number].update()
+            lines, widths = self._item_lines[number], self._item_widths[number]
+            del lines[keep:]
+            del widths[keep:]
+            lines.extend(tail)
+            widths.extend(_measure(tail))
+            if number == first:
+                first_keep = keep
+        self._stale.clear()
+        if first:
+            self._offsets[first] = self._offsets[first - 1] + len(self._item_lines[first - 1])
+        start = self._offsets[first] + first_keep
+        del self._lines[start:]
+        del self._widths[start:]
+        self._lines.extend(self._item_lines[first][first_keep:])
+        self._widths.extend(self._item_widths[first][first_keep:])
+        for number in range(first + 1, len(self._items)):
+            self._offsets[number] = len(self._lines)
+            self._lines.extend(self._item_lines[number])
+            self._widths.extend(self._item_widths[number])
+        del self._starts[start + 1 :]
 
     @property
     def lines(self) -> list[Line]:
         """Every display line, in order."""
-        if self._dirty:
-            lines: list[Line] = []
-            widths: list[int] = []
-            for number, item in enumerate(self._items):
-                cached = self._rendered.get(number)
-                if cached is None:
-                    if isinstance(item, Notice):
-                        rendered = render_notice(item.text, number)
-                    else:
-                        rendered = render_entry(item, number, self.agent_name)
-                    measured = [sum(_width(piece) for _, piece in line.markup) for line in rendered]
-                    cached = self._rendered[number] = (rendered, measured)
-                lines.extend(cached[0])
-                widths.extend(cached[1])
-            self._lines = lines
-            self._widths = widths
-            self._dirty = False
+        if self._stale:
+            self._bring_up_to_date()
+            lines = self._lines
             if self.follow and lines:
                 self.cursor = len(lines) - 1
             self.cursor = min(self.cursor, max(len(lines) - 1, 0))
             if self.anchor is not None and self.anchor >= len(lines):
                 self.anchor = None
+        elif self.follow and self._lines:
+            self.cursor = len(self._lines) - 1
         return self._lines
 
     # -- geometry --------------------------------------------------------------------------
 
-    def _rows(self, width: int) -> list[int]:
-        lines = self.lines
-        return [max(1, -(-w // width)) if w else 1 for w in self._widths[: len(lines)]]
-
     def _line_start_rows(self, width: int) -> list[int]:
-        starts = []
-        total = 0
-        for rows in self._rows(width):
+        """The display row where each line starts, then the total (kept between calls)."""
+        lines = self.lines
+        starts = self._starts
+        if width != self._starts_width:
+            self._starts_width = width
+            del starts[1:]
+        total = starts[-1]
+        widths = self._widths
+        self.rows_summed += len(lines) + 1 - len(starts)
+        for index in range(len(starts) - 1, len(lines)):
+            w = widths[index]
+            total += max(1, -(-w // width)) if w else 1
             starts.append(total)
-            total += rows
-        starts.append(total)
         return starts
+
+    # -- geometry --------------------------------------------------------------------------
 
     def _max_top(self, width: int, height: int) -> int:
         return max(0, self._line_start_rows(width)[-1] - height)
@@ -171,10 +240,8 @@ class ConversationView(urwid.Widget):
 
     def _line_at_row(self, width: int, row: int) -> int:
         starts = self._line_start_rows(width)
-        for index in range(len(starts) - 1):
-            if starts[index] <= row < starts[index + 1]:
-                return index
-        return max(len(starts) - 2, 0)
+        index = bisect_right(starts, row) - 1
+        return max(0, min(index, len(starts) - 2))
 
     # -- selection and copy ------------------------------------------------------------------
 
@@ -222,17 +289,22 @@ class ConversationView(urwid.Widget):
         canvases: list[tuple[urwid.Canvas, Any, bool]] = []
         drawn = 0
         index = first
+        drawn_now: dict[int, tuple[Line, int, urwid.Canvas]] = {}
         while index < len(lines) and drawn < maxrow + skip:
             line = lines[index]
-            widget: urwid.Widget = urwid.Text(line.markup or "", wrap="any")
-            if selection is not None and index in selection:
-                widget = urwid.AttrMap(urwid.Text(_plain(line), wrap="any"), "selection")
-            elif index == self.cursor and focus:
-                widget = urwid.AttrMap(urwid.Text(_plain(line), wrap="any"), "cursor")
-            canvas = widget.render((maxcol,))
+            if (selection is not None and index in selection) or (index == self.cursor and focus):
+                canvas = _bar(line, maxcol)
+            else:
+                known = self._drawn.get(index)
+                if known is not None and known[0] is line and known[1] == maxcol:
+                    canvas = known[2]
+                else:
+                    canvas = urwid.Text(line.markup or "", wrap="any").render((maxcol,))
+                drawn_now[index] = (line, maxcol, canvas)
             canvases.append((canvas, None, False))
             drawn += canvas.rows()
             index += 1
+        self._drawn = drawn_now
         combined = urwid.CanvasCombine(canvases)
         combined.trim(skip, min(maxrow, drawn - skip))
         if combined.rows() < maxrow:
@@ -272,12 +344,12 @@ class ConversationView(urwid.Widget):
         return None
 
     def _page(self, width: int, height: int, direction: int) -> int:
-        rows = self._rows(width)
+        starts = self._line_start_rows(width)
         index = self.cursor
         moved = 0
-        while 0 <= index + direction < len(rows) and moved < max(height - 1, 1):
+        while 0 <= index + direction < len(starts) - 1 and moved < max(height - 1, 1):
             index += direction
-            moved += rows[index]
+            moved += starts[index + 1] - starts[index]
         return index
 
     def scroll(self, rows: int, size: tuple[int, int] | None = None) -> None:
@@ -323,3 +395,9 @@ class ConversationView(urwid.Widget):
 
 def _plain(line: Line) -> str:
     return "".join(piece for _, piece in line.markup)
+
+
+def _bar(line: Line, width: int) -> urwid.Canvas:
+    """``line`` drawn as selected (the selection and the cursor bar look the same)."""
+    widget = urwid.AttrMap(urwid.Text(_plain(line), wrap="any"), "selection")
+    return widget.render((width,))

@@ -9,17 +9,23 @@ they head.
 
 Fenced code blocks whose language is in :data:`HIGHLIGHTED_LANGUAGES` are coloured with
 that language's Pygments lexer; any other language, or none, stays plain.
+
+A message grows chunk by chunk: :class:`MessageRenderer` turns only its new text into
+lines.  Lines that can no longer change (finished prose lines, a code block's frozen
+lines, see :mod:`acpkit_client.tui.highlight`) are built once; each update rebuilds only
+the lines after them.  So appending a chunk costs the same whatever the entry's length.
+
+Line ends: ``\n`` ends a line, and so does ``\r\n`` (the ``\r`` is not drawn nor
+copied); a lone ``\r`` elsewhere is a control character (drawn as a replacement mark).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import attrs
-from pygments import lex
-from pygments.lexer import Lexer
-from pygments.lexers import get_lexer_by_name
 
 from acpkit import schema
 from acpkit_client.conversation import (
@@ -30,46 +36,33 @@ from acpkit_client.conversation import (
     ToolCallEntry,
     render_tool_content,
 )
-from acpkit_client.tui.theme import token_attribute
+from acpkit_client.tui.highlight import (
+    HIGHLIGHTED_LANGUAGES,
+    WORK,
+    CodeHighlighter,
+    Markup,
+    highlight_lines,
+)
 
 __all__ = [
     "HIGHLIGHTED_LANGUAGES",
     "INDENT",
     "OUTPUT_INDENT",
+    "EntryRenderer",
     "Line",
     "Markup",
+    "MessageRenderer",
+    "entry_renderer",
     "highlight_code",
     "render_entry",
     "render_notice",
+    "split_lines",
 ]
-
-#: A list of ``(palette entry, text)`` segments.
-Markup = list[tuple[str, str]]
 
 #: Display indentation of an entry's body (removed when copying).
 INDENT = "  "
 #: Display indentation of a tool call's output (removed when copying).
 OUTPUT_INDENT = "    "
-
-#: Fence language -> Pygments lexer name: the seed's list, plus ``python``.
-HIGHLIGHTED_LANGUAGES: dict[str, str] = {
-    "go": "go",
-    "toml": "toml",
-    "yaml": "yaml",
-    "yml": "yaml",
-    "markdown": "markdown",
-    "md": "markdown",
-    "javascript": "javascript",
-    "js": "javascript",
-    "html": "html",
-    "xml": "xml",
-    "dockerfile": "docker",
-    "bash": "bash",
-    "sh": "bash",
-    "shell": "bash",
-    "python": "python",
-    "py": "python",
-}
 
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^\s`]*)")
 
@@ -86,7 +79,10 @@ _UNDRAWABLE[ord("\t")] = "    "
 
 def drawable(markup: Markup) -> Markup:
     """``markup`` with tabs and control characters replaced by what a terminal can draw."""
-    return [(attr, piece.translate(_UNDRAWABLE)) for attr, piece in markup]
+    return [
+        (attr, piece if piece.isprintable() else piece.translate(_UNDRAWABLE))
+        for attr, piece in markup
+    ]
 
 
 @attrs.frozen
@@ -106,31 +102,19 @@ class Line:
     in_region_copy: bool = True
 
 
-def _lexer(language: str) -> Lexer | None:
-    name = HIGHLIGHTED_LANGUAGES.get(language.lower())
-    if name is None:
-        return None
-    return get_lexer_by_name(name, stripnl=False)
+def split_lines(text: str) -> list[str]:
+    """``text`` cut at each ``\n``; a ``\r`` right before a ``\n`` goes with it."""
+    lines = text.split("\n")
+    if "\r" in text:
+        for index in range(len(lines) - 1):
+            if lines[index].endswith("\r"):
+                lines[index] = lines[index][:-1]
+    return lines
 
 
 def highlight_code(code: str, language: str) -> list[Markup]:
     """Return one markup list per line of ``code``, coloured when ``language`` is known."""
-    lines = code.split("\n")
-    lexer = _lexer(language)
-    if lexer is None:
-        return [[("code", line)] if line else [] for line in lines]
-    result: list[Markup] = [[]]
-    for token, value in lex(code, lexer):
-        attribute = token_attribute(token)
-        pieces = value.split("\n")
-        for number, piece in enumerate(pieces):
-            if number:
-                result.append([])
-            if piece:
-                result[-1].append((attribute, piece))
-    while len(result) < len(lines):
-        result.append([])
-    return result[: len(lines)]
+    return highlight_lines(split_lines(code), language)
 
 
 def _indented(indent: str, markup: Markup) -> Markup:
@@ -140,10 +124,19 @@ def _indented(indent: str, markup: Markup) -> Markup:
 class _Builder:
     """Collects the lines of one entry, numbering its regions."""
 
-    def __init__(self, entry_number: int) -> None:
+    def __init__(self, entry_number: int, region: int = 0) -> None:
         self.entry_number = entry_number
         self.lines: list[Line] = []
-        self._region = 0
+        self._region = region
+
+    def copy(self) -> _Builder:
+        """A builder that numbers regions on from here and has no lines yet."""
+        return _Builder(self.entry_number, self._region)
+
+    def take(self) -> list[Line]:
+        """The lines added since the last call."""
+        lines, self.lines = self.lines, []
+        return lines
 
     def new_region(self) -> tuple[int, int]:
         self._region += 1
@@ -158,6 +151,7 @@ class _Builder:
         furniture: bool = False,
         in_region_copy: bool = True,
     ) -> None:
+        WORK.lines_built += 1
         text = "".join(piece for _, piece in markup)
         self.lines.append(
             Line(
@@ -170,62 +164,190 @@ class _Builder:
         )
 
 
-def _message_body(builder: _Builder, text: str, prose_attribute: str) -> None:
-    """Prose passages and fenced code blocks, each its own region."""
-    lines = text.split("\n")
-    index = 0
-    prose: list[str] = []
+@attrs.define
+class _CodeBlock:
+    """A fenced code block being read."""
 
-    def flush_prose() -> None:
-        while prose and not prose[-1].strip():
-            prose.pop()
-        if prose:
-            region = builder.new_region()
-            for line in prose:
-                builder.add(region, INDENT, [(prose_attribute, line)] if line else [])
-        prose.clear()
+    fence: str
+    region: tuple[int, int]
+    highlighter: CodeHighlighter
 
-    while index < len(lines):
-        match = _FENCE.match(lines[index])
-        if match is None:
-            if prose or lines[index].strip():
-                prose.append(lines[index])
-            index += 1
-            continue
-        flush_prose()
-        fence, language = match.group(1), match.group(2)
-        region = builder.new_region()
-        builder.add(region, INDENT, [("fence", lines[index])], in_region_copy=False)
-        index += 1
-        code: list[str] = []
-        closing: str | None = None
-        while index < len(lines):
-            stripped = lines[index].strip()
-            if stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
-                closing = lines[index]
-                index += 1
+    def closes(self, line: str) -> bool:
+        stripped = line.strip()
+        return stripped.startswith(self.fence[0] * len(self.fence)) and not stripped.strip(
+            self.fence[0]
+        )
+
+
+class _BodyReader:
+    """Reads a message body line by line: prose passages and fenced code blocks, each its
+    own region.  Blank lines that end a prose passage are drawn only once a non-blank line
+    follows them in the same passage."""
+
+    def __init__(self, builder: _Builder, prose_attribute: str) -> None:
+        self.builder = builder
+        self.prose_attribute = prose_attribute
+        self.prose_region: tuple[int, int] | None = None
+        self.blanks: list[str] = []
+        self.code: _CodeBlock | None = None
+
+    def copy(self) -> _BodyReader:
+        """A reader in the same state, with a builder of its own, to try lines on."""
+        twin = _BodyReader(self.builder.copy(), self.prose_attribute)
+        twin.prose_region = self.prose_region
+        twin.blanks = list(self.blanks)
+        if self.code is not None:
+            twin.code = _CodeBlock(self.code.fence, self.code.region, self.code.highlighter.copy())
+        return twin
+
+    def _prose(self, line: str) -> Markup:
+        return [(self.prose_attribute, line)] if line else []
+
+    def _code_lines(self, markups: Iterable[Markup]) -> None:
+        assert self.code is not None
+        for markup in markups:
+            self.builder.add(self.code.region, INDENT, markup)
+
+    def feed(self, line: str) -> None:
+        """Read one finished line."""
+        code = self.code
+        if code is not None:
+            if code.closes(line):
+                self._code_lines(code.highlighter.finish())
+                self.builder.add(code.region, INDENT, [("fence", line)], in_region_copy=False)
+                self.code = None
+            else:
+                self._code_lines(code.highlighter.add(line))
+            return
+        match = _FENCE.match(line)
+        if match is not None:
+            self.prose_region = None
+            self.blanks.clear()
+            region = self.builder.new_region()
+            self.builder.add(region, INDENT, [("fence", line)], in_region_copy=False)
+            self.code = _CodeBlock(match.group(1), region, CodeHighlighter(match.group(2)))
+            return
+        if not line.strip():
+            if self.prose_region is not None:
+                self.blanks.append(line)
+            return
+        if self.prose_region is None:
+            self.prose_region = self.builder.new_region()
+        for blank in self.blanks:
+            self.builder.add(self.prose_region, INDENT, self._prose(blank))
+        self.blanks.clear()
+        self.builder.add(self.prose_region, INDENT, self._prose(line))
+
+    def end(self, last: str) -> None:
+        """The text ends with ``last``, unfinished: draw it and whatever is still open."""
+        code = self.code
+        if code is not None and not code.closes(last):
+            self._code_lines(code.highlighter.render([last]))
+            return
+        self.feed(last)
+        if self.code is not None:
+            self._code_lines(self.code.highlighter.render())
+
+
+class EntryRenderer(Protocol):
+    """Renders one entry again after each change (see :func:`entry_renderer`)."""
+
+    def update(self) -> tuple[int, list[Line]]:
+        """Return ``(keep, tail)``: the entry's lines are now the first ``keep`` lines of
+        the previous result (all of them the first time: 0) followed by ``tail``."""
+
+
+class MessageRenderer:
+    """Renders a message entry incrementally (see the module docstring).
+
+    Each :meth:`update` reads only the text appended since the last one, and rebuilds only
+    the lines that may still change.
+    """
+
+    def __init__(self, entry: MessageEntry, entry_number: int, agent_name: str) -> None:
+        self.entry = entry
+        builder = _Builder(entry_number)
+        if entry.kind is EntryKind.THOUGHT:
+            builder.add(builder.new_region(), "", [("comment", "thought")], furniture=True)
+            self._reader = _BodyReader(builder, "comment")
+        else:
+            label = "you" if entry.kind is EntryKind.YOU else agent_name
+            builder.add(builder.new_region(), "", [("keyword", label)], furniture=True)
+            self._reader = _BodyReader(builder, "body")
+        #: Characters of the body read into finished lines.
+        self._read = 0
+        #: Lines of the last result that will not change.
+        self._frozen = 0
+        #: The last result's lines after those.
+        self._open: list[Line] = []
+
+    def update(self) -> tuple[int, list[Line]]:
+        body = self.entry.body
+        new = body.since(self._read)
+        cut = new.rfind("\n")
+        if cut >= 0:
+            self._read += cut + 1
+            lines = split_lines(new[: cut + 1])
+            for line in lines[:-1]:
+                self._reader.feed(line)
+            new = new[cut + 1 :]
+        if body.dropped:
+            new += f"\n[… {body.dropped:,} bytes dropped …]"
+        frozen = self._reader.builder.take()
+        trial = self._reader.copy()
+        unfinished = split_lines(new)
+        for line in unfinished[:-1]:
+            trial.feed(line)
+        trial.end(unfinished[-1])
+        tail = trial.builder.take()
+        keep = self._frozen
+        self._frozen += len(frozen)
+        after = [*frozen, *tail] if frozen else tail
+        # Lines drawn last time and drawn the same now are kept.
+        same = 0
+        for before, now in zip(self._open, after, strict=False):
+            if before != now:
                 break
-            code.append(lines[index])
-            index += 1
-        if code:
-            for markup in highlight_code("\n".join(code), language):
-                builder.add(region, INDENT, markup)
-        if closing is not None:
-            builder.add(region, INDENT, [("fence", closing)], in_region_copy=False)
-    flush_prose()
+            same += 1
+        self._open = tail
+        return keep + same, after[same:]
+
+
+class _WholeRenderer:
+    """Renders an entry whole after each change (tool calls, plans: replaced, not grown)."""
+
+    def __init__(self, entry: Entry, entry_number: int, agent_name: str) -> None:
+        self.entry = entry
+        self.entry_number = entry_number
+        self.agent_name = agent_name
+
+    def update(self) -> tuple[int, list[Line]]:
+        return 0, _render_whole(self.entry, self.entry_number)
+
+
+def entry_renderer(entry: Entry, entry_number: int, agent_name: str = "agent") -> EntryRenderer:
+    """The renderer of ``entry``: incremental for messages, whole for the others."""
+    if isinstance(entry, MessageEntry):
+        return MessageRenderer(entry, entry_number, agent_name)
+    return _WholeRenderer(entry, entry_number, agent_name)
+
+
+def _complete_lines(text: str) -> list[str]:
+    """The lines of a finished text: a ``\r`` left at its very end was a CRLF's."""
+    return split_lines(text[:-1] if text.endswith("\r") else text)
 
 
 def _tool_output(entry: ToolCallEntry) -> list[Markup]:
     if not entry.content or entry.output.dropped:
         text = str(entry.output)
-        return [[("body", line)] if line else [] for line in text.split("\n")] if text else []
+        return [[("body", line)] if line else [] for line in _complete_lines(text)] if text else []
     result: list[Markup] = []
     for item in entry.content:
         text = render_tool_content([item])
         if not text:
             continue
         is_diff = isinstance(item, schema.FileEditToolCallContent)
-        for line in text.split("\n"):
+        for line in _complete_lines(text):
             result.append([(_diff_attribute(line) if is_diff else "body", line)] if line else [])
     return result
 
@@ -244,16 +366,12 @@ def _diff_attribute(line: str) -> str:
 
 def render_entry(entry: Entry, entry_number: int, agent_name: str = "agent") -> list[Line]:
     """The display lines of ``entry`` (its regions numbered under ``entry_number``)."""
+    return entry_renderer(entry, entry_number, agent_name).update()[1]
+
+
+def _render_whole(entry: Entry, entry_number: int) -> list[Line]:
     builder = _Builder(entry_number)
-    if isinstance(entry, MessageEntry):
-        if entry.kind is EntryKind.THOUGHT:
-            builder.add(builder.new_region(), "", [("comment", "thought")], furniture=True)
-            _message_body(builder, entry.text, "comment")
-        else:
-            label = "you" if entry.kind is EntryKind.YOU else agent_name
-            builder.add(builder.new_region(), "", [("keyword", label)], furniture=True)
-            _message_body(builder, entry.text, "body")
-    elif isinstance(entry, ToolCallEntry):
+    if isinstance(entry, ToolCallEntry):
         attribute = "error" if entry.status == "failed" else "type"
         heading: Markup = [(attribute, f"⚙ {entry.heading}")]
         builder.add(builder.new_region(), INDENT, heading, furniture=True)
@@ -271,7 +389,7 @@ def render_entry(entry: Entry, entry_number: int, agent_name: str = "agent") -> 
             builder.add(region, INDENT, [("type", marker), (attribute, f" {item.content}")])
     else:
         region = builder.new_region()
-        for line in entry.text.split("\n"):
+        for line in split_lines(entry.text):
             builder.add(region, INDENT, [("body", line)] if line else [])
     return builder.lines
 
@@ -280,7 +398,7 @@ def render_notice(text: str, number: int) -> list[Line]:
     """A notice from the client itself (failures, stop reasons), in the error colour."""
     builder = _Builder(number)
     region = builder.new_region()
-    for line in text.split("\n"):
+    for line in split_lines(text):
         builder.add(region, "", [("error", line)])
     return builder.lines
 
