@@ -21,8 +21,10 @@ a multi-byte character split by reads   delivered whole: lines stay bytes until
                                         whole lines
 a line longer than ``MAX_LENGTH``       never buffered past the limit: discarded up
                                         to its newline, ``lineLengthExceeded`` is
-                                        called once with its first bytes, and the
-                                        lines after it are delivered as usual
+                                        called once with its first bytes (at most
+                                        ``OVERSIZED_HEAD``, as soon as the limit is
+                                        passed), and the lines after it are
+                                        delivered as usual
 the peer closes our input (half-close)  a last line without newline is delivered,
                                         then ``inputEnded()`` (default: close once
                                         queued output is written)

@@ -23,20 +23,21 @@ Error replies
 - params absent or not an object: -32602 with ``data.path == "$.params"``;
 - a handler raising an :class:`RPCError`: that error; raising anything else: -32603
   ``Internal error`` (the exception is logged, never sent);
-- more requests than running and queue slots: -32603 ``Internal error: too many
+- more requests than running and queue slots (or, while the peer is not reading, than
+  queue slots once ``max_buffered_output`` is spent): -32603 ``Internal error: too many
   concurrent requests``;
-- a line longer than ``max_line_length``: -32600 with id ``null`` and ``data.limit``; if
-  its head shows a response to one of our pending requests, that request fails with
-  :class:`MessageTooLarge`;
+- a line longer than ``max_line_length`` (see Oversized lines): -32600
+  (:class:`MessageTooLarge`, ``data.limit``) with the request's id when its head shows
+  one, else with id ``null``;
 - a malformed response: -32600 with id ``null`` (never the response's id, which names
   one of OUR requests); the pending request it names fails with :class:`InvalidRequest`.
 
 Notifications are never answered, not even when invalid (they are logged).  Error
-responses with id ``null`` from the peer are logged and never answered (so two peers
-cannot bounce errors forever).  A response with an unknown id is logged and dropped
-(quietly, at debug level, when it answers a request we cancelled or timed out).  Ids
-are echoed exactly as received; ours are ints, and a response whose id is the decimal
-string of a pending id is accepted with a warning.
+responses with id ``null`` from the peer are never answered (so two peers cannot bounce
+errors forever); they may fail one of our requests (see Oversized lines).  A response
+with an unknown id is logged and dropped (quietly, at debug level, when it answers a
+request we cancelled or timed out).  Ids are echoed exactly as received; ours are ints,
+and a response whose id is the decimal string of a pending id is accepted with a warning.
 
 Ordering and concurrency
 ========================
@@ -51,6 +52,41 @@ queued, in order, and the stream moves on; so a handler can make a nested reques
 the peer and get its answer.  At most ``max_concurrent_requests`` handlers run at once;
 further requests wait in FIFO order in a queue of at most ``max_queued_requests``;
 beyond that a request is answered -32603 at once.
+
+Oversized lines
+===============
+
+A line longer than ``MAX_LENGTH`` (``max_line_length``) is never buffered: the framing
+keeps its first 4 KiB (``OVERSIZED_HEAD``) and drops the rest.  From that head a small
+scanner reads the top-level keys and the values that are whole in it:
+
+- a request (``method`` and a valid ``id`` read whole, the id not in progress): answered
+  -32600 :class:`MessageTooLarge` with that id, so its sender stops waiting (encoders
+  write ``id`` before ``params``, ours included);
+- anything else (a notification, an id after 4 KiB of params, garbage): -32600 with id
+  ``null``; a response whose id is one of our pending requests fails that request with
+  :class:`MessageTooLarge`.
+
+Every such line adds one to :attr:`JSONRPCProtocol.oversized_dropped` and is logged
+with its kind, method and id when the head shows them.
+
+Sending: a request, notification or result whose line would be longer than our own
+``MAX_LENGTH`` is not sent (we assume the peer accepts what we accept: ACP peers share
+the 64 MiB default): :meth:`JSONRPCProtocol.request` fails with
+:class:`MessageTooLarge`, :meth:`JSONRPCProtocol.notify` raises it, and an inbound
+request whose result is too long is answered with it instead.  An error with id
+``null`` from the peer means it could not read one of our lines; it fails at once the
+requests it can only be about:
+
+- -32600 with an integer ``data.limit`` (acpkit's "too large"): every pending request
+  whose line was longer than the limit (the peer drops every such line, so each of them
+  is lost, whichever line this error was about);
+- -32700: the single pending request, if exactly one is pending and its line is the
+  longest we wrote since the previous id-``null`` error (so it is at least as long as the
+  line the peer could not parse);
+- anything else: nothing fails (logged).
+
+The failed request's late answer, if any, is dropped quietly.
 
 Cancellation
 ============
@@ -68,11 +104,25 @@ Back-pressure
 =============
 
 The protocol registers itself with its transport as a streaming producer.  When the
-transport pauses it (the peer is not reading our output), it stops reading input too
-(no new requests arrive to produce more output), and :meth:`JSONRPCProtocol.writable`
-returns Deferreds that wait until the transport resumes it.  So a slow reader cannot
-make us buffer without bound, as long as code that writes much (streams of
-notifications) awaits ``writable()`` before each write.
+transport pauses it (the peer is not reading our output), :meth:`JSONRPCProtocol.writable`
+returns Deferreds that wait until the transport resumes it: code that writes much
+(streams of notifications) awaits ``writable()`` before each write.
+
+Write pressure never stops us reading: a peer that writes many requests before it reads
+any answer is blocked writing to us, and if we stopped reading because it does not read,
+neither could ever go on.  Instead, what the peer's requests make us write is bounded:
+
+- while paused, requests are started as usual until ``max_buffered_output`` bytes
+  (:data:`DEFAULT_MAX_BUFFERED_OUTPUT`, 16 MiB) were written since the pause;
+- past that, no new handler starts: requests wait in the queue (up to
+  ``max_queued_requests``) and are started when the peer reads again;
+- past that, each request is answered -32603 ``too many concurrent requests`` at once.
+
+So while the peer does not read, the transport holds at most what it held when it
+paused us (Twisted's 64 KiB) plus ``max_buffered_output``, plus what handlers already
+running write, plus one error reply per further line (about 100 bytes and the id).
+Notifications and responses produce no output.  Only a notification handler that
+holds the stream stops reading (see Ordering).
 
 End of input and connection loss
 ================================
