@@ -69,8 +69,8 @@ _WATCHDOG = (
 def kill_group(pgid: int, sig: int) -> bool:
     """
     Send ``sig`` to process group ``pgid``; when there is no such group, to process
-    ``pgid`` alone (a leader that has not yet made its group).  False when neither exists
-    or we may not signal it (logged).
+    ``pgid`` alone if it is our child (a leader that has not yet made its group; never a
+    stranger that got the pid of a leader long gone).  False when nothing was signalled.
     """
     try:
         os.killpg(pgid, sig)
@@ -80,10 +80,27 @@ def kill_group(pgid: int, sig: int) -> bool:
     except PermissionError as error:
         _log.warn("cannot signal process group {pgid}: {error}", pgid=pgid, error=error)
         return False
+    if not _is_our_child(pgid):
+        return False
     try:
         os.kill(pgid, sig)
         return True
     except OSError:
+        return False
+
+
+def _is_our_child(pid: int) -> bool:
+    """Whether ``pid`` is a child of this process (assumed so where ``/proc`` is missing)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stream:
+            fields = stream.read().rsplit(b")", 1)[1].split()
+    except FileNotFoundError:
+        return not os.path.isdir("/proc/self")
+    except (OSError, IndexError):
+        return False
+    try:
+        return int(fields[1]) == os.getpid()
+    except (IndexError, ValueError):
         return False
 
 

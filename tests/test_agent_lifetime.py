@@ -23,7 +23,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, ClientConnection
 from acpkit.endpoints import AgentProcess, spawn_agent
-from acpkit.process_groups import ChildGroups, group_members
+from acpkit.process_groups import ChildGroups, group_members, kill_group
 from acpkit.testing.pair import connected_pair
 from acpkit_agent.config import AgentConfig
 from acpkit_agent.tap import STDIN_EOF_GRACE, AgentService, build_runtime
@@ -130,6 +130,28 @@ class ChildGroupsTests(TestCase):
     def sleeper(self) -> subprocess.Popen[bytes]:
         """A `sleep 100` leading its own process group (and session)."""
         proc = subprocess.Popen(["sleep", "100"], start_new_session=True)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        return proc
+
+    def test_kill_group_spares_a_stranger_with_the_pid(self) -> None:
+        """With no group of that id, only our own child is signalled: never a process that
+        merely has the pid (a leader's pid reused after its group ended)."""
+        shell = subprocess.Popen(["sh", "-c", "sleep 100 & echo $!; wait"], stdout=subprocess.PIPE)
+        self.addCleanup(shell.wait)
+        self.addCleanup(shell.kill)
+        assert shell.stdout is not None
+        grandchild = int(shell.stdout.readline())
+        self.addCleanup(os.kill, grandchild, signal.SIGKILL)
+        self.assertFalse(kill_group(grandchild, signal.SIGTERM))
+        self.assertFalse(process_gone(grandchild))
+        child = self.sleeper_in_our_group()
+        self.assertTrue(kill_group(child.pid, signal.SIGTERM))
+        self.assertEqual(child.wait(timeout=10), -signal.SIGTERM)
+
+    def sleeper_in_our_group(self) -> subprocess.Popen[bytes]:
+        """A `sleep 100` child that leads no group (as a leader before its setsid)."""
+        proc = subprocess.Popen(["sleep", "100"])
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
         return proc
