@@ -155,6 +155,8 @@ class AgentsConfig:
     errors: tuple[AgentsFileError, ...]
     #: True when no agents file exists at all: ``agents`` is then the built-in reference agent.
     builtin_default: bool
+    #: Refused files whose entries of the previous load were kept (see :func:`load_agents`).
+    kept: tuple[str, ...] = ()
 
     def find(self, name: str) -> AgentEntry:
         """Return the agent called ``name``; raise ``KeyError`` if there is none."""
@@ -326,7 +328,18 @@ def _merge(files: Iterable[tuple[AgentEntry, ...]]) -> tuple[AgentEntry, ...]:
     return tuple(merged.values())
 
 
-def load_agents(project_root: str, environ: Mapping[str, str] = os.environ) -> AgentsConfig:
+def _previous_entries(previous: AgentsConfig | None, path: str) -> tuple[AgentEntry, ...] | None:
+    """The entries ``path`` gave ``previous`` (None when it gave none: not loaded then)."""
+    if previous is None or (path not in previous.files_read and path not in previous.kept):
+        return None
+    return tuple(entry for entry in previous.agents if entry.source == path)
+
+
+def load_agents(
+    project_root: str,
+    environ: Mapping[str, str] = os.environ,
+    previous: AgentsConfig | None = None,
+) -> AgentsConfig:
     """Read the user file, then the project file, and merge them.
 
     A missing file is skipped; a refused one is recorded in ``errors`` and contributes
@@ -334,11 +347,23 @@ def load_agents(project_root: str, environ: Mapping[str, str] = os.environ) -> A
     built-in reference agent alone. (An existing file with no ``[[agent]]`` block, or a
     refused one, counts as existing: the menu then shows what the files say, and
     **Agent status** shows why.)
+
+    ``previous`` is the result of an earlier load, for a reload: a file refused now that
+    loaded then keeps the entries it gave then (listed in ``kept``), so that a bad edit
+    loses nothing while it is being fixed. The same file named twice (``ACPKIT_DIR`` set
+    to the project's ``.acpkit``) is read once.
     """
     loaded: list[tuple[AgentEntry, ...]] = []
     files_read: list[str] = []
     errors: list[AgentsFileError] = []
+    kept: list[str] = []
+    seen: set[str] = set()
     for path in (user_agents_file(environ), project_agents_file(project_root)):
+        # ACPKIT_DIR may be the project's own .acpkit: the same file is read once.
+        real = os.path.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
         try:
             entries = load_agents_file(path)
         except FileNotFoundError:
@@ -346,6 +371,10 @@ def load_agents(project_root: str, environ: Mapping[str, str] = os.environ) -> A
         except AgentsFileError as error:
             log.warn("Agents file refused: {error}", error=str(error))
             errors.append(error)
+            before = _previous_entries(previous, path)
+            if before is not None:
+                kept.append(path)
+                loaded.append(before)
             continue
         files_read.append(path)
         loaded.append(entries)
@@ -356,4 +385,5 @@ def load_agents(project_root: str, environ: Mapping[str, str] = os.environ) -> A
         files_read=tuple(files_read),
         errors=tuple(errors),
         builtin_default=builtin_default,
+        kept=tuple(kept),
     )

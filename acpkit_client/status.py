@@ -3,8 +3,10 @@
 It says which agents files were loaded (or that the built-in default is used), which
 were refused and why, each agent's command line, and for each started agent: its state,
 what failed (spawn, version, login, exit status and stderr tail), the commands it
-announced with their descriptions, and how many updates were ignored (with the last one
-and its error).
+announced with their descriptions, how many updates were ignored (with the last one
+and its error), and how many lines the connection dropped before they could be read as a
+message at all: undecodable ones (not UTF-8, not JSON, not a valid JSON-RPC message; an
+update among them cannot be told from the rest) and oversized ones (over the line limit).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from acpkit_client.agents import AgentRun, describe_auth_methods
 from acpkit_client.config import AgentsConfig
 from acpkit_client.conversation import Conversation
 
-__all__ = ["LAST_UPDATE_LIMIT", "agent_lines", "status_report", "status_text"]
+__all__ = ["LAST_UPDATE_LIMIT", "agent_lines", "dropped_lines", "status_report", "status_text"]
 
 #: The shown form of the last ignored update is cut at this many characters.
 LAST_UPDATE_LIMIT = 300
@@ -30,6 +32,18 @@ def _short(value: object) -> str:
     if len(text) > LAST_UPDATE_LIMIT:
         text = text[:LAST_UPDATE_LIMIT] + "…"
     return text
+
+
+def dropped_lines(run: AgentRun) -> tuple[int, int]:
+    """``(undecodable, oversized)``: the incoming lines the run's connection dropped."""
+    connection = run.connection
+    if connection is None:
+        return 0, 0
+    protocol = connection.protocol
+    # Read with getattr: a core without these counters counts nothing.
+    undecodable = int(getattr(protocol, "undecodable_dropped", 0))
+    oversized = int(getattr(protocol, "oversized_dropped", 0))
+    return undecodable, oversized
 
 
 def agent_lines(run: AgentRun, conversation: Conversation | None = None) -> list[str]:
@@ -64,6 +78,9 @@ def agent_lines(run: AgentRun, conversation: Conversation | None = None) -> list
         if ignored.count:
             lines.append(f"    last: {_short(ignored.last)}")
             lines.append(f"    why: {ignored.last_error}")
+    if run.connection is not None:
+        undecodable, oversized = dropped_lines(run)
+        lines.append(f"  dropped lines: {undecodable} undecodable, {oversized} oversized")
     return lines
 
 
@@ -82,7 +99,9 @@ def status_report(
         for path in config.files_read:
             lines.append(f"Loaded {path}")
         for error in config.errors:
-            lines.append(f"Refused {error.path}: {error}")
+            lines.append(f"Refused {error.path}: {error.reason}")
+            if error.path in config.kept:
+                lines.append("  its agents as last loaded are kept until it is fixed")
         if config.agents:
             lines.append("Agents:")
             for entry in config.agents:
