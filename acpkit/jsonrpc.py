@@ -73,8 +73,9 @@ with its kind, method and id when the head shows them.
 Sending: a request, notification or result whose line would be longer than our own
 ``MAX_LENGTH`` is not sent (we assume the peer accepts what we accept: ACP peers share
 the 64 MiB default): :meth:`JSONRPCProtocol.request` fails with
-:class:`MessageTooLarge`, :meth:`JSONRPCProtocol.notify` raises it, and an inbound
-request whose result is too long is answered with it instead.  An error with id
+:class:`MessageTooLarge`, an inbound request whose result is too long is answered with
+it instead, and :meth:`JSONRPCProtocol.notify` drops the notification with a warning
+(no exception: a stream of updates goes on).  An error with id
 ``null`` from the peer means it could not read one of our lines; it fails at once the
 requests it can only be about:
 
@@ -187,6 +188,10 @@ CANCEL_REQUEST = "$/cancel_request"
 
 _BOM = b"\xef\xbb\xbf"
 _NOT_JSON = object()
+
+#: How many bytes of the first junk line (not a JSON object) are kept for diagnostics.
+JUNK_LINE_KEPT = 1024
+
 _DECIMAL_ID = re.compile(r"-?(0|[1-9][0-9]*)")
 #: Default for ``max_buffered_output``: how many bytes we write while the peer is not
 #: reading our output before new inbound requests stop being started (Back-pressure).
@@ -590,6 +595,12 @@ class JSONRPCProtocol(NDJSONProtocol):
         self._window_longest = 0
         self._oversized_dropped = 0
         self._undecodable_dropped = 0
+        #: How many incoming lines were not a JSON object at all (not UTF-8, not JSON,
+        #: or another JSON value): junk such as a banner or a print on the peer's stdout.
+        self.junk_lines = 0
+        #: The first of those lines as received (its first ``JUNK_LINE_KEPT`` bytes), or
+        #: None: a client shows it in the errors it reports without ``-v``.
+        self.first_junk_line: bytes | None = None
 
     @property
     def undecodable_dropped(self) -> int:
@@ -810,16 +821,18 @@ class JSONRPCProtocol(NDJSONProtocol):
         """
         Send a notification (dropped with a log line when not connected).
 
-        Raises ``TypeError``/``ValueError`` at once when ``params`` is not JSON, and
-        :class:`MessageTooLarge` (nothing is sent) when its line would be longer than
-        our own ``MAX_LENGTH``.
+        Raises ``TypeError``/``ValueError`` at once when ``params`` is not JSON.  A
+        notification whose line would be longer than our own ``MAX_LENGTH`` is not
+        sent (logged): the peer would drop it too, and a stream of updates must not
+        fail because one of them is too long.
         """
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
         line = encode_message(message)
         if len(line) > self.MAX_LENGTH:
-            raise self._too_long_to_send(f"the {method} notification", len(line))
+            self._too_long_to_send(f"the {method} notification", len(line))
+            return
         self._write(line)
 
     def _too_long_to_send(self, what: str, size: int) -> MessageTooLarge:
@@ -955,6 +968,7 @@ class JSONRPCProtocol(NDJSONProtocol):
             text = line.decode("utf-8")
         except UnicodeDecodeError as e:
             self._log.warn("{peer}: invalid UTF-8 line: {e}", peer=self.name, e=e)
+            self._junk(line)
             self._undecodable_dropped += 1
             self._send_error(None, ParseError(f"invalid UTF-8 at byte {e.start}"))
             return
@@ -973,6 +987,7 @@ class JSONRPCProtocol(NDJSONProtocol):
                 self._log.warn(
                     "{peer}: not JSON ({e}): {line!r}", peer=self.name, e=e, line=clip(text, 80)
                 )
+                self._junk(line)
                 self._undecodable_dropped += 1
                 self._send_error(None, ParseError(str(e)))
                 return
@@ -982,6 +997,7 @@ class JSONRPCProtocol(NDJSONProtocol):
             self._invalid(None, "batches are not supported", obj)
             return
         if not isinstance(obj, dict):
+            self._junk(line)
             self._invalid(None, "a message must be a JSON object", obj)
             return
         if "method" in obj:
@@ -993,6 +1009,12 @@ class JSONRPCProtocol(NDJSONProtocol):
             self._process_response(obj)
         else:
             self._invalid(None, "not a request, notification or response", obj)
+
+    def _junk(self, line: bytes) -> None:
+        """Count a line that is not a JSON object; keep the first one."""
+        self.junk_lines += 1
+        if self.first_junk_line is None:
+            self.first_junk_line = line[:JUNK_LINE_KEPT]
 
     def _refuse_huge_ints(self, obj: dict[str, Any], huge: list[_HugeInt]) -> bool:
         """

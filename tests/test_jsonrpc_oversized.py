@@ -8,19 +8,29 @@ own limit is refused before it is sent; dropped lines are counted.
 from __future__ import annotations
 
 import json
+import os
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.logger import ILogObserver, LogEvent, Logger, formatEvent
 from twisted.python.failure import Failure
+from twisted.trial.unittest import TestCase as TrialTestCase
 
 from acpkit import schema
-from acpkit.connection import Agent, AgentConnection, Client
+from acpkit.connection import Agent, AgentConnection, Client, ClientConnection
+from acpkit.endpoints import spawn_agent
 from acpkit.errors import InvalidRequest, MessageTooLarge, ParseError, RPCError
+from acpkit.framing import DEFAULT_MAX_LENGTH
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 from acpkit.testing.pair import connected_pair
+from acpkit_agent.config import AgentConfig
+from tests.fixtures.agent.harness import make_harness, scripted
 
 
 def make(registry: MethodRegistry | None = None, **kw: Any) -> tuple[JSONRPCProtocol, Any]:
@@ -264,16 +274,17 @@ def test_a_request_over_our_own_limit_is_refused_unsent() -> None:
     assert b'"id":1' in t.value()
 
 
-def test_a_notification_over_our_own_limit_raises_unsent() -> None:
-    """notify() raises MessageTooLarge and writes nothing when the line is over our limit."""
+def test_a_notification_over_our_own_limit_is_dropped_with_a_warning() -> None:
+    """notify() writes nothing and raises nothing when the line is over our limit: it logs."""
     proto, t = make(max_line_length=100)
-    try:
-        proto.notify("session/update", {"content": BIG})
-    except MessageTooLarge as e:
-        assert e.limit == 100
-    else:
-        raise AssertionError("no error")
+    captured = Captured(proto)
+    proto.notify("session/update", {"content": BIG})
     assert t.value() == b""
+    (line,) = captured.lines("not sent")
+    assert "the session/update notification was not sent" in line
+    assert "over the 100-byte line limit" in line
+    proto.notify("session/update", {"content": "ok"})
+    assert t.value() != b""
 
 
 def test_a_result_over_our_own_limit_is_answered_with_an_error_instead() -> None:
@@ -416,3 +427,98 @@ def test_connections_fail_too_long_requests_promptly_each_way() -> None:
         )
     )
     assert response.stop_reason == schema.StopReason.END_TURN
+
+
+def test_bob_writing_a_file_too_long_for_the_client_fails_the_tool_promptly(
+    tmp_path: Path,
+) -> None:
+    """
+    bob (in memory) writes a file through a client whose line limit it exceeds: the
+    client answers the request's id, so the write_file tool call fails at once, the
+    turn ends, nothing is written, and the client counts the dropped line.
+    """
+    h = make_harness(
+        scripted(
+            {
+                "turn": [
+                    {
+                        "tool_calls": [
+                            {
+                                "name": "write_file",
+                                "arguments": {"path": "big.txt", "content": "b" * 20_000},
+                            }
+                        ]
+                    },
+                    {"chunks": ["done"]},
+                ]
+            }
+        ),
+        config=AgentConfig(yolo=True),
+    )
+    caps = schema.ClientCapabilities(
+        fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True)
+    )
+    sid = h.start(cwd=str(tmp_path), capabilities=caps)
+    h.pair.client.protocol.MAX_LENGTH = 4096
+    result = h.raw_prompt(sid, "write it")
+    assert result["stopReason"] == "end_turn"
+    (failed,) = [u for u in h.client.tool_updates() if u.get("status") == "failed"]
+    assert "4096" in json.dumps(failed)
+    assert h.client.files == {} and not (tmp_path / "big.txt").exists()
+    # The request, and any update that carries the same content (the tool call's input).
+    assert h.pair.client.protocol.oversized_dropped >= 1
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TWISTD = ["-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
+
+
+class RealBobTests(TrialTestCase):
+    """A prompt longer than a real bob's 64 MiB line limit, over pipes."""
+
+    @pytest.mark.process
+    def test_a_prompt_over_bobs_limit_fails_promptly_and_bob_goes_on(self) -> Deferred[None]:
+        """
+        The client (its own limit raised) sends a 65 MiB session/prompt to bob: bob
+        reads its id from the head and answers it, so the prompt fails with
+        MessageTooLarge at once (no timeout), and the session still works.
+        """
+        from twisted.internet import reactor
+
+        home = tempfile.mkdtemp(prefix="bob-home-")
+        cwd = tempfile.mkdtemp(prefix="bob-")
+        conn = ClientConnection(Client())
+        conn.protocol.MAX_LENGTH = 128 * 1024 * 1024
+        agent = spawn_agent(
+            reactor,
+            conn.protocol,
+            sys.executable,
+            TWISTD,
+            env={"PYTHONPATH": ROOT, "HOME": home},
+            cwd=cwd,
+        )
+        self.addCleanup(agent.stop)
+
+        async def run() -> None:
+            await conn.initialize()
+            session = await conn.new_session(schema.NewSessionRequest(cwd=cwd, mcp_servers=[]))
+            huge = schema.TextContentBlock(text="p" * (DEFAULT_MAX_LENGTH + 1024 * 1024))
+            try:
+                await conn.prompt(
+                    schema.PromptRequest(session_id=session.session_id, prompt=[huge])
+                )
+            except MessageTooLarge as e:
+                assert e.limit == DEFAULT_MAX_LENGTH
+            else:
+                raise AssertionError("the prompt did not fail")
+            response = await conn.prompt(
+                schema.PromptRequest(
+                    session_id=session.session_id, prompt=[schema.TextContentBlock(text="hi")]
+                )
+            )
+            assert response.stop_reason == schema.StopReason.END_TURN
+            assert "discarded an incoming request session/prompt" in agent.stderr_tail()
+
+        d = Deferred.fromCoroutine(run())
+        # A generous bound instead of trial's default 120 s: a hang must fail, not wait.
+        return d.addTimeout(90, reactor)
