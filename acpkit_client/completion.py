@@ -12,7 +12,9 @@ Words
     alone. On the wire a command is plain text.
 
 ``@`` — a project file
-    ``@`` at the start of any word (not only at the start of the input) opens the list;
+    The files are the project's as git sees them (:mod:`acpkit_client.project_files`:
+    ``.gitignore`` honoured). ``@`` at the start of any word (not only at the start of
+    the input) opens the list;
     so may ``@`` right after opening punctuation ``( [ { " ' ` ``. An ``@`` inside a word,
     as in an e-mail address, is just a character. The text between ``@`` and the cursor
     narrows the list, ignoring case: files whose own name (basename) starts with it come
@@ -27,7 +29,8 @@ Mentions at send time (:func:`find_mentions`)
     ``see @README.md, then`` mentions ``README.md`` (the comma stays text) while
     ``@main.go`` does not designate ``main.gopher``, and ``@main.gopher`` does not mention
     ``main.go``. The longest known path wins, which lets a completed path that contains
-    spaces be found again. An unknown ``@word`` stays text.
+    spaces be found again. What becomes of an ``@word`` that names no known file is
+    :mod:`acpkit_client.prompt`'s business (a file on the disk, or an unresolved mention).
 
 Replacement spans
     A completion replaces the whole word the cursor is in (from ``/`` or ``@`` to the next
@@ -44,6 +47,7 @@ from collections import deque
 from collections.abc import Collection, Sequence
 
 import attrs
+import pathspec
 
 __all__ = [
     "MAX_FILES_SHOWN",
@@ -54,13 +58,14 @@ __all__ = [
     "find_mentions",
     "is_complete_command",
     "mention_completions",
+    "mention_words",
     "slash_completions",
     "split_prompt",
     "walk_project",
 ]
 
-#: At most this many files are walked by :func:`walk_project`.
-MAX_FILES_WALKED = 5000
+#: At most this many files are walked by :func:`walk_project` (and listed for ``@``).
+MAX_FILES_WALKED = 100_000
 #: At most this many files are offered by :func:`mention_completions`.
 MAX_FILES_SHOWN = 200
 
@@ -189,20 +194,47 @@ def is_complete_command(text: str, commands: Sequence[CommandInfo]) -> bool:
     return any(command.name == word for command in commands)
 
 
+def _read_ignore_file(directory: str) -> pathspec.GitIgnoreSpec | None:
+    """The patterns of ``directory``'s ``.gitignore``, if it has a readable one."""
+    try:
+        with open(os.path.join(directory, ".gitignore"), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    return spec if len(spec) else None
+
+
+def _ignored(rules: Sequence[tuple[str, pathspec.GitIgnoreSpec]], path: str) -> bool:
+    """Whether ``path`` (relative to the root, ``/`` at the end for a directory) is ignored:
+    the deepest ``.gitignore`` with a pattern that matches decides, like git."""
+    for base, spec in reversed(rules):
+        result = spec.check_file(path[len(base) :])
+        if result.include is not None:
+            return bool(result.include)
+    return False
+
+
 def walk_project(root: str, *, max_files: int = MAX_FILES_WALKED) -> list[str]:
     """List the project's files, relative to ``root`` with ``/``, at most ``max_files``.
 
     The walk is breadth first (a directory's files before those of deeper directories,
     names sorted within a directory), so when the limit cuts it the files nearest the
-    root are kept. ``.git`` (directory or file) is skipped, symbolic links to directories
-    are not followed (links to files are listed), unreadable directories are skipped.
+    root are kept. ``.git`` (directory or file) is skipped, and so is what a
+    ``.gitignore`` on the way ignores (git's pattern rules, a deeper file's patterns
+    winning; an ignored directory is not entered). Symbolic links to directories are
+    not followed (links to files are listed), unreadable directories are skipped.
     """
     files: list[str] = []
     if max_files <= 0:
         return files
-    pending: deque[tuple[str, str]] = deque([(root, "")])
+    Rules = tuple[tuple[str, pathspec.GitIgnoreSpec], ...]
+    pending: deque[tuple[str, str, Rules]] = deque([(root, "", ())])
     while pending:
-        directory, prefix = pending.popleft()
+        directory, prefix, rules = pending.popleft()
+        spec = _read_ignore_file(directory)
+        if spec is not None:
+            rules = (*rules, (prefix, spec))
         try:
             with os.scandir(directory) as scan:
                 entries = sorted(scan, key=lambda entry: entry.name)
@@ -214,11 +246,14 @@ def walk_project(root: str, *, max_files: int = MAX_FILES_WALKED) -> list[str]:
             relative = prefix + entry.name
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    pending.append((entry.path, relative + "/"))
+                    if not _ignored(rules, relative + "/"):
+                        pending.append((entry.path, relative + "/", rules))
                     continue
                 if not entry.is_file():
                     continue
             except OSError:
+                continue
+            if _ignored(rules, relative):
                 continue
             files.append(relative)
             if len(files) >= max_files:
@@ -317,6 +352,21 @@ def find_mentions(text: str, files: Collection[str]) -> list[MentionSpan]:
         else:
             index = text.find("@", index + 1)
     return mentions
+
+
+def mention_words(text: str) -> list[tuple[int, str]]:
+    """Each ``@word`` of ``text`` that could be a mention: the index of its ``@`` and what
+    follows it up to the next whitespace (closing punctuation included), in text order."""
+    words: list[tuple[int, str]] = []
+    index = text.find("@")
+    while index != -1:
+        if _is_mention_start(text, index):
+            end = _word_end(text, index)
+            words.append((index, text[index + 1 : end]))
+            index = text.find("@", end)
+        else:
+            index = text.find("@", index + 1)
+    return words
 
 
 def split_prompt(text: str, mentions: Sequence[MentionSpan]) -> list[str | MentionSpan]:

@@ -1,7 +1,9 @@
 """Prompt assembly: the typed line becomes text blocks and one block per ``@`` mention.
 
-Each ``@path`` that names a known project file (exactly, see
-:func:`acpkit_client.completion.find_mentions`) becomes, IN PLACE of the name:
+An ``@path`` at the start of a word (see :mod:`acpkit_client.completion`) is a mention
+when the path is exactly a known project file (the ``@`` list's files), or else when it
+is a file on the disk under the project root (an ignored file, say; closing punctuation
+that ends the word is left out).  Each mention becomes, IN PLACE of the name:
 
 - a ``resource`` block (the file's ``uri``, ``mimeType`` and whole ``text``, read like
   ``fs/read_text_file`` reads it: from the open modified buffer, else the disk) when the
@@ -10,7 +12,12 @@ Each ``@path`` that names a known project file (exactly, see
   could not be read.
 
 The words around stay text blocks: ``explique @docs/README.md s'il te plaît`` is three
-blocks.  An ``@word`` that names no file stays text.  Commands (``/web ...``) are text.
+blocks.  Commands (``/web ...``) are text.
+
+An ``@word`` that names no file stays text.  When it *looks like a path* (it holds a
+``/``, or it ends with an extension or is a file name that :func:`guess_mime_type`
+knows) it is an *unresolved mention* (:func:`unresolved_mentions`): the terminal UI does
+not send the prompt but says so, and sends it as typed if ``Enter`` is pressed again.
 """
 
 from __future__ import annotations
@@ -24,11 +31,25 @@ from typing import Any
 from twisted.logger import Logger
 
 from acpkit import schema
-from acpkit_client.completion import MentionSpan, find_mentions, split_prompt, walk_project
+from acpkit_client.completion import (
+    CLOSING_PUNCTUATION,
+    MentionSpan,
+    find_mentions,
+    mention_words,
+    split_prompt,
+)
 from acpkit_client.fs import DiskBufferProvider
 from acpkit_client.interfaces import IBufferProvider
 
-__all__ = ["SOURCE_MIME_TYPES", "build_prompt", "guess_mime_type", "mention_block"]
+__all__ = [
+    "SOURCE_MIME_TYPES",
+    "build_prompt",
+    "guess_mime_type",
+    "looks_like_path",
+    "mention_block",
+    "resolve_mentions",
+    "unresolved_mentions",
+]
 
 log = Logger()
 
@@ -156,6 +177,61 @@ def mention_block(
     )
 
 
+def _project_file(project_root: str, path: str) -> bool:
+    """Whether ``path`` is a regular file under ``project_root`` (never outside it)."""
+    root = os.path.abspath(project_root)
+    absolute = os.path.normpath(os.path.join(root, path))
+    inside = absolute.startswith(root.rstrip(os.sep) + os.sep)
+    return inside and os.path.isfile(absolute)
+
+
+def looks_like_path(word: str) -> bool:
+    """Whether an ``@word`` that names no file was meant as one (see the module docstring):
+    ``@src/app.tsx`` and ``@README.md`` do, ``@property`` and ``@john.doe`` do not."""
+    return "/" in word or guess_mime_type(word) is not None
+
+
+def resolve_mentions(
+    text: str, project_root: str, files: Collection[str] | None = None
+) -> tuple[list[MentionSpan], list[str]]:
+    """
+    The mentions of ``text`` (known ``files`` first, then files on the disk), in text
+    order, and its unresolved mentions (``@word`` as typed, closing punctuation left out).
+    """
+    spans = find_mentions(text, files or ())
+    covered = {span.start for span in spans}
+    unresolved: list[str] = []
+    for start, word in mention_words(text):
+        if start in covered:
+            continue
+        candidate = word
+        while candidate:
+            if _project_file(project_root, candidate):
+                spans.append(
+                    MentionSpan(start=start, end=start + 1 + len(candidate), path=candidate)
+                )
+                break
+            if candidate[-1] not in CLOSING_PUNCTUATION:
+                candidate = ""
+                break
+            candidate = candidate[:-1]
+        else:
+            candidate = ""
+        if not candidate:
+            bare = word.rstrip("".join(CLOSING_PUNCTUATION))
+            if bare and looks_like_path(bare):
+                unresolved.append(f"@{bare}")
+    spans.sort(key=lambda span: span.start)
+    return spans, unresolved
+
+
+def unresolved_mentions(
+    text: str, project_root: str, files: Collection[str] | None = None
+) -> list[str]:
+    """The ``@word``\\ s of ``text`` that look like paths but name no file of the project."""
+    return resolve_mentions(text, project_root, files)[1]
+
+
 def build_prompt(
     text: str,
     project_root: str,
@@ -166,17 +242,18 @@ def build_prompt(
     """
     The ``session/prompt`` blocks for the typed ``text`` (see the module docstring).
 
-    ``files`` are the known project files relative to ``project_root`` with ``/``
-    (default: :func:`walk_project` of the root); ``agent_capabilities`` what the agent
-    announced at ``initialize``; ``buffers`` where file text is read (default: the disk).
+    ``files`` are the known project files relative to ``project_root`` with ``/`` (the
+    ``@`` list's; without them a mention is looked up on the disk only);
+    ``agent_capabilities`` what the agent announced at ``initialize``; ``buffers`` where
+    file text is read (default: the disk).  Unresolved mentions are sent as text.
     """
-    known = walk_project(project_root) if files is None else files
+    mentions, _ = resolve_mentions(text, project_root, files)
     caps = agent_capabilities or schema.AgentCapabilities()
     prompt_caps = caps.prompt_capabilities or schema.PromptCapabilities()
     embed = bool(prompt_caps.embedded_context)
     provider = buffers if buffers is not None else DiskBufferProvider()
     blocks: list[Any] = []
-    for piece in split_prompt(text, find_mentions(text, known)):
+    for piece in split_prompt(text, mentions):
         if isinstance(piece, str):
             blocks.append(schema.TextContentBlock(text=piece))
         else:

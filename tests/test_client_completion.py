@@ -191,18 +191,19 @@ def test_walk_is_deterministic(tmp_path: Path) -> None:
     assert walk_project(str(tmp_path)) == walk_project(str(tmp_path))
 
 
-def test_walk_limit_default_5000(tmp_path: Path) -> None:
-    """At most 5000 files are walked by default, the shallow ones kept."""
+def test_walk_limit_default(tmp_path: Path) -> None:
+    """At most MAX_FILES_WALKED (100,000) files are walked by default; a walk cut by its
+    limit keeps the shallow files."""
     make_tree(tmp_path, ["top.txt"])
     deep = tmp_path / "deep"
     deep.mkdir()
-    for i in range(MAX_FILES_WALKED + 10):
+    for i in range(60):
         (deep / f"f{i:05d}").touch()
-    files = walk_project(str(tmp_path))
-    assert MAX_FILES_WALKED == 5000
-    assert len(files) == 5000
+    files = walk_project(str(tmp_path), max_files=50)
+    assert MAX_FILES_WALKED == 100_000
+    assert len(files) == 50
     assert files[0] == "top.txt"
-    assert files[-1] == "deep/f04998"
+    assert files[-1] == "deep/f00048"
 
 
 def test_walk_custom_limit(tmp_path: Path) -> None:

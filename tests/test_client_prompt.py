@@ -75,11 +75,14 @@ def test_unknown_at_words_stay_text(tmp_path: Path) -> None:
 
 
 def test_known_files_can_be_given(tmp_path: Path) -> None:
-    """Only the given known files count as mentions (the list the @ completion showed)."""
+    """The given known files (the list the @ completion showed) are mentions, and so is a
+    file on the disk that the list does not hold (ignored, or past the list's limit)."""
     root = project(tmp_path)
     blocks = build_prompt("@main.go @docs/README.md", str(root), ["main.go"], EMBED)
     assert isinstance(blocks[0], schema.EmbeddedResourceContentBlock)
-    assert blocks[1:] == [schema.TextContentBlock(text=" @docs/README.md")]
+    assert blocks[1] == schema.TextContentBlock(text=" ")
+    assert isinstance(blocks[2], schema.EmbeddedResourceContentBlock)
+    assert blocks[2].resource.uri.endswith("/docs/README.md")
 
 
 def test_commands_are_text(tmp_path: Path) -> None:

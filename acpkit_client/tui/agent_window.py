@@ -18,8 +18,10 @@ Keys handled here (the application handles ``F6``, ``Alt-1``…``Alt-9``, ``Ctrl
 
 The ``/`` list comes from :func:`~acpkit_client.completion.slash_completions` over the
 commands the agent announced; the ``@`` list from
-:func:`~acpkit_client.completion.mention_completions` over the project, walked again each
-time the list opens.
+:func:`~acpkit_client.completion.mention_completions` over the project's files as git sees
+them (:mod:`~acpkit_client.project_files`), listed again off the UI's path each time the
+list opens. A prompt with an ``@path`` that names no file is not sent: a notice names it,
+and ``Enter`` again sends the text as typed.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ from acpkit_client.completion import (
     is_complete_command,
     mention_completions,
     slash_completions,
-    walk_project,
 )
 from acpkit_client.interfaces import IAgentObserver, IConversationObserver
+from acpkit_client.project_files import ProjectFiles, load_project_files
+from acpkit_client.prompt import unresolved_mentions
 from acpkit_client.session import AgentWindow, TurnError
 from acpkit_client.tui.completion_list import CompletionList
 from acpkit_client.tui.conversation_view import ConversationView
@@ -82,6 +85,11 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         self.list_kind: str | None = None
         self._dismissed_text: str | None = None
         self._files: list[str] = []
+        # The @ list's files are listed off the UI's path; this lists them.
+        self.list_files = load_project_files
+        self._listing: Deferred[None] | None = None
+        # The text last refused for its unresolved mentions (Enter again sends it).
+        self._refused_text: str | None = None
         self._body_placeholder: urwid.WidgetPlaceholder[urwid.Widget] = urwid.WidgetPlaceholder(
             self.view
         )
@@ -163,8 +171,33 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
             self._set_list(None, [])
             return
         if self.list_kind != "@":
-            self._files = walk_project(self.session.project_root)
+            self._start_listing()
         self._set_list("@", mention_completions(text, cursor, self._files) or [])
+
+    def _start_listing(self) -> None:
+        """List the project's files again; the open @ list follows when they come."""
+        if self._listing is not None:
+            return
+
+        def listed(listing: ProjectFiles) -> None:
+            self._listing = None
+            self._files = list(listing.files)
+            if listing.cut:
+                self.host.show_message(f"the @ list holds the first {len(listing.files):,} files")
+            if self.list_kind == "@":
+                text, cursor = self.input.edit_text, self.input.edit_pos
+                self._set_list("@", mention_completions(text, cursor, self._files) or [])
+                self.host.request_redraw()
+
+        def failed(failure: Failure) -> None:
+            self._listing = None
+            self.host.show_message(f"could not list the project's files: {failure.value}")
+
+        listing = self._listing = self.list_files(self.session.project_root).addCallbacks(
+            listed, failed
+        )
+        if listing.called:  # listed at once (no reactor running): nothing in flight
+            self._listing = None
 
     def _set_list(self, kind: str | None, items: list[Completion]) -> None:
         was = self.list_kind
@@ -208,10 +241,20 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         if self.session.turn_running:
             self.host.show_message("a turn is already running in this window")
             return None
+        unresolved = unresolved_mentions(text, self.session.project_root, self._files)
+        if unresolved and text != self._refused_text:
+            self._refused_text = text
+            names = ", ".join(unresolved)
+            self.view.add_notice(
+                f"no such file in the project: {names}; not sent (Enter again sends it as text)"
+            )
+            self.host.request_redraw()
+            return None
+        self._refused_text = None
         self.input.clear()
         self._dismissed_text = None
         self._set_list(None, [])
-        turn = self.session.send_prompt(text)
+        turn = self.session.send_prompt(text, self._files or None)
         turn.addCallbacks(self._turn_ended, self._turn_failed)
         return turn
 
