@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from twisted.internet import reactor, task
-from twisted.internet.defer import Deferred, ensureDeferred, succeed
+from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, succeed
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
 from twisted.python.failure import Failure
@@ -37,7 +37,13 @@ from acpkit_agent.engines.base import IEngine, ModelReply, StreamSink, ToolSpec
 from acpkit_agent.engines.echo import EchoEngine
 from acpkit_agent.tools import builtin_tools
 from acpkit_agent.turn import AgentRuntime
-from tests.fixtures.agent.harness import Harness, RecordingClient, make_harness, scripted
+from tests.fixtures.agent.harness import (
+    Harness,
+    RecordingClient,
+    captured_logs,
+    make_harness,
+    scripted,
+)
 
 BUFFER = 64 * 1024
 #: The echo engine cuts at word boundaries into chunks of at most 24 characters: a word of
@@ -190,6 +196,25 @@ def test_scripted_turn_waits_while_the_client_does_not_read() -> None:
     assert transport.high_water <= BUFFER + ONE_LINE
 
 
+def test_a_client_that_stops_reading_then_goes_away_ends_the_waiting_turn() -> None:
+    """
+    The connection is lost while the turn waits for the client to read: the turn ends
+    (cancelled, ``turn done`` logged), the process-wide turn lock is free again, and
+    nothing is logged as a failure.
+    """
+    with captured_logs() as logs:
+        h = flow_harness()
+        d = stalled_turn(h, WORD * 3000)
+        d.addErrback(lambda _: None)
+        reason = Failure(ConnectionDone("the client went away"))
+        h.pair.agent.protocol.connectionLost(reason)
+        h.pair.client.protocol.connectionLost(reason)
+        h.clock.advance(0)
+    assert not h.runtime.lock.locked
+    assert "[acp] turn done: 0 command(s) · 0 file op(s) · 0 skill(s)" in logs.acp()
+    assert not [e for e in logs.events if e.get("log_failure") is not None]
+
+
 @implementer(IEngine)
 class FireHose:
     """An engine that cannot pause its source: it ignores what the sink asks."""
@@ -245,6 +270,86 @@ def test_deltas_of_an_engine_that_does_not_wait_are_joined_while_the_client_does
     kinds = [u["sessionUpdate"] for u in h.client.wire_updates()]
     assert kinds[-1] == "usage_update"
     assert set(kinds[:-1]) == {"agent_message_chunk"}
+
+
+# -- the engines, alone ---------------------------------------------------------------
+
+
+class GatedSink:
+    """A sink that asks the engine to wait after every delta until ``open_gate()``."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.gate: Deferred[None] | None = None
+
+    def _take(self, kind: str, delta: str) -> Deferred[None]:
+        assert self.gate is None, "the engine did not wait"
+        self.events.append((kind, delta))
+        self.gate = Deferred()
+        return self.gate
+
+    def text(self, delta: str) -> Deferred[None]:
+        return self._take("text", delta)
+
+    def reasoning(self, delta: str) -> Deferred[None]:
+        return self._take("reasoning", delta)
+
+    def open_gate(self) -> None:
+        gate, self.gate = self.gate, None
+        assert gate is not None
+        gate.callback(None)
+
+
+def test_echo_engine_sends_each_chunk_once_the_sink_lets_it() -> None:
+    """The echo engine waits for the sink before each next chunk; cancelling stops it."""
+    sink = GatedSink()
+    engine = EchoEngine()
+    d = engine.complete([{"role": "user", "content": WORD * 3}], [], sink)
+    assert sink.events == [("text", "Echo: ")]
+    sink.open_gate()
+    assert len(sink.events) == 2 and not d.called
+    sink.open_gate()
+    sink.open_gate()
+    sink.open_gate()
+    reply: list[ModelReply] = []
+    d.addCallback(reply.append)
+    assert [e[1] for e in sink.events] == ["Echo: ", WORD, WORD, WORD]
+    assert reply and reply[0].text == "Echo: " + WORD * 3
+    waiting = engine.complete([{"role": "user", "content": WORD * 3}], [], GatedSink())
+    errors: list[Failure] = []
+    waiting.addErrback(errors.append)
+    waiting.cancel()
+    assert errors and errors[0].check(CancelledError)
+
+
+def test_scripted_engine_waits_for_the_sink_then_for_its_delay() -> None:
+    """
+    The scripted engine plays its next event once the sink lets it, and then only after
+    the turn's delay; cancelling while it waits for the sink stops it.
+    """
+    clock = Clock()
+    engine = scripted({"turn": [{"reasoning": ["r"], "chunks": ["a", "b"], "delay": 1.0}]})(clock)
+    sink = GatedSink()
+    d = engine.complete([{"role": "user", "content": "go"}], [], sink)
+    assert sink.events == [("reasoning", "r")]
+    clock.advance(5)
+    assert sink.events == [("reasoning", "r")]  # waits for the sink, whatever the clock
+    sink.open_gate()
+    assert len(sink.events) == 1
+    clock.advance(1)
+    assert sink.events == [("reasoning", "r"), ("text", "a")]
+    sink.open_gate()
+    clock.advance(1)
+    sink.open_gate()
+    clock.advance(1)
+    assert sink.events == [("reasoning", "r"), ("text", "a"), ("text", "b")]
+    assert d.called
+    engine = scripted({"turn": [{"chunks": ["a", "b"]}]})(clock)
+    waiting = engine.complete([{"role": "user", "content": "go"}], [], GatedSink())
+    errors: list[Failure] = []
+    waiting.addErrback(errors.append)
+    waiting.cancel()
+    assert errors and errors[0].check(CancelledError)
 
 
 # -- the public mechanism: AgentConnection.writable() -----------------------------------
