@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail, succeed
@@ -57,6 +57,7 @@ _SETTINGS: dict[str, tuple[type, ...]] = {"context_window": (int,)}
 _DIRECTIVE = re.compile(r"^\s*(run|read|write|edit):[ \t]*(.*?)\s*$")
 _ESCAPE = re.compile(r"\\(n|t|\\)")
 _ESCAPES = {"n": "\n", "t": "\t", "\\": "\\"}
+_PIECE = re.compile(r"\S+\s*|\s+")
 
 
 def _unescape(text: str) -> str:
@@ -119,19 +120,25 @@ def _tokens(characters: int) -> int:
     return max(1, (characters + 3) // 4)
 
 
-def _chunks(text: str, size: int = 24) -> list[str]:
-    """Split ``text`` into a few chunks at word boundaries, whitespace kept."""
-    pieces = re.findall(r"\S+\s*|\s+", text)
-    chunks: list[str] = []
-    for piece in pieces:
-        if chunks and len(chunks[-1]) + len(piece) <= size:
-            chunks[-1] += piece
+def _chunks(text: str, size: int = 24) -> Iterator[str]:
+    """
+    ``text`` in chunks at word boundaries, whitespace kept, made one at a time (a long
+    answer is not held twice more while it streams).
+    """
+    current = ""
+    for match in _PIECE.finditer(text):
+        piece = match.group()
+        if current and len(current) + len(piece) <= size:
+            current += piece
         else:
-            chunks.append(piece)
-    return chunks
+            if current:
+                yield current
+            current = piece
+    if current:
+        yield current
 
 
-async def _stream(chunks: list[str], sink: StreamSink, reply: ModelReply) -> ModelReply:
+async def _stream(chunks: Iterable[str], sink: StreamSink, reply: ModelReply) -> ModelReply:
     """Send ``chunks`` to ``sink``, waiting whenever it asks to; then return ``reply``."""
     for chunk in chunks:
         ready = sink.text(chunk)
