@@ -432,6 +432,15 @@ class AgentProcess:
         """
         return ensureDeferred(self._stop(grace))
 
+    def kill(self) -> Deferred[AgentExited]:
+        """
+        Kill the agent's whole process group now (``SIGKILL``), without the graces of
+        :meth:`stop`; a :meth:`stop` under way then ends at once.  Fires like
+        :attr:`exited`.
+        """
+        self._kill_group(signal_module.SIGKILL)
+        return self.exited
+
     async def _stop(self, grace: float) -> AgentExited:
         if self.transport is not None and not self._leader_exited:
             self.transport.loseConnection()

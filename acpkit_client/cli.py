@@ -22,22 +22,30 @@ Exit status of ``ask``:
 3     configuration error: an agents file was refused, or no such agent
 4     the agent refused (``stopReason: "refusal"``)
 5     the turn stopped early (``max_tokens`` or ``max_turn_requests``)
+6     the agent ended the turn ``cancelled`` by itself (nobody asked it to)
 124   timed out: no answer to ``initialize`` or ``session/new`` within
       ``--handshake-timeout``, or the turn did not end within ``--timeout``
-130   cancelled (Ctrl-C: the turn was cancelled, or a second Ctrl-C stopped the agent)
+130   interrupted by the user's Ctrl-C (``SIGINT``)
+143   terminated by ``SIGTERM``
 ====  =========================================================================
 
-Permissions: when stdin is a terminal the user is asked (by number); otherwise
-``--allow`` chooses the agent's ``allow_once`` option and ``--deny`` (the default) a
-reject option.  Elicitations are refused with an error.  The first Ctrl-C sends
-``session/cancel`` and waits for the agent's ``cancelled``; a second one stops the agent.
+Permissions: when stdin is a terminal the user is asked (by number), shown the tool call
+as the agent announced it; otherwise ``--allow`` chooses the agent's ``allow_once``
+option and ``--deny`` (the default) a reject option.  Elicitations are refused with an
+error.
+
+Signals (:mod:`acpkit_client.interrupts`): the first ``SIGINT`` or ``SIGTERM`` sends
+``session/cancel`` and gives the agent ``--cancel-timeout`` seconds (default 5) to end
+the turn, then stops the agent: stdin closed, then its whole process group ended.  A
+second signal skips the waiting and kills the process group at once.  Either way the
+agent and everything it started are gone when ``ask`` exits, with 130 or 143 (after the
+first signal, whatever the turn's end).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import IO, Any
@@ -59,6 +67,7 @@ from acpkit_client.agents import AgentStartError, HandshakeTimeout
 from acpkit_client.config import AgentsConfig, load_agents
 from acpkit_client.conversation import Entry, EntryKind, MessageEntry, PlanEntry, ToolCallEntry
 from acpkit_client.interfaces import IConversationObserver, IPermissionPrompt
+from acpkit_client.interrupts import DEFAULT_CANCEL_WAIT, AskInterrupts
 from acpkit_client.permissions import (
     PermissionPolicy,
     PolicyPermissionPrompt,
@@ -69,10 +78,12 @@ from acpkit_client.session import AgentWindow, TurnError
 __all__ = [
     "EXIT_AGENT_FAILED",
     "EXIT_CANCELLED",
+    "EXIT_CANCELLED_BY_AGENT",
     "EXIT_CONFIG",
     "EXIT_OK",
     "EXIT_REFUSED",
     "EXIT_STOPPED_EARLY",
+    "EXIT_TERMINATED",
     "EXIT_TIMEOUT",
     "EXIT_USAGE",
     "AskPrinter",
@@ -88,8 +99,12 @@ EXIT_USAGE = 2
 EXIT_CONFIG = 3
 EXIT_REFUSED = 4
 EXIT_STOPPED_EARLY = 5
+EXIT_CANCELLED_BY_AGENT = 6
 EXIT_TIMEOUT = 124
+#: 128 + SIGINT: the user's Ctrl-C.
 EXIT_CANCELLED = 130
+#: 128 + SIGTERM.
+EXIT_TERMINATED = 143
 
 #: Seconds the agent has to answer ``initialize`` and ``session/new`` (``ask``).
 DEFAULT_HANDSHAKE_TIMEOUT = 30.0
@@ -166,6 +181,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="SECONDS",
         help="give up (exit 124) when the turn has not ended within this time (default: no limit)",
+    )
+    ask_parser.add_argument(
+        "--cancel-timeout",
+        type=_seconds,
+        default=DEFAULT_CANCEL_WAIT,
+        metavar="SECONDS",
+        help="after Ctrl-C or SIGTERM, how long the agent has to end the cancelled turn "
+        f"before it is stopped (default: {DEFAULT_CANCEL_WAIT:g})",
     )
     ask_parser.add_argument("prompt", help="the prompt; @path mentions attach project files")
     ask_parser.set_defaults(policy=PermissionPolicy.REJECT)
@@ -397,7 +420,7 @@ def _choose_agent(config: AgentsConfig, name: str | None, err: IO[str]) -> Any:
 _STOP_CODES = {
     "end_turn": EXIT_OK,
     "refusal": EXIT_REFUSED,
-    "cancelled": EXIT_CANCELLED,
+    "cancelled": EXIT_CANCELLED_BY_AGENT,
     "max_tokens": EXIT_STOPPED_EARLY,
     "max_turn_requests": EXIT_STOPPED_EARLY,
 }
@@ -409,8 +432,14 @@ async def ask(
     out: IO[str],
     err: IO[str],
     interactive: bool,
+    *,
+    restore_signals: bool = True,
 ) -> int:
-    """Run ``acpkit-client ask``; return the exit status (see the module docstring)."""
+    """
+    Run ``acpkit-client ask``; return the exit status (see the module docstring).
+    ``restore_signals=False`` leaves ``SIGINT``/``SIGTERM`` ignored afterwards (the
+    process is about to exit) instead of putting the previous handlers back.
+    """
     root = os.path.abspath(options.cwd or os.getcwd())
     if not os.path.isdir(root):
         err.write(f"acpkit-client: {root} is not a directory\n")
@@ -432,27 +461,18 @@ async def ask(
     )
     printer = AskPrinter(out, err)
     window.conversation.subscribe(printer)
-    interrupts = 0
+    signals = AskInterrupts(
+        reactor, window, err, getattr(options, "cancel_timeout", DEFAULT_CANCEL_WAIT)
+    )
     turn_limit: float | None = getattr(options, "timeout", None)
     timed_out = False
-
-    def interrupted() -> None:
-        nonlocal interrupts
-        interrupts += 1
-        if interrupts == 1 and window.cancel():
-            err.write("\nacpkit-client: cancelling the turn (Ctrl-C again stops the agent)\n")
-        else:
-            err.write("\nacpkit-client: stopping the agent\n")
-            window.close()
-        err.flush()
 
     def turn_timed_out() -> None:
         nonlocal timed_out
         timed_out = True
         window.abandon_turn()
 
-    previous = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, lambda signum, frame: reactor.callFromThread(interrupted))
+    signals.install()
     timer = None
     try:
         try:
@@ -462,12 +482,14 @@ async def ask(
                 f"acpkit-client: agent {entry.name!r}: {e} (--handshake-timeout); "
                 "stopping the agent\n"
             )
-            return EXIT_TIMEOUT
+            return signals.exit_status or EXIT_TIMEOUT
         except AgentStartError as e:
-            if interrupts:
-                return EXIT_CANCELLED
+            if signals.exit_status is not None:
+                return signals.exit_status
             err.write(f"acpkit-client: agent {entry.name!r}: {e}\n")
             return EXIT_AGENT_FAILED
+        if signals.exit_status is not None:
+            return signals.exit_status
         for note in window.run.notes:
             err.write(f"acpkit-client: note: {note}\n")
         if turn_limit is not None:
@@ -476,27 +498,32 @@ async def ask(
             stop = await window.send_prompt(options.prompt)
         except TurnError as e:
             printer.finish()
+            if signals.exit_status is not None:
+                return signals.exit_status
             if timed_out:
                 err.write(
                     f"acpkit-client: agent {entry.name!r}: no answer to session/prompt within "
                     f"{turn_limit:g} s (--timeout); stopping the agent\n"
                 )
                 return EXIT_TIMEOUT
-            if interrupts:
-                return EXIT_CANCELLED
             err.write(f"acpkit-client: agent {entry.name!r}: {e}\n")
             return EXIT_AGENT_FAILED
         printer.finish()
         code = _STOP_CODES.get(stop, EXIT_AGENT_FAILED)
         if code != EXIT_OK:
             err.write(f"acpkit-client: the turn ended: {stop}\n")
+        if signals.exit_status is not None:
+            return signals.exit_status
+        if code == EXIT_CANCELLED_BY_AGENT:
+            err.write("acpkit-client: the agent cancelled the turn by itself\n")
         return code
     finally:
         if timer is not None and timer.active():
             timer.cancel()
-        signal.signal(signal.SIGINT, previous)
         err.flush()
+        # Signals stay handled until the agent is gone: a second one hurries this.
         await window.close()
+        signals.finish(restore=restore_signals)
 
 
 def _start_logging(verbose: bool) -> None:
@@ -537,7 +564,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def run(reactor: Any) -> Deferred[None]:
         async def go() -> None:
-            code = await ask(reactor, options, sys.stdout, sys.stderr, sys.stdin.isatty())
+            code = await ask(
+                reactor,
+                options,
+                sys.stdout,
+                sys.stderr,
+                sys.stdin.isatty(),
+                restore_signals=False,
+            )
             if code:
                 raise SystemExit(code)
 

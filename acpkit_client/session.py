@@ -251,6 +251,17 @@ class AgentWindow(Client):
         """Close the window: stop the agent (stdin closed, then its process group)."""
         return self.run.stop()
 
+    def kill(self) -> Deferred[Any]:
+        """
+        Close the window at once: the agent's whole process group is killed (``SIGKILL``)
+        without the graces of :meth:`close`.  Fires once the agent has ended.
+        """
+        stopped = self.close()
+        process = self.run.process
+        if process is not None:
+            process.kill()
+        return stopped
+
     # -- IClient -----------------------------------------------------------------------
 
     def _check_session(self, session_id: str) -> None:

@@ -32,6 +32,8 @@ from tests.fixtures.agent.harness import RecordingClient
 from tests.test_agent_process import ENV, TWISTD, process_gone, wait_until
 from tests.test_tool_bash import make_context, temp_dir
 
+pytestmark = pytest.mark.process
+
 
 def read_pid(path: str) -> int:
     """The pid a command wrote to ``path``."""
@@ -231,8 +233,6 @@ class BackgroundJobTests(TestCase):
 
 class AgentLifetimeTests(TestCase):
     """``twistd -n acp-agent`` child processes running the echo engine's ``run:`` turns."""
-
-    pytestmark = pytest.mark.process
 
     timeout = 60
 
