@@ -27,7 +27,6 @@ responses leave in the order turns finish, each after its turn's updates.
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -55,6 +54,7 @@ from acpkit_agent.session import Session
 from acpkit_agent.tools.ask_user import InteractiveToolContext
 from acpkit_agent.tools.base import Tool, ToolResult
 from acpkit_agent.tools.plan import PlanEntry
+from acpkit_agent.turn_lock import TurnLock
 
 __all__ = [
     "FILE_TOOLS",
@@ -93,54 +93,6 @@ def send_update(conn: Any, session_id: str, update: object) -> Deferred[None]:
         return succeed(None)
     d.addErrback(_ignore_connection_lost)
     return d
-
-
-class TurnLock:
-    """
-    Serializes turns process-wide: ``await lock.acquire()`` … ``lock.release()``, FIFO.
-
-    Unlike :class:`~twisted.internet.defer.DeferredLock`, ``release()`` does not run the next
-    waiter inside itself: it hands the lock over on the reactor's next iteration.  The
-    releasing ``prompt`` handler returns first and its response is written; otherwise a
-    queued turn that needs no I/O (the ``echo`` engine) would run to its end, and be
-    answered, inside the previous turn's ``release()``, before that turn's own response.
-    A cancelled ``acquire()`` leaves the queue.
-    """
-
-    def __init__(self, reactor: Any = None) -> None:
-        self._reactor = reactor
-        self._waiting: deque[Deferred[TurnLock]] = deque()
-        #: True while a turn holds the lock or it is being handed to the next one.
-        self.locked = False
-
-    def acquire(self) -> Deferred[TurnLock]:
-        """A Deferred that fires with the lock once it is ours."""
-        if not self.locked:
-            self.locked = True
-            return succeed(self)
-        d: Deferred[TurnLock] = Deferred(self._waiting.remove)
-        self._waiting.append(d)
-        return d
-
-    def release(self) -> None:
-        """Give the lock up; the next waiter gets it on the reactor's next iteration."""
-        if not self.locked:
-            raise RuntimeError("TurnLock.release() without acquire()")
-        if not self._waiting:
-            self.locked = False
-            return
-        reactor = self._reactor
-        if reactor is None:
-            from twisted.internet import reactor as global_reactor
-
-            reactor = global_reactor
-        reactor.callLater(0, self._hand_over)
-
-    def _hand_over(self) -> None:
-        if not self._waiting:  # the waiters were cancelled meanwhile
-            self.locked = False
-            return
-        self._waiting.popleft().callback(self)
 
 
 def tool_kind(kind: str) -> schema.ToolKind:

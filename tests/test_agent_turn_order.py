@@ -15,7 +15,7 @@ from twisted.internet.defer import CancelledError
 from twisted.internet.task import Clock
 
 from acpkit import schema
-from acpkit_agent.turn import TurnLock
+from acpkit_agent.turn_lock import TurnLock
 from tests.fixtures.agent.harness import Harness, make_harness, scripted
 from tests.test_agent_backpressure import (
     WORD,
@@ -208,6 +208,18 @@ def test_turn_lock_skips_cancelled_waiters() -> None:
 
 
 def test_turn_lock_release_without_acquire_is_an_error() -> None:
-    """Releasing a free lock raises ``RuntimeError`` (a bug in the caller)."""
+    """
+    Releasing a free lock, or releasing again while the lock is being handed over, raises
+    ``RuntimeError`` (a bug in the caller) and hands the lock to nobody twice.
+    """
+    clock = Clock()
+    lock = TurnLock(clock)
     with pytest.raises(RuntimeError):
-        TurnLock(Clock()).release()
+        lock.release()
+    lock.acquire()
+    second, third = lock.acquire(), lock.acquire()
+    lock.release()
+    with pytest.raises(RuntimeError):
+        lock.release()
+    clock.advance(0)
+    assert second.called and not third.called
