@@ -186,9 +186,16 @@ class ChildGroups:
             self._tell(f"-{pgid}")
 
     def prune(self) -> None:
-        """Forget the groups that have no live member left."""
+        """Forget the groups that have no live member left (one pass over ``/proc``)."""
+        if not self._groups:
+            return
+        stats = _proc_stats()
+        if stats is None:
+            alive = {pgid for pgid in self._groups if group_has_live_members(pgid)}
+        else:
+            alive = {group for _, state, group in stats if state not in (b"Z", b"X")}
         for pgid in list(self._groups):
-            if not group_has_live_members(pgid):
+            if pgid not in alive:
                 self.discard(pgid)
 
     def signal_all(self, sig: int) -> None:
