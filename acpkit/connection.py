@@ -487,6 +487,13 @@ class AgentConnection(_Role[IAgent]):
 
         conn = AgentConnection(lambda conn: EchoAgent(conn))
         serve_stdio(conn.protocol)
+
+    Back-pressure: ``writable()`` (both roles have it) returns a Deferred that fires at
+    once, or once the transport takes more output (the client stopped reading and a
+    transport buffer, 64 KiB, is full); ``session_update()`` returns it.  ``await`` it
+    before each update of a long stream and a client that stops reading stops the
+    stream instead of filling memory.  It fails with
+    :class:`~acpkit.errors.ConnectionLost` once the connection is gone.
     """
 
     _handled = schema.AGENT_METHODS
