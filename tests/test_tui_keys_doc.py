@@ -56,6 +56,9 @@ KEY_NAMES = {
     "F5": "f5",
     "F6": "f6",
     "F10": "f10",
+    # A paste is framed by these two (urwid's names): they are not keys one presses.
+    "begin paste": "begin paste",
+    "end paste": "end paste",
 }
 
 
@@ -810,6 +813,45 @@ def modal_kept(ui: Harness) -> None:
     assert answers == ["ok"]
 
 
+def modal_scroll(ui: Harness) -> None:
+    """A request taller than the screen: the arrows and pages scroll its lines, the
+    options stay in view and nothing is answered."""
+    ui.open()
+    assert ui.session is not None
+    prompt = ui.session.permission_prompt
+    assert isinstance(prompt, ModalPermissionPrompt)
+    steps = "\n".join(f"step {n}" for n in range(40))
+    request = schema.RequestPermissionRequest(
+        session_id="s1",
+        tool_call=schema.ToolCallUpdate(
+            tool_call_id="x",
+            title="edit a.txt",
+            raw_input={"command": steps},
+            content=[schema.FileEditToolCallContent(path="a.txt", old_text=steps, new_text="")],
+        ),
+        options=permission_request().options,
+    )
+    answers: list[str | None] = []
+    prompt.choose(request).addCallback(answers.append)
+    assert "tool: edit a.txt" in ui.screen()
+    ui.press("down")
+    assert "tool: edit a.txt" not in ui.screen() and "< Reject >" in ui.screen()
+    ui.press("up")
+    assert "tool: edit a.txt" in ui.screen()
+    ui.press("page down")
+    assert "tool: edit a.txt" not in ui.screen() and "< Reject >" in ui.screen()
+    ui.press("page up")
+    assert "tool: edit a.txt" in ui.screen()
+    assert ui.app.modals and answers == []
+
+
+def any_paste(ui: Harness) -> None:
+    """A paste goes into the input area with its line break; nothing is sent."""
+    ui.open()
+    ui.press("begin paste", "a", "enter", "b", "end paste")
+    assert ui.input_text == "a\nb" and not ui.agents[0].prompts
+
+
 def modal_esc(ui: Harness) -> None:
     """Esc answers reject_once, or no answer when the agent offers none."""
     ui.open()
@@ -847,6 +889,10 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("Anywhere", "`F5`"): ("Tile the windows", any_tile),
     ("Anywhere", "`Ctrl-W`"): ("Close the front window", any_close),
     ("Anywhere", "`Ctrl-Q`"): ("Quit", any_quit),
+    (
+        "Anywhere",
+        "Pasted text (the terminal sends it between `begin paste` and `end paste`)",
+    ): ("nothing is sent", any_paste),
     ("With a menu open", "`↑` `↓`"): ("active entries", menu_move),
     ("With a menu open", "`Enter`, `Space`"): ("Choose", menu_choose),
     ("With a menu open", "`←` `→`"): ("menu on the left or on the right", menu_left_right),
@@ -887,7 +933,8 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("With a list open", "`Esc`"): ("until the text changes", list_esc),
     ("In a permission request", "`Enter`, `Space`"): ("focused option", modal_choose),
     ("In a permission request", "`←` `→`"): ("between the options", modal_left_right),
-    ("In a permission request", "`↑` `↓`, `Tab`"): ("no key reaches", modal_kept),
+    ("In a permission request", "`↑` `↓` `PgUp` `PgDn`"): ("Scroll the tool call", modal_scroll),
+    ("In a permission request", "`Tab`"): ("no key reaches", modal_kept),
     ("In a permission request", "`Esc`"): ("`reject_once`", modal_esc),
 }
 

@@ -4,7 +4,7 @@ Keys handled here (the application handles ``F6``, ``Alt-1``…``Alt-9``, ``Ctrl
 
 ==================  ===============================================================
 ``Enter``           send the input as a prompt (list open: take the entry; on a
-                    command already complete: send)
+                    command or file already complete: send)
 ``Alt-Enter``       a line break in the input
 ``Tab``             list open: take the entry; otherwise move the focus between the
                     conversation and the input
@@ -71,6 +71,12 @@ class WindowHost(Protocol):
         """The clock's time (the spinner's frame comes from it)."""
 
 
+def _already_taken(text: str, completion: Completion) -> bool:
+    """Whether the word ``completion`` would replace already reads as it (the space aside)."""
+    word = text[completion.start : completion.end]
+    return word in (completion.replacement, completion.replacement.rstrip(" "))
+
+
 @implementer(IConversationObserver, IAgentObserver)
 class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
     """The widget of one agent window over its :class:`~acpkit_client.session.AgentWindow`."""
@@ -95,6 +101,7 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         )
         self._input_box = InputBox(self.input)
         self._input_height = 1
+        self._rule_rows = 1
         self.pile = urwid.Pile(
             [
                 ("weight", 1, self._body_placeholder),
@@ -289,8 +296,13 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
 
     def paste(self) -> None:
         """Insert the client's clipboard at the caret."""
-        if self.host.clipboards.text:
-            self.input.insert_text(self.host.clipboards.text)
+        self.paste_text(self.host.clipboards.text)
+
+    def paste_text(self, text: str) -> None:
+        """Insert ``text`` (line breaks included) at the input's caret; nothing is sent."""
+        if text:
+            self.focus_input()
+            self.input.insert_text(text)
             self.refresh_list()
 
     @property
@@ -312,6 +324,14 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         if height != self._input_height:
             self._input_height = height
             self.pile.contents[2] = (self._input_box, self.pile.options("given", height))
+        # A window one row high (tiled on a short screen) shows the input, not the rule.
+        rule_rows = 1 if rows >= 2 else 0
+        if rule_rows != self._rule_rows:
+            self._rule_rows = rule_rows
+            if rule_rows:
+                self.pile.contents[1] = (self.rule, self.pile.options("pack"))
+            else:
+                self.pile.contents[1] = (self.rule, self.pile.options("given", 0))
 
     def render(self, size: Size, focus: bool = False) -> urwid.Canvas:
         self._fit_input(size)
@@ -364,6 +384,8 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
             current = self.list.current()
             if current is None:
                 return key == "tab"
+            if key == "enter" and _already_taken(text, current):
+                return False
             self.take(current)
             return True
         return False
@@ -373,7 +395,7 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
     ) -> bool | None:
         if event == "mouse press" and button in (4, 5) and len(size) == 2:
             columns, rows = box_size(size)
-            body_rows = rows - 1 - self._input_height
+            body_rows = rows - self._rule_rows - self._input_height
             if row < body_rows:
                 return bool(
                     self.view.mouse_event((columns, body_rows), event, button, col, row, focus)

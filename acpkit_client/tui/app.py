@@ -47,10 +47,12 @@ from acpkit_client.starter import create_agents_file
 from acpkit_client.status import status_report
 from acpkit_client.tui.agent_window import AgentWindowWidget
 from acpkit_client.tui.copy import Clipboards
+from acpkit_client.tui.fitted_overlay import FittedOverlay, centered, dropped_from
 from acpkit_client.tui.menu import Menu, MenuBar, MenuDropdown, MenuItem
+from acpkit_client.tui.paste import PasteCollector
 from acpkit_client.tui.permission_modal import ModalPermissionPrompt, PermissionModal
 from acpkit_client.tui.rule import FRAMES_PER_SECOND
-from acpkit_client.tui.sizes import Size
+from acpkit_client.tui.sizes import MIN_COLUMNS, MIN_ROWS, Size, box_size
 from acpkit_client.tui.status_window import TextWindow
 from acpkit_client.tui.statusbar import StatusBar
 from acpkit_client.tui.theme import PALETTE
@@ -59,6 +61,12 @@ from acpkit_client.tui.windows import TitleBar, WindowFrame
 __all__ = ["App", "main"]
 
 HINT = " Alt-A agents  F6 next  F5 tile  Ctrl-W close  Ctrl-Q quit"
+
+#: What a screen under the minimum size shows.
+TOO_SMALL = f"Enlarge the terminal to {MIN_COLUMNS}x{MIN_ROWS} at least."
+
+#: The widest a permission modal is (it is narrower on a narrower screen).
+MODAL_WIDTH = 72
 
 WELCOME = (
     "No agent window is open.\n\n"
@@ -77,15 +85,34 @@ class _Desktop(urwid.WidgetWrap[urwid.Widget]):
         )
         super().__init__(self.placeholder)
 
+    def render(self, size: Size, focus: bool = False) -> urwid.Canvas:
+        columns, rows = box_size(size)
+        if columns < MIN_COLUMNS or rows < MIN_ROWS:
+            return _too_small(columns, rows)
+        return super().render(size, focus)
+
     def keypress(self, size: Size, key: str) -> str | None:
-        return self.app.keypress(size, key)
+        # Under the minimum the keys still act, on the layout of the smallest screen.
+        columns, rows = box_size(size)
+        return self.app.keypress((max(columns, MIN_COLUMNS), max(rows, MIN_ROWS)), key)
 
     def mouse_event(
         self, size: Size, event: str, button: int, col: int, row: int, focus: bool
     ) -> bool | None:
+        columns, rows = box_size(size)
+        if columns < MIN_COLUMNS or rows < MIN_ROWS:
+            return False
         handled: bool | None = super().mouse_event(size, event, button, col, row, focus)
         self.app.sync_front_from_focus()
         return handled
+
+
+def _too_small(columns: int, rows: int) -> urwid.Canvas:
+    """The screen under the minimum size: a notice, cut to what fits."""
+    notice = urwid.Text(TOO_SMALL, wrap="any")
+    canvas = urwid.CompositeCanvas(notice.render((columns,)))
+    canvas.pad_trim_top_bottom(0, rows - canvas.rows())
+    return canvas
 
 
 class App:
@@ -112,10 +139,8 @@ class App:
         self.modals: list[urwid.Widget] = []
         self.text_window: TextWindow | None = None
         self.dropdown: MenuDropdown | None = None
-        self.menus = [
-            Menu("Agent", "meta a", self.agent_menu_items),
-            Menu("Window", "meta w", self.window_menu_items),
-        ]
+        self.agent_menu = Menu("Agent", "meta a", self.agent_menu_items)
+        self.menus = [self.agent_menu, Menu("Window", "meta w", self.window_menu_items)]
         self.menubar = MenuBar(self.menus, self.open_menu)
         self.statusbar = StatusBar(reactor)
         self.statusbar.set_hint(HINT)
@@ -126,6 +151,7 @@ class App:
         self._spinner = LoopingCall(self._tick)
         self._spinner.clock = reactor
         self.stopping: Deferred[Any] | None = None
+        self.pastes = PasteCollector()
         self.relayout()
 
     # -- WindowHost ------------------------------------------------------------------------
@@ -254,6 +280,12 @@ class App:
     def _close_clicked(self, index: int) -> None:
         self.close_window(index)
 
+    def _toggle_clicked(self, index: int) -> None:
+        """``[■]`` of window ``index``: that window comes to the front, then tile/maximise."""
+        if 0 <= index < len(self.windows):
+            self.front = index
+        self.toggle_tiling()
+
     def sync_front_from_focus(self) -> None:
         """After a click, the tiled window that got the focus is the front one."""
         if self.tiled and isinstance(self._area, urwid.Pile) and self.windows:
@@ -299,7 +331,9 @@ class App:
         return items
 
     def open_menu(self, index: int) -> None:
-        """Open menu ``index`` (closing any open one)."""
+        """Open menu ``index`` (closing any open one); the Agent menu reads the files again."""
+        if self.menus[index] is self.agent_menu:
+            self.reload_agents()
         self.menubar.open_index = index
         self.dropdown = MenuDropdown(self.menus[index].items(), self._chosen)
         self.menubar._invalidate()
@@ -316,6 +350,18 @@ class App:
         self.close_menu()
         if item.enabled:
             item.action()
+
+    def reload_agents(self) -> None:
+        """Read the agents files again (edits apply without a restart).
+
+        A file refused now keeps the agents it gave before (see
+        :func:`~acpkit_client.config.load_agents`); the bar shows the refusal.
+        """
+        self.config = load_agents(self.project_root, self.environ, previous=self.config)
+        if self.config.errors:
+            error = self.config.errors[0]
+            kept = " (last good agents kept)" if error.path in self.config.kept else ""
+            self.show_message(f"agents file refused: {error.reason}{kept}; see Agent status")
 
     def create_agents_file(self) -> None:
         """Write the starter agents file, reload the agents, and show the file."""
@@ -376,16 +422,13 @@ class App:
             urwid.AttrMap(body, "body"), header=self.menubar, footer=self.statusbar
         )
         if self.dropdown is not None:
-            columns, rows = self.dropdown.size
             left = self.menubar.offset(self.menubar.open_index or 0)
-            frame = urwid.Overlay(
-                self.dropdown, frame, ("fixed left", left), columns, ("fixed top", 1), rows
-            )
+            place = dropped_from(left, 1, self.dropdown.size)
+            frame = FittedOverlay(self.dropdown, frame, place)
         if self.modals:
             modal = self.modals[-1]
-            width = 72
-            rows = modal.rows_wanted(width) if isinstance(modal, PermissionModal) else 12
-            frame = urwid.Overlay(modal, frame, "center", width, "middle", rows)
+            wanted = modal.rows_wanted if isinstance(modal, PermissionModal) else _twelve
+            frame = FittedOverlay(modal, frame, centered(wanted, MODAL_WIDTH))
         self.root.placeholder.original_widget = frame
         self._refresh_usage()
         self.request_redraw()
@@ -400,7 +443,7 @@ class App:
                     window.title,
                     number == self.front,
                     functools.partial(self._close_clicked, number),
-                    self.toggle_tiling,
+                    functools.partial(self._toggle_clicked, number),
                 ),
                 window,
             )
@@ -415,7 +458,12 @@ class App:
     # -- keys ------------------------------------------------------------------------------------
 
     def keypress(self, size: Size, key: str) -> str | None:
-        """Global keys first, then the open modal, menu, text window or front window."""
+        """A paste, then global keys, then the open modal, menu, text window or front window."""
+        if self.pastes.wants(key):
+            text = self.pastes.feed(key)
+            if text is not None:
+                self.paste(text)
+            return None
         frame: urwid.Widget = self.root.placeholder.original_widget
         if self.modals:
             frame.keypress(size, key)
@@ -454,6 +502,24 @@ class App:
         result = frame.keypress(size, key)
         return result
 
+    def paste(self, text: str) -> None:
+        """Text the terminal pasted: into the front window's input, never sent by itself.
+
+        With a permission request, a menu or the status window open it is not used
+        (the bar says so): none of them takes text, and a line break would choose.
+        """
+        if not text:
+            return
+        front = self.front_window
+        if self.modals or self.dropdown is not None or self.text_window is not None:
+            self.show_message("paste ignored: close what is open first")
+            return
+        if front is None:
+            self.show_message("paste ignored: no agent window is open")
+            return
+        front.paste_text(text)
+        self.request_redraw()
+
     def _menu_key(self, size: Size, key: str) -> str | None:
         open_index = self.menubar.open_index or 0
         if key in ("esc", "f10") or key == self.menus[open_index].key:
@@ -476,7 +542,8 @@ class App:
     def run(self) -> None:
         """Run the UI until quit (starts and stops the reactor)."""
         event_loop = urwid.TwistedEventLoop(reactor=self.reactor, manage_reactor=True)
-        screen = urwid.raw_display.Screen()
+        # Bracketed paste: a pasted line break must not send the prompt (see tui.paste).
+        screen = urwid.raw_display.Screen(bracketed_paste_mode=True)
         self.loop = urwid.MainLoop(
             self.root, cast(Any, PALETTE), screen=screen, event_loop=event_loop, handle_mouse=True
         )
@@ -522,6 +589,10 @@ class _BufferedLog:
         stream.flush()
         if self.stream is not None:
             self.stream.close()
+
+
+def _twelve(_width: int) -> int:
+    return 12
 
 
 def _write_terminal(text: str) -> None:

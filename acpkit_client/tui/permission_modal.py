@@ -7,12 +7,16 @@ as buttons. ``Esc`` rejects once: the ``reject_once`` option (else no answer, wh
 library turns into a reject, never an allow); it never answers ``cancelled``, which is
 reserved for a cancelled turn. When the turn is cancelled while the modal is open, the
 request's Deferred is cancelled and the modal closes.
+
+The application sizes the modal (:meth:`PermissionModal.rows_wanted`, cut to the screen);
+when it is shorter than the request, the tool call's lines scroll (``↑ ↓ PgUp PgDn``) and
+the buttons stay in view.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import urwid
 from twisted.internet.defer import Deferred
@@ -21,12 +25,15 @@ from zope.interface import implementer
 from acpkit import schema
 from acpkit_client.interfaces import IPermissionPrompt
 from acpkit_client.permissions import describe_tool_call, option_of_kind
-from acpkit_client.tui.sizes import Size
+from acpkit_client.tui.sizes import Size, box_size
 
 __all__ = ["ModalHost", "ModalPermissionPrompt", "PermissionModal", "describe_tool_call"]
 
 #: At most this many lines of a command or diff are shown in the modal.
 MAX_DETAIL_LINES = 12
+
+#: Keys that scroll the tool call's lines when the modal is too short for them.
+_SCROLL_KEYS = ("up", "down", "page up", "page down")
 
 
 class ModalHost(Protocol):
@@ -74,17 +81,32 @@ class PermissionModal(urwid.WidgetWrap[urwid.Widget]):
             self.buttons.append(button)
         mapped = [urwid.AttrMap(b, "button", "button.focus") for b in self.buttons]
         width = max((len(option.name) for option in request.options), default=4) + 4
-        rows.append(urwid.GridFlow(mapped, width, 2, 0, "left"))
-        rows.append(urwid.Text(("modal", "Esc: reject once")))
-        pile = urwid.Pile(rows)
-        pile.focus_position = len(rows) - 2
-        box = urwid.LineBox(pile, title=f"{agent_name} asks permission")
+        grid = urwid.GridFlow(mapped, width, 2, 0, "left")
+        # Layout (any size): the tool call's lines scroll in a list that gets the rows
+        # left over; the buttons and the Esc line keep theirs and the focus, so an answer
+        # can always be seen and given, even on a screen shorter than the request.
+        self._detail_rows = rows
+        self._details = urwid.ListBox(urwid.SimpleListWalker(cast(Any, rows)))
+        self._actions = urwid.Pile([grid, urwid.Text(("modal", "Esc: reject once"))])
+        self._pile = urwid.Pile([("weight", 1, self._details), ("pack", self._actions)])
+        self._pile.focus_position = 1
+        box = urwid.LineBox(self._pile, title=f"{agent_name} asks permission")
         super().__init__(urwid.AttrMap(box, "modal"))
         self.answered = False
 
     def rows_wanted(self, width: int) -> int:
-        """Rows the modal needs at ``width``."""
-        return int(self._w.rows((width,)))  # type: ignore[attr-defined]
+        """Rows the modal needs to show everything at ``width`` columns (frame included)."""
+        inner = (max(1, width - 2),)
+        details = sum(row.pack(inner)[1] for row in self._detail_rows)
+        return details + int(self._actions.rows(inner)) + 2
+
+    def _scroll_details(self, size: Size, key: str) -> None:
+        """Scroll the tool call's lines (when they do not all fit)."""
+        columns, rows = box_size(size)
+        inner = (max(1, columns - 2), max(0, rows - 2))
+        shown = self._pile.get_item_rows(inner, True)[0]
+        if shown:
+            self._details.keypress((inner[0], shown), key)
 
     def _clicked(self, option_id: str, _button: urwid.Button) -> None:
         self.answer(option_id)
@@ -103,6 +125,9 @@ class PermissionModal(urwid.WidgetWrap[urwid.Widget]):
     def keypress(self, size: Size, key: str) -> str | None:
         if key == "esc":
             self.reject_once()
+            return None
+        if key in _SCROLL_KEYS:
+            self._scroll_details(size, key)
             return None
         result: str | None = super().keypress(size, key)
         if result in ("left", "right", "up", "down", "tab"):

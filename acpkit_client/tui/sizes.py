@@ -22,3 +22,9 @@ def flow_width(size: Size) -> int:
     if not size:
         raise ValueError("a flow widget needs a size with columns")
     return size[0]
+
+
+#: The smallest screen the UI lays out; under it, a notice asks for a larger terminal.
+MIN_COLUMNS = 20
+#: See :data:`MIN_COLUMNS`.
+MIN_ROWS = 6
