@@ -203,3 +203,17 @@ def test_the_pane_draws_every_entry_in_order_whatever_changes(
         else:
             expected.extend(plain_lines(render_entry(next(entries), number, "bob")))
     assert plain_lines(view.lines) == expected
+
+
+def test_a_capped_entry_streams_its_dropped_note() -> None:
+    """Past the entry's cap the streamed lines end with the note of what was dropped,
+    updated as more is dropped, as when the entry is rendered whole."""
+    conversation = Conversation(text_cap=40)
+    view = ConversationView(conversation, "bob")
+    for number in range(12):
+        conversation.apply(chunk(f"line {number}\n"))
+        view.render(SIZE)
+    drawn = plain_lines(view.lines)
+    sent = sum(len(f"line {number}\n") for number in range(12))
+    assert drawn[-1] == f"  [… {sent - 40:,} bytes dropped …]"
+    assert view.lines == render_entry(conversation.entries[0], 0, "bob")
