@@ -125,6 +125,7 @@ def _resumable(lexer: Lexer) -> bool:
     return (
         isinstance(lexer, RegexLexer)
         and type(lexer).get_tokens_unprocessed is RegexLexer.get_tokens_unprocessed
+        and isinstance(getattr(lexer, "_tokens", None), dict)
     )
 
 
@@ -134,7 +135,8 @@ def _regex_tokens(
     """Pygments' ``RegexLexer`` loop, started in ``stack``, noting the state at line starts.
 
     ``states`` receives, for each line start that falls between two matches, the stack
-    there.  The loop is Pygments' own (``RegexLexer.get_tokens_unprocessed``).
+    there.  The loop is adapted from Pygments' ``RegexLexer.get_tokens_unprocessed``
+    (Pygments 2.x, BSD-2-Clause, copyright the Pygments team); only the noting is added.
     """
     pos = 0
     tokendefs: dict[str, Any] = lexer._tokens
