@@ -472,6 +472,15 @@ async def ask(
         timed_out = True
         window.abandon_turn()
 
+    printed: set[str] = set()
+
+    def print_notes() -> None:
+        window.junk_note()
+        for note in window.run.notes:
+            if note not in printed:
+                printed.add(note)
+                err.write(f"acpkit-client: note: {note}\n")
+
     signals.install()
     timer = None
     try:
@@ -490,8 +499,7 @@ async def ask(
             return EXIT_AGENT_FAILED
         if signals.exit_status is not None:
             return signals.exit_status
-        for note in window.run.notes:
-            err.write(f"acpkit-client: note: {note}\n")
+        print_notes()
         if turn_limit is not None:
             timer = reactor.callLater(turn_limit, turn_timed_out)
         try:
@@ -509,6 +517,7 @@ async def ask(
             err.write(f"acpkit-client: agent {entry.name!r}: {e}\n")
             return EXIT_AGENT_FAILED
         printer.finish()
+        print_notes()
         code = _STOP_CODES.get(stop, EXIT_AGENT_FAILED)
         if code != EXIT_OK:
             err.write(f"acpkit-client: the turn ended: {stop}\n")

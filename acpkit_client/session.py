@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred, fail
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit import codec, schema
@@ -56,6 +57,9 @@ log = Logger()
 #: After the connection to a child agent is lost mid-turn, how long to wait for its exit
 #: status (so that the turn's error and Agent status can say how it ended).
 EXIT_REPORT_WAIT = 2.0
+
+#: At most this many characters of the first junk line on the agent's stdout are shown.
+JUNK_SHOWN = 200
 
 #: The JSON-RPC error code an elicitation is refused with.
 ELICITATION_REFUSED_CODE = -32601
@@ -136,7 +140,44 @@ class AgentWindow(Client):
             self.run.attach(connection)
         self._count_undecodable_updates(connection)
         clock = clock if clock is not None else self._reactor
-        return ensureDeferred(self.run.handshake(clock, self.handshake_timeout))
+        opened = ensureDeferred(self.run.handshake(clock, self.handshake_timeout))
+        return opened.addErrback(self._name_the_junk)
+
+    # -- junk on the agent's stdout ------------------------------------------------------
+
+    def junk_note(self) -> str | None:
+        """
+        One sentence about the lines on the agent's stdout that were not JSON (a banner,
+        a stray print), quoting the first one (cut at :data:`JUNK_SHOWN` characters);
+        None when there were none.  Added to ``run.notes`` (Agent status) once.
+        """
+        connection = self.run.connection
+        first = None if connection is None else connection.protocol.first_junk_line
+        if connection is None or first is None:
+            return None
+        count = connection.protocol.junk_lines
+        text = first.decode("utf-8", "backslashreplace")
+        if len(text) > JUNK_SHOWN:
+            text = text[:JUNK_SHOWN] + "…"
+        lines = "a line that is not" if count == 1 else f"{count} lines that are not"
+        note = (
+            f"the agent wrote {lines} JSON on its stdout (ignored; stdout is for ACP "
+            f"messages only), the first: {text!r}"
+        )
+        if not any(n.startswith("the agent wrote ") for n in self.run.notes):
+            self.run.notes.append(note)
+        return note
+
+    def _with_junk(self, message: str) -> str:
+        note = self.junk_note()
+        return message if note is None else f"{message}\n{note}"
+
+    def _name_the_junk(self, failure: Failure) -> Failure:
+        """A failed start says what the agent wrote on its stdout that was not JSON."""
+        error = failure.value
+        if isinstance(error, AgentStartError) and error.args:
+            error.args = (self._with_junk(str(error.args[0])), *error.args[1:])
+        return failure
 
     def _count_undecodable_updates(self, connection: ClientConnection) -> None:
         """Count the ``session/update``\\ s the core could not decode (it drops them)."""
@@ -185,7 +226,7 @@ class AgentWindow(Client):
             if isinstance(e, CancelledError):
                 message = "the turn was abandoned without an answer from the agent"
             else:
-                message = self._error_text(e)
+                message = self._with_junk(self._error_text(e))
             self.conversation.end_turn(f"error: {message}")
             raise TurnError(message) from None
         finally:
