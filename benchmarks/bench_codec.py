@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    /work/venv/bin/python -m benchmarks.bench_codec [--quick]
+    python -m benchmarks.bench_codec [--quick]
 
 Prints microseconds per message for three cases, with ratios:
 

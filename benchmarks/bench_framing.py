@@ -3,7 +3,7 @@ Benchmark: one 10 MB line through acpkit's NDJSONProtocol vs Twisted's LineRecei
 
 Run from the repository root::
 
-    /work/venv/bin/python benchmarks/bench_framing.py [--size BYTES] [--read BYTES] [--no-pipe]
+    python benchmarks/bench_framing.py [--size BYTES] [--read BYTES] [--no-pipe]
 
 Two measurements, each for both protocols:
 

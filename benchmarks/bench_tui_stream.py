@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    /work/venv/bin/python -m benchmarks.bench_tui_stream [--quick]
+    python -m benchmarks.bench_tui_stream [--quick]
 
 For an agent message that already holds 100, 10,000 and 100,000 lines, it streams more
 chunks into it (three chunks per line) and times what the terminal UI does for each: the
