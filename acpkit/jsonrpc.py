@@ -685,6 +685,20 @@ class JSONRPCProtocol(NDJSONProtocol):
         """The ``connectionLost`` reason once the connection is gone, else ``None``."""
         return self._closed_reason
 
+    def close(self) -> None:
+        """
+        Close the connection now, keeping what was already written.
+
+        Output already written is flushed to the peer first (the transport's
+        ``loseConnection``); inbound handlers still running are cancelled, and pending
+        outgoing requests fail, when ``connectionLost`` follows.  Closing twice, or a
+        closed connection, does nothing.
+        """
+        if self._closing or not self.connected or self.transport is None:
+            return
+        self._closing = True
+        self.transport.loseConnection()
+
     # -- flow control (IPushProducer, called by the transport) -------------------------
 
     def pauseProducing(self) -> None:

@@ -11,8 +11,10 @@ key, and twistd exits with status 1 before serving; so does a ``--listen`` value
 no endpoint string or names a port that cannot be had (one line, no traceback).
 
 Lifetime: when stdin ends, the running turns are cancelled (as ``session/cancel`` would),
-their answers written if stdout is still open, and the agent exits once the connection is
-closed, or :data:`STDIN_EOF_GRACE` seconds after stdin's end at the latest.  Whatever
+their answers written if stdout is still open, and the agent exits once every request is
+answered and its output flushed.  Handlers still running :data:`STDIN_EOF_GRACE` seconds
+after stdin's end are dropped (the connection is closed); output already written then has
+:data:`STDIN_EOF_FLUSH_LIMIT` more seconds to reach a client that is still reading.  Whatever
 ends the reactor (stdin's end, SIGTERM, SIGINT), the process groups of tool commands and
 hooks still alive are stopped first; a watchdog kills them if the agent dies otherwise
 (:mod:`acpkit.process_groups`).
@@ -48,6 +50,7 @@ from acpkit_agent.tools import builtin_tools
 from acpkit_agent.turn import AgentRuntime
 
 __all__ = [
+    "STDIN_EOF_FLUSH_LIMIT",
     "STDIN_EOF_GRACE",
     "AgentService",
     "Options",
@@ -61,7 +64,10 @@ _TWISTD_DEFAULT_PIDFILE = "twistd.pid"
 
 STDIN_EOF_GRACE = 3.0
 """Seconds the agent waits, once stdin has ended, for its cancelled turns to be answered
-and the connection to close before it exits anyway."""
+before it drops the requests still running and closes the connection."""
+STDIN_EOF_FLUSH_LIMIT = 30.0
+"""After the grace, how long output already written may take to reach a client that is
+still reading before the agent exits anyway."""
 
 
 @implementer(ILogObserver)
@@ -261,10 +267,31 @@ class AgentService(Service):
             self._eof_timer = self.reactor.callLater(STDIN_EOF_GRACE, self._eof_grace_over)
 
     def _eof_grace_over(self) -> None:
+        """
+        Handlers still running past the grace are dropped; written output is kept.
+
+        The connection is closed (what was written is flushed to a client still
+        reading, then the reactor stops through :meth:`_stdio_closed`); a client that
+        reads nothing more cannot hold the agent past :data:`STDIN_EOF_FLUSH_LIMIT`.
+        """
+        self._eof_timer = None
+        if self.conn is None or self.conn.protocol.closed_reason is not None:
+            return
+        _log.warn(
+            "[acp] requests still running {grace:g} s after stdin closed: closing the"
+            " connection (output already written is flushed for up to {limit:g} s)",
+            grace=STDIN_EOF_GRACE,
+            limit=STDIN_EOF_FLUSH_LIMIT,
+        )
+        self.conn.protocol.close()
+        self._eof_timer = self.reactor.callLater(STDIN_EOF_FLUSH_LIMIT, self._flush_limit_over)
+
+    def _flush_limit_over(self) -> None:
         self._eof_timer = None
         _log.warn(
-            "[acp] the connection did not close {grace:g} s after stdin closed: exiting",
-            grace=STDIN_EOF_GRACE,
+            "[acp] the client did not read the last output {limit:g} s after the"
+            " connection was closed: exiting",
+            limit=STDIN_EOF_FLUSH_LIMIT,
         )
         if self.reactor.running:
             self.reactor.stop()

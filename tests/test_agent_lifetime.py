@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from acpkit import schema
@@ -26,7 +29,7 @@ from acpkit.endpoints import AgentProcess, spawn_agent
 from acpkit.process_groups import ChildGroups, group_members, kill_group
 from acpkit.testing.pair import connected_pair
 from acpkit_agent.config import AgentConfig
-from acpkit_agent.tap import STDIN_EOF_GRACE, AgentService, build_runtime
+from acpkit_agent.tap import STDIN_EOF_FLUSH_LIMIT, STDIN_EOF_GRACE, AgentService, build_runtime
 from acpkit_agent.tools.bash import BashTool
 from tests.fixtures.agent.harness import RecordingClient
 from tests.test_agent_process import ENV, TWISTD, process_gone, wait_until
@@ -98,14 +101,44 @@ class StdinEndGraceTests(SynchronousTestCase):
         service.conn = AgentConnection(_EndlessAgent())
         return service, clock
 
-    def test_exits_after_the_grace_when_the_connection_stays_open(self) -> None:
-        """Stdin ended but the connection never closes: the reactor stops after the grace."""
+    def test_closes_after_the_grace_and_exits_after_the_flush_limit(self) -> None:
+        """
+        Requests still running after the grace: the connection is closed (written output
+        flushed), and a client that reads nothing more cannot hold the agent past the
+        flush limit.
+        """
         service, clock = self.service()
+        assert service.conn is not None
+        transport = StringTransport()
+        service.conn.protocol.makeConnection(transport)
         service._stdin_ended()
         clock.advance(STDIN_EOF_GRACE - 0.01)
         self.assertTrue(clock.running)
+        self.assertFalse(transport.disconnecting)
         clock.advance(0.02)
+        self.assertTrue(transport.disconnecting)
+        self.assertTrue(clock.running)
+        clock.advance(STDIN_EOF_FLUSH_LIMIT - 0.03)
+        self.assertTrue(clock.running)
+        clock.advance(0.05)
         self.assertFalse(clock.running)
+
+    def test_a_client_still_reading_gets_the_written_output(self) -> None:
+        """
+        After the grace the output already written is kept: the agent exits when the
+        flushed connection closes, before the flush limit.
+        """
+        service, clock = self.service()
+        assert service.conn is not None
+        transport = StringTransport()
+        service.conn.protocol.makeConnection(transport)
+        service.conn.protocol.when_closed().addBoth(service._stdio_closed)
+        service._stdin_ended()
+        clock.advance(STDIN_EOF_GRACE + 0.01)
+        self.assertTrue(transport.disconnecting)
+        service.conn.protocol.connectionLost(Failure(ConnectionDone()))
+        self.assertFalse(clock.running)
+        self.assertEqual(clock.getDelayedCalls(), [])
 
     def test_closing_in_time_cancels_the_grace_timer(self) -> None:
         """The connection closes first: the reactor stops then, and the timer is gone."""
