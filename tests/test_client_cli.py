@@ -202,9 +202,11 @@ class AskTests(TestCase):
             "    def new_session(self, params: Any) -> Any:\n"
             "        return Deferred()\n",
         )
-        _out, err, code = await self.ask("--agent", "nosession", "--handshake-timeout", "0.5", "x")
+        # The limit covers the agent's start too (a Python import alone can take 0.5 s on
+        # a loaded machine): long enough that only session/new can be the one missing.
+        _out, err, code = await self.ask("--agent", "nosession", "--handshake-timeout", "5", "x")
         self.assertEqual(code, cli.EXIT_TIMEOUT, err)
-        self.assertIn(b"no answer to session/new within 0.5 s (--handshake-timeout)", err)
+        self.assertIn(b"no answer to session/new within 5 s (--handshake-timeout)", err)
 
     async def test_turn_timeout(self) -> None:
         """--timeout limits the turn: the answer so far is printed, session/cancel is sent,
