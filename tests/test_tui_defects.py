@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ from twisted.internet.task import Clock
 
 from acpkit_client.session import AgentWindow
 from acpkit_client.tui.app import App
+from acpkit_client.tui.permission_modal import ModalPermissionPrompt
+from tests.test_tui_sizes import long_request
 from tests.test_tui_window import ENTRY, SIZE, Harness
 
 
@@ -180,3 +183,21 @@ def test_a_window_one_row_high_shows_its_input(ui: Harness) -> None:
     assert urwid.testing.render_text(window, (30, 1), strip=True) == ["hello"]
     text = urwid.testing.render_text(window, (30, 4), strip=True)
     assert text[-2].startswith("──") and text[-1] == "hello"
+
+
+def test_a_modal_with_long_option_names_fits_a_narrow_screen_quietly(ui: Harness) -> None:
+    """Options wider than the screen are drawn in cells as wide as the modal: no urwid
+    warning (it would go to the log on every draw), and the option can still be chosen."""
+    ui.open()
+    assert ui.session is not None
+    prompt = ui.session.permission_prompt
+    assert isinstance(prompt, ModalPermissionPrompt)
+    answers: list[str | None] = []
+    prompt.choose(long_request()).addCallback(answers.append)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for size in [(20, 6), (30, 12), (80, 24)]:
+            text = urwid.testing.render_text(ui.app.root, size)
+            assert "Allowthis" in "".join(text).replace(" ", "").replace("│", "")
+        ui.app.root.keypress((20, 6), "enter")
+    assert answers == ["ok"]

@@ -82,6 +82,7 @@ class PermissionModal(urwid.WidgetWrap[urwid.Widget]):
         mapped = [urwid.AttrMap(b, "button", "button.focus") for b in self.buttons]
         width = max((len(option.name) for option in request.options), default=4) + 4
         grid = urwid.GridFlow(mapped, width, 2, 0, "left")
+        self._grid, self._cell_width = grid, width
         # Layout (any size): the tool call's lines scroll in a list that gets the rows
         # left over; the buttons and the Esc line keep theirs and the focus, so an answer
         # can always be seen and given, even on a screen shorter than the request.
@@ -94,8 +95,15 @@ class PermissionModal(urwid.WidgetWrap[urwid.Widget]):
         super().__init__(urwid.AttrMap(box, "modal"))
         self.answered = False
 
+    def _fit_cells(self, columns: int) -> None:
+        """Narrow the buttons' cells to the modal's inside when it is narrower than one."""
+        cell_width = max(1, min(self._cell_width, columns - 2))
+        if self._grid.cell_width != cell_width:
+            self._grid.cell_width = cell_width
+
     def rows_wanted(self, width: int) -> int:
         """Rows the modal needs to show everything at ``width`` columns (frame included)."""
+        self._fit_cells(width)
         inner = (max(1, width - 2),)
         details = sum(row.pack(inner)[1] for row in self._detail_rows)
         return details + int(self._actions.rows(inner)) + 2
@@ -107,6 +115,17 @@ class PermissionModal(urwid.WidgetWrap[urwid.Widget]):
         shown = self._pile.get_item_rows(inner, True)[0]
         if shown:
             self._details.keypress((inner[0], shown), key)
+
+    def render(self, size: Size, focus: bool = False) -> urwid.Canvas:
+        self._fit_cells(box_size(size)[0])
+        return super().render(size, focus)
+
+    def mouse_event(
+        self, size: Size, event: str, button: int, col: int, row: int, focus: bool
+    ) -> bool | None:
+        self._fit_cells(box_size(size)[0])
+        handled: bool | None = super().mouse_event(size, event, button, col, row, focus)
+        return handled
 
     def _clicked(self, option_id: str, _button: urwid.Button) -> None:
         self.answer(option_id)
@@ -129,6 +148,7 @@ class PermissionModal(urwid.WidgetWrap[urwid.Widget]):
         if key in _SCROLL_KEYS:
             self._scroll_details(size, key)
             return None
+        self._fit_cells(box_size(size)[0])
         result: str | None = super().keypress(size, key)
         if result in ("left", "right", "up", "down", "tab"):
             return None
