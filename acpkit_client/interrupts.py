@@ -147,10 +147,11 @@ class AskInterrupts:
 
     def _gave_up(self) -> None:
         self._wait = None
-        self._say(
-            f"the agent did not end the cancelled turn within {self.cancel_wait:g} s; stopping it"
-        )
-        self.window.abandon_turn()
+        if self.window.abandon_turn():  # (the turn may have ended meanwhile)
+            self._say(
+                f"the agent did not end the cancelled turn within {self.cancel_wait:g} s; "
+                "stopping it"
+            )
 
     def _stop_waiting(self) -> None:
         wait, self._wait = self._wait, None

@@ -270,6 +270,18 @@ def test_first_signal_cancels_and_waits_a_bounded_time() -> None:
     assert "within 5 s" in err.getvalue()
 
 
+def test_the_wait_ends_quietly_when_the_turn_ended() -> None:
+    """When the agent answered the cancel before the wait ran out (ask is stopping it),
+    the end of the wait gives up nothing and says nothing."""
+    handler, window, clock, err = interrupts(turn_running=True)
+    handler.received(signal.SIGINT)
+    window.turn_running = False  # the agent answered cancelled
+    before = err.getvalue()
+    clock.advance(5)
+    assert window.calls == ["cancel", "abandon_turn"]
+    assert err.getvalue() == before
+
+
 def test_first_signal_without_a_turn_stops_the_agent() -> None:
     """Outside a turn (the handshake, the final stop) a first signal stops the agent."""
     handler, window, clock, _err = interrupts(turn_running=False)
