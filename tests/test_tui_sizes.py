@@ -3,8 +3,8 @@
 A Hypothesis state machine drives an App on a Clock with agent windows on in-memory tiny
 agents: it opens and closes windows, tiles them, opens the menus, the Agent status window,
 the ``/`` and ``@`` lists and permission modals (small ones and ones with a long command
-and diff), fills the conversation and the input, presses keys and clicks, and resizes the
-screen between steps. After every step the screen must render to a canvas of exactly the
+and diff), fills the conversation and the input, pastes, presses keys and clicks, and
+resizes the screen between steps. After every step the screen must render to a canvas of exactly the
 screen's size (urwid raises ``WidgetError`` when a widget draws a canvas of another size).
 Below 20x6 the UI draws a notice asking for a larger terminal, and keys still work.
 """
@@ -234,6 +234,11 @@ class WholeApp(RuleBasedStateMachine):
         )
         self.app.root.mouse_event(self.size, "mouse release", 0, column % columns, row % rows, True)
         self.pump()
+
+    @rule(text=st.text(st.sampled_from("ab é\n\t@/"), max_size=40))
+    def paste(self, text: str) -> None:
+        named = {"\n": "enter", "\t": "tab"}
+        self.press("begin paste", *(named.get(c, c) for c in text), "end paste")
 
     @rule(size=SIZES)
     def resize(self, size: tuple[int, int]) -> None:

@@ -15,7 +15,13 @@ agents (urwid's ``TwistedEventLoop``). Global keys:
 
 The **Agent** menu has the seed's entries: one per agent, **Create agents file** (only
 when the project has none), **Cancel turn** (while the front window's turn runs),
-**Agent status**.
+**Agent status**; opening it reads the agents files again.
+
+A paste (the terminal's bracketed paste, turned on here) goes into the front window's
+input and is never sent by itself. Every part is laid out for the screen's size at each
+draw, from :data:`~acpkit_client.tui.sizes.MIN_COLUMNS` x
+:data:`~acpkit_client.tui.sizes.MIN_ROWS` up; under that the screen asks for a larger
+terminal and keys act as on the smallest screen.
 """
 
 from __future__ import annotations
@@ -427,7 +433,7 @@ class App:
             frame = FittedOverlay(self.dropdown, frame, place)
         if self.modals:
             modal = self.modals[-1]
-            wanted = modal.rows_wanted if isinstance(modal, PermissionModal) else _twelve
+            wanted = modal.rows_wanted if isinstance(modal, PermissionModal) else _modal_rows
             frame = FittedOverlay(modal, frame, centered(wanted, MODAL_WIDTH))
         self.root.placeholder.original_widget = frame
         self._refresh_usage()
@@ -591,7 +597,8 @@ class _BufferedLog:
             self.stream.close()
 
 
-def _twelve(_width: int) -> int:
+def _modal_rows(_width: int) -> int:
+    """Rows given to a modal that does not say what it needs."""
     return 12
 
 
