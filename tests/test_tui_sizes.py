@@ -3,7 +3,7 @@
 A Hypothesis state machine drives an App on a Clock with agent windows on in-memory tiny
 agents: it opens and closes windows, tiles them, opens the menus, the Agent status window,
 the ``/`` and ``@`` lists and permission modals (small ones and ones with a long command
-and diff), fills the conversation and the input, pastes, presses keys and clicks, and
+and diff), fills the conversation, the usage and the input, pastes, presses keys and clicks, and
 resizes the screen between steps. After every step the screen must render to a canvas of exactly the
 screen's size (urwid raises ``WidgetError`` when a widget draws a canvas of another size).
 Below 20x6 the UI draws a notice asking for a larger terminal, and keys still work.
@@ -193,6 +193,13 @@ class WholeApp(RuleBasedStateMachine):
         front.session.conversation.apply(
             schema.AgentMessageChunk(content=schema.TextContentBlock(text=text))
         )
+
+    @precondition(lambda self: self.app.front_window is not None)
+    @rule(used=st.integers(0, 10**12))
+    def usage(self, used: int) -> None:
+        front = self.app.front_window
+        assert front is not None
+        front.session.conversation.apply(schema.UsageUpdate(used=used, size=10**12))
 
     @precondition(lambda self: self.free and self.app.front_window is not None)
     @rule(text=st.sampled_from(["/", "/he", "@", "@file", "see @fi", "@nothing-matches"]))
