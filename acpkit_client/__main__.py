@@ -2,6 +2,6 @@
 
 import sys
 
-from acpkit_client.cli import main
+from acpkit_client.launch import acpkit_client
 
-sys.exit(main())
+sys.exit(acpkit_client())

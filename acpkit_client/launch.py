@@ -1,0 +1,156 @@
+"""
+The console scripts' entry points, which make sure ``acpkit`` is ours before importing it.
+
+The PyPI name ``acpkit`` belongs to an unrelated project that installs its own top-level
+``acpkit/`` package (this project is distributed as ``txacpkit``). With both installed, the
+``acpkit`` that Python imports may be theirs, or a mix of both, and our commands fail deep
+inside an import. `acpkit_owner_problem` finds that out *without importing* ``acpkit``, so
+this module lives outside it (``acpkit_client/__init__.py`` imports nothing): each console
+script (``acpkit-client``, ``acpkit-conformance``) and ``python -m acpkit_client`` first
+calls it, and on a clash prints one line naming the other distribution and the fix, and
+exits with `CLASH_EXIT_STATUS` (2).
+
+How ownership is decided, cheaply (no scan of every installed distribution on the way to a
+normal start):
+
+1. ``importlib.util.find_spec("acpkit")`` says where the package Python would import lives;
+2. the distributions installed in that same ``sys.path`` entry (``*.dist-info`` /
+   ``*.egg-info`` beside the package) that claim the top-level name ``acpkit``, by their
+   ``top_level.txt`` or, for wheels built without one, their ``RECORD``, are its owners:
+   any owner other than ``txacpkit`` is a clash, even beside ours (the files are mixed);
+3. with no owner there (a source checkout, an editable install), the package is ours when
+   it holds our vendored schema notice (``acpkit/schemas/v1/NOTICE``); otherwise it is
+   someone else's, and only then are all distributions scanned to name its owner.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Iterable
+from importlib import metadata
+from pathlib import Path
+
+__all__ = [
+    "CLASH_EXIT_STATUS",
+    "DISTRIBUTION",
+    "acpkit_client",
+    "acpkit_conformance",
+    "acpkit_owner_problem",
+    "exit_on_clash",
+]
+
+#: The name of the distribution that provides acpkit, its agent and its client.
+DISTRIBUTION = "txacpkit"
+#: The exit status of a console script that found another ``acpkit`` package.
+CLASH_EXIT_STATUS = 2
+#: A file only our ``acpkit`` package has (the notice of the vendored ACP schemas).
+_OUR_MARKER = Path("schemas", "v1", "NOTICE")
+
+
+def _normalize(name: str) -> str:
+    """A distribution name as PEP 503 compares it."""
+    return "-".join(name.replace("_", "-").replace(".", "-").lower().split("-"))
+
+
+def _claims_acpkit(dist: metadata.Distribution) -> bool:
+    """Whether ``dist`` installs the top-level package ``acpkit``."""
+    top_level = dist.read_text("top_level.txt")
+    if top_level is not None:
+        return "acpkit" in top_level.split()
+    record = dist.read_text("RECORD") or dist.read_text("installed-files.txt") or ""
+    return any(line.replace("\\", "/").startswith("acpkit/") for line in record.splitlines())
+
+
+def _owners(distributions: Iterable[metadata.Distribution]) -> list[tuple[str, str]]:
+    """``(name, version)`` of each distribution of ``distributions`` that claims ``acpkit``."""
+    owners = []
+    for dist in distributions:
+        if _claims_acpkit(dist):
+            owners.append((dist.metadata["Name"] or "?", dist.version or "?"))
+    return owners
+
+
+def _foreign_owners(package: Path) -> list[tuple[str, str]] | None:
+    """
+    ``None`` when the package directory ``package`` is ours; otherwise the other
+    distributions that own it (an empty list when none does).
+    """
+    ours = _normalize(DISTRIBUTION)
+    beside = _owners(metadata.distributions(path=[str(package.parent)]))
+    if beside:
+        return [owner for owner in beside if _normalize(owner[0]) != ours] or None
+    if (package / _OUR_MARKER).is_file():
+        return None  # our source checkout, or our editable install
+    return [owner for owner in _owners(metadata.distributions()) if _normalize(owner[0]) != ours]
+
+
+def acpkit_owner_problem() -> str | None:
+    """
+    ``None`` when the ``acpkit`` package Python would import is txacpkit's; otherwise the
+    one-line explanation (which other distribution owns it, and how to fix it). Never
+    imports ``acpkit``.
+    """
+    spec = importlib.util.find_spec("acpkit")
+    if spec is None:
+        return (
+            f"the acpkit package is missing: reinstall {DISTRIBUTION} "
+            f"(python -m pip install --force-reinstall {DISTRIBUTION})"
+        )
+    locations = list(spec.submodule_search_locations or [])
+    package = Path(locations[0] if locations else os.path.dirname(spec.origin or "."))
+    others = _foreign_owners(package)
+    if others is None:
+        return None
+    imported = f"the 'acpkit' package Python imports ({package})"
+    separately = f"or install {DISTRIBUTION} in a separate virtual environment"
+    if not others:
+        return (
+            f"{imported} is not {DISTRIBUTION}'s (this command's) and no installed "
+            f"distribution owns it: remove it from sys.path (PYTHONPATH, the current "
+            f"directory), {separately}"
+        )
+    names = " and ".join(f"'{name}' {version}" for name, version in others)
+    return (
+        f"{imported} belongs to the distribution {names}, an unrelated project with the same "
+        f"package name, not to {DISTRIBUTION} (this command's): uninstall it, then reinstall "
+        f"{DISTRIBUTION}, whose files it may have overwritten (python -m pip uninstall "
+        f"{others[0][0]}; python -m pip install --force-reinstall --no-deps {DISTRIBUTION}), "
+        f"{separately}"
+    )
+
+
+def exit_on_clash(command: str) -> None:
+    """Print the clash in one line on stderr and exit `CLASH_EXIT_STATUS`, if there is one."""
+    problem = acpkit_owner_problem()
+    if problem is not None:
+        print(f"{command}: cannot start: {problem}", file=sys.stderr)
+        raise SystemExit(CLASH_EXIT_STATUS)
+
+
+def _run(command: str, load: Callable[[], Callable[[], int]]) -> int:
+    exit_on_clash(command)
+    return load()()
+
+
+def acpkit_client() -> int:
+    """The ``acpkit-client`` console script."""
+
+    def load() -> Callable[[], int]:
+        from acpkit_client.cli import main
+
+        return main
+
+    return _run("acpkit-client", load)
+
+
+def acpkit_conformance() -> int:
+    """The ``acpkit-conformance`` console script."""
+
+    def load() -> Callable[[], int]:
+        from acpkit.conformance.cli import main
+
+        return main
+
+    return _run("acpkit-conformance", load)
