@@ -7,24 +7,25 @@ judged in time (``slow``) or is deselected. Options: ``--acp-agent``,
 ``--acp-profile`` (smoke / quick / full), ``--acp-seed``, ``--acp-timeout``,
 ``--acp-model-server``, ``--acp-rules`` and ``--acp-skip`` (rule ids or prefixes, comma
 separated, repeatable). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
+
+The plugin is loaded by every pytest run of a project that installed acpkit, so it is inert
+and costs nothing unless ``--acp-agent`` is given: this module imports nothing at import time
+(not even pytest), adds its options, and leaves the collected items alone. Only with
+``--acp-agent`` does it import the items (`acpkit.conformance.pytest_items`), the rule
+catalogue and, when the first item runs, the tester (Hypothesis, jsonschema).
 """
 
 from __future__ import annotations
 
-import shlex
-from collections.abc import Iterator
+import importlib
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
-from acpkit.conformance.rules import RULES, Rule, split_selectors
-
 if TYPE_CHECKING:
-    from acpkit.conformance.report import SuiteResult
+    import pytest
+
+    from acpkit.conformance.pytest_items import ConformanceItem
 
 __all__ = ["ConformanceItem", "pytest_addoption", "pytest_collection_modifyitems"]
-
-_RESULT_KEY = pytest.StashKey["SuiteResult"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,70 +45,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Add one item per rule when ``--acp-agent`` is given."""
+    """Add one item per rule when ``--acp-agent`` is given; otherwise do nothing."""
     if not config.getoption("--acp-agent"):
         return
-    parent = _ConformanceCollector.from_parent(session, name="acp-conformance")
-    items.extend(ConformanceItem.from_parent(parent, name=rule.id, rule=rule) for rule in RULES)
+    from acpkit.conformance.pytest_items import conformance_items
+
+    items.extend(conformance_items(session))
 
 
-class _ConformanceCollector(pytest.Collector):
-    """The parent of the rule items (one agent run shared by all of them)."""
-
-    def collect(self) -> Iterator[pytest.Item]:
-        return iter(())
-
-
-def _result(config: pytest.Config) -> SuiteResult:
-    stash = config.stash
-    if _RESULT_KEY not in stash:
-        from acpkit.conformance.cli import run_suite  # the tester's machinery, when used
-
-        stash[_RESULT_KEY] = run_suite(
-            shlex.split(config.getoption("--acp-agent")),
-            profile=config.getoption("--acp-profile"),
-            seed=config.getoption("--acp-seed"),
-            timeout=config.getoption("--acp-timeout"),
-            use_model_server=config.getoption("--acp-model-server"),
-            only=split_selectors(config.getoption("--acp-rules")),
-            skip=split_selectors(config.getoption("--acp-skip")),
-        )
-    return stash[_RESULT_KEY]
-
-
-class ConformanceFailure(Exception):
-    """A rule was violated (the message lists the findings)."""
-
-
-class ConformanceItem(pytest.Item):
-    """One rule of the catalogue, checked against the agent under test."""
-
-    def __init__(self, *, rule: Rule, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.rule = rule
-
-    def runtest(self) -> None:
-        """Pass, fail with the findings, or skip when not applicable."""
-        result = _result(self.config)
-        if result.error is not None:
-            pytest.fail(f"cannot test the agent: {result.error}", pytrace=False)
-        outcome = next(r for r in result.results if r.rule.id == self.rule.id)
-        if outcome.status == "fail":
-            text = "\n\n".join(f"{f.message}\n{f.excerpt}" for f in outcome.findings)
-            rule = self.rule
-            raise ConformanceFailure(
-                f"{rule.id} ({rule.level}) violated:\n"
-                f'spec: "{rule.quote}" ({rule.page}, {rule.section})\n\n{text}'
-            )
-        if outcome.status in ("not-applicable", "skipped", "slow"):
-            pytest.skip(f"{self.rule.id}: {outcome.reason}")
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        """The findings, without a Python traceback."""
-        if isinstance(excinfo.value, ConformanceFailure):
-            return str(excinfo.value)
-        return str(super().repr_failure(excinfo))
-
-    def reportinfo(self) -> tuple[str, int | None, str]:
-        """Where the item comes from (the rule, not a file)."""
-        return ("acp-conformance", None, f"{self.rule.id}: {self.rule.title}")
+def __getattr__(name: str) -> Any:
+    # ConformanceItem stays importable from here, loaded on first use.
+    if name == "ConformanceItem":
+        return importlib.import_module("acpkit.conformance.pytest_items").ConformanceItem
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

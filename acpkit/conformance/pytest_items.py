@@ -1,0 +1,92 @@
+"""
+The conformance plugin's test items: one `ConformanceItem` per rule, sharing one run of the
+suite against the agent.
+
+Imported by `acpkit.conformance.pytest_plugin` only when ``--acp-agent`` is given, so that a
+pytest run that does not test an agent loads none of this (nor the rule catalogue).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from acpkit.conformance.rules import RULES, Rule, split_selectors
+
+if TYPE_CHECKING:
+    from acpkit.conformance.report import SuiteResult
+
+__all__ = ["ConformanceFailure", "ConformanceItem", "conformance_items"]
+
+_RESULT_KEY = pytest.StashKey["SuiteResult"]()
+
+
+def conformance_items(session: pytest.Session) -> list[pytest.Item]:
+    """One item per rule of the catalogue, under one collector named ``acp-conformance``."""
+    parent = _ConformanceCollector.from_parent(session, name="acp-conformance")
+    return [ConformanceItem.from_parent(parent, name=rule.id, rule=rule) for rule in RULES]
+
+
+class _ConformanceCollector(pytest.Collector):
+    """The parent of the rule items (one agent run shared by all of them)."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        return iter(())
+
+
+def _result(config: pytest.Config) -> SuiteResult:
+    stash = config.stash
+    if _RESULT_KEY not in stash:
+        from acpkit.conformance.cli import run_suite  # the tester's machinery, when used
+
+        stash[_RESULT_KEY] = run_suite(
+            shlex.split(config.getoption("--acp-agent")),
+            profile=config.getoption("--acp-profile"),
+            seed=config.getoption("--acp-seed"),
+            timeout=config.getoption("--acp-timeout"),
+            use_model_server=config.getoption("--acp-model-server"),
+            only=split_selectors(config.getoption("--acp-rules")),
+            skip=split_selectors(config.getoption("--acp-skip")),
+        )
+    return stash[_RESULT_KEY]
+
+
+class ConformanceFailure(Exception):
+    """A rule was violated (the message lists the findings)."""
+
+
+class ConformanceItem(pytest.Item):
+    """One rule of the catalogue, checked against the agent under test."""
+
+    def __init__(self, *, rule: Rule, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rule = rule
+
+    def runtest(self) -> None:
+        """Pass, fail with the findings, or skip when not applicable."""
+        result = _result(self.config)
+        if result.error is not None:
+            pytest.fail(f"cannot test the agent: {result.error}", pytrace=False)
+        outcome = next(r for r in result.results if r.rule.id == self.rule.id)
+        if outcome.status == "fail":
+            text = "\n\n".join(f"{f.message}\n{f.excerpt}" for f in outcome.findings)
+            rule = self.rule
+            raise ConformanceFailure(
+                f"{rule.id} ({rule.level}) violated:\n"
+                f'spec: "{rule.quote}" ({rule.page}, {rule.section})\n\n{text}'
+            )
+        if outcome.status in ("not-applicable", "skipped", "slow"):
+            pytest.skip(f"{self.rule.id}: {outcome.reason}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        """The findings, without a Python traceback."""
+        if isinstance(excinfo.value, ConformanceFailure):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        """Where the item comes from (the rule, not a file)."""
+        return ("acp-conformance", None, f"{self.rule.id}: {self.rule.title}")
