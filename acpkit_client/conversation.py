@@ -449,6 +449,9 @@ class Conversation:
             last.body.append(text)
             self._changed(last)
             return
+        if kind is EntryKind.YOU and not self.turn_running:
+            # A user message outside a live turn (a session/load replay) begins a turn.
+            self.turn += 1
         entry = MessageEntry(
             kind=kind,
             turn=self.turn,
@@ -460,7 +463,9 @@ class Conversation:
 
     def _tool_call(self, update: schema.ToolCallStart) -> None:
         entry = self._tool_calls.get(update.tool_call_id)
-        if entry is None:
+        if entry is None or entry.turn != self.turn:
+            # New, or an id an earlier turn used (agents that number calls per turn):
+            # another call, with an entry of its own.
             entry = ToolCallEntry(
                 kind=EntryKind.TOOL_CALL, turn=self.turn, tool_call_id=update.tool_call_id
             )
@@ -475,6 +480,8 @@ class Conversation:
 
     def _tool_call_update(self, update: schema.ToolCallProgress) -> None:
         entry = self._tool_calls.get(update.tool_call_id)
+        if entry is not None and entry.turn != self.turn and entry.finished:
+            entry = None  # a finished call of an earlier turn: this id names a new one
         new = entry is None
         if entry is None:
             entry = ToolCallEntry(

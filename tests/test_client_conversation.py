@@ -83,7 +83,10 @@ def test_chunks_append_until_speaker_or_message_changes() -> None:
 
 
 def test_replayed_user_chunks_show_as_you() -> None:
-    """A replay's user_message_chunk shows as a *you* entry; agent replies follow."""
+    """
+    A replay's user_message_chunk shows as a *you* entry; agent replies follow; each
+    replayed user message begins a turn (so ids reused across turns stay apart).
+    """
     c = Conversation()
     feed(
         c,
@@ -97,7 +100,7 @@ def test_replayed_user_chunks_show_as_you() -> None:
         (EntryKind.AGENT, "old answer"),
         (EntryKind.YOU, "second question"),
     ]
-    assert c.turn == 0
+    assert c.turn == 2
 
 
 def test_typed_line_is_kept_as_typed_and_echo_is_separate() -> None:
@@ -346,3 +349,64 @@ def test_any_tool_call_sequence_gives_one_entry_per_id(updates: list[Any]) -> No
         entry = c.tool_call(tid)
         assert entry is not None and entry.status == status
     assert c.ignored.count == 0
+
+
+def test_a_tool_call_id_reused_in_a_later_turn_is_another_call() -> None:
+    """Agents that number calls per turn reuse ids: a later turn's call gets its own entry."""
+    c = Conversation()
+    c.start_turn("one")
+    feed(c, {"sessionUpdate": "tool_call", "toolCallId": "call_1", "title": "ls"})
+    feed(c, {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "completed"})
+    c.end_turn("end_turn")
+    c.start_turn("two")
+    feed(c, {"sessionUpdate": "tool_call", "toolCallId": "call_1", "title": "rm x"})
+    calls = c.entries_of(EntryKind.TOOL_CALL)
+    assert [(e.turn, e.title) for e in calls if isinstance(e, ToolCallEntry)] == [
+        (1, "ls"),
+        (2, "rm x"),
+    ]
+    assert c.tool_call("call_1") is calls[1]
+    # An update alone, for a finished call of an earlier turn, also names a new call.
+    feed(c, {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "completed"})
+    c.end_turn("end_turn")
+    c.start_turn("three")
+    feed(c, {"sessionUpdate": "tool_call_update", "toolCallId": "call_1", "status": "failed"})
+    assert len(c.entries_of(EntryKind.TOOL_CALL)) == 3
+    assert calls[1].status == "completed"
+
+
+def test_an_unfinished_call_of_an_earlier_turn_keeps_its_updates() -> None:
+    """A call still running when its turn ended is updated in place by a later update."""
+    c = Conversation()
+    c.start_turn("one")
+    feed(c, {"sessionUpdate": "tool_call", "toolCallId": "bg", "title": "watch"})
+    c.end_turn("end_turn")
+    c.start_turn("two")
+    feed(c, {"sessionUpdate": "tool_call_update", "toolCallId": "bg", "status": "completed"})
+    calls = c.entries_of(EntryKind.TOOL_CALL)
+    assert len(calls) == 1
+    assert isinstance(calls[0], ToolCallEntry) and calls[0].status == "completed"
+
+
+def test_a_replay_reusing_ids_across_turns_shows_each_call() -> None:
+    """In a session/load replay each user message begins a turn, so reused ids stay apart."""
+    c = Conversation()
+    feed(
+        c,
+        chunk("user_message_chunk", "one"),
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "call_1",
+            "title": "ls",
+            "status": "completed",
+        },
+        chunk("user_message_chunk", "two"),
+        {
+            "sessionUpdate": "tool_call",
+            "toolCallId": "call_1",
+            "title": "cat",
+            "status": "completed",
+        },
+    )
+    titles = [e.title for e in c.entries_of(EntryKind.TOOL_CALL) if isinstance(e, ToolCallEntry)]
+    assert titles == ["ls", "cat"]
