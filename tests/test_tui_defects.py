@@ -201,3 +201,19 @@ def test_a_modal_with_long_option_names_fits_a_narrow_screen_quietly(ui: Harness
             assert "Allowthis" in "".join(text).replace(" ", "").replace("│", "")
         ui.app.root.keypress((20, 6), "enter")
     assert answers == ["ok"]
+
+
+def test_a_title_too_long_for_the_screen_is_cut_before_the_maximise_box(ui: Harness) -> None:
+    """On a narrow screen the title is cut with "…" and ``[■]`` stays drawn at the right
+    edge, where a click on it acts."""
+    ui.open()
+    first = urwid.testing.render_text(ui.app.root, (20, 6))[1]
+    assert first == "[x] 1 tiny       [■]"
+    ui.app.windows[0].session.run.entry = ENTRY.__class__(
+        name="a rather long agent name", command="python", source="test"
+    )
+    ui.app.relayout()
+    first = urwid.testing.render_text(ui.app.root, (20, 6))[1]
+    assert first == "[x] 1 a rather … [■]"
+    ui.app.root.mouse_event((20, 6), "mouse press", 1, 18, 1, True)
+    assert ui.app.tiled

@@ -41,6 +41,10 @@ class TitleBar(urwid.Widget):
         attribute = "title.front" if self.front else "title"
         left = f"[x] {self.number} {self.title} "
         right = " [■]"
+        room = maxcol - len(right)
+        if len(left) > room >= len("[x] 1 …"):
+            # Too narrow for the whole title: cut it, so that [■] stays where a click finds it.
+            left = left[: room - 1] + "…"
         fill = max(0, maxcol - len(left) - len(right))
         return urwid.Text((attribute, left + " " * fill + right), wrap="clip").render((maxcol,))
 
