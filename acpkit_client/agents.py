@@ -42,6 +42,7 @@ from acpkit_client.interfaces import IAgentObserver
 
 __all__ = [
     "CLIENT_NAME",
+    "DEFAULT_HANDSHAKE_TIMEOUT",
     "AgentRun",
     "AgentStartError",
     "AgentState",
@@ -75,6 +76,11 @@ class AgentState(enum.Enum):
     FAILED = "failed"
     EXITED = "exited"
     STOPPED = "stopped"
+
+
+#: Seconds an agent has to answer ``initialize`` and ``session/new`` (``ask`` and the
+#: terminal UI; ``--handshake-timeout`` changes it).
+DEFAULT_HANDSHAKE_TIMEOUT = 30.0
 
 
 class AgentStartError(Exception):

@@ -63,11 +63,12 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit import __version__, schema
-from acpkit_client.agents import AgentStartError, HandshakeTimeout
+from acpkit_client.agents import DEFAULT_HANDSHAKE_TIMEOUT, AgentStartError, HandshakeTimeout
 from acpkit_client.config import AgentsConfig, load_agents
 from acpkit_client.conversation import Entry, EntryKind, MessageEntry, PlanEntry, ToolCallEntry
 from acpkit_client.interfaces import IConversationObserver, IPermissionPrompt
 from acpkit_client.interrupts import DEFAULT_CANCEL_WAIT, AskInterrupts
+from acpkit_client.options import seconds
 from acpkit_client.permissions import (
     PermissionPolicy,
     PolicyPermissionPrompt,
@@ -106,8 +107,6 @@ EXIT_CANCELLED = 130
 #: 128 + SIGTERM.
 EXIT_TERMINATED = 143
 
-#: Seconds the agent has to answer ``initialize`` and ``session/new`` (``ask``).
-DEFAULT_HANDSHAKE_TIMEOUT = 30.0
 
 #: The sub-commands; anything else starts the terminal UI.
 _SUBCOMMANDS = ("ask",)
@@ -117,20 +116,11 @@ _DESCRIPTION = """\
 The acpkit reference ACP client.
 
 Without a sub-command it opens the terminal UI in the project:
-  acpkit-client [--cwd DIR] [--log FILE]
-(--cwd: the project root, default here; --log: also write the log to FILE).
+  acpkit-client [--cwd DIR] [--log FILE] [--handshake-timeout SECONDS]
+(--cwd: the project root, default here; --log: also write the log to FILE;
+--handshake-timeout: how long an agent has to open its session, default 30).
 With "ask" it runs one prompt and prints the answer (acpkit-client ask --help).
 """
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
-    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -169,7 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ask_parser.add_argument(
         "--handshake-timeout",
-        type=_seconds,
+        type=seconds,
         default=DEFAULT_HANDSHAKE_TIMEOUT,
         metavar="SECONDS",
         help="give up (exit 124) when the agent has not answered initialize and "
@@ -177,14 +167,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     ask_parser.add_argument(
         "--timeout",
-        type=_seconds,
+        type=seconds,
         default=None,
         metavar="SECONDS",
         help="give up (exit 124) when the turn has not ended within this time (default: no limit)",
     )
     ask_parser.add_argument(
         "--cancel-timeout",
-        type=_seconds,
+        type=seconds,
         default=DEFAULT_CANCEL_WAIT,
         metavar="SECONDS",
         help="after Ctrl-C or SIGTERM, how long the agent has to end the cancelled turn "

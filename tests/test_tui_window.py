@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from twisted.internet.interfaces import IReactorProcess
 from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from zope.interface import implementer
 
 from acpkit import schema
 from acpkit.testing.pair import ConnectedPair, connected_pair
+from acpkit_client.agents import DEFAULT_HANDSHAKE_TIMEOUT, AgentState
 from acpkit_client.config import AgentEntry
 from acpkit_client.session import AgentWindow
 from acpkit_client.tui.agent_window import AgentWindowWidget
@@ -499,3 +504,68 @@ def test_an_agent_that_cannot_start_says_why_in_its_window(ui: Harness) -> None:
     screen = ui.screen()
     assert "could not start ghost" in screen and "does not exist" in screen
     assert "ghost could not start (see Agent status)" in screen
+
+
+class _SilentProcess(StringTransport):
+    """A started agent process that never writes a byte; records being stopped."""
+
+    pid = 4242
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.signals: list[str] = []
+
+    def closeStdin(self) -> None:
+        self.loseConnection()
+
+    def signalProcess(self, signal: Any) -> None:
+        self.signals.append(str(signal))
+
+
+@implementer(IReactorProcess)
+class _SilentAgentReactor(Clock):
+    """A clock whose spawned agents start and never answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.processes: list[_SilentProcess] = []
+
+    def spawnProcess(self, protocol: Any, executable: Any, args: Any = (), **kw: Any) -> Any:
+        process = _SilentProcess()
+        self.processes.append(process)
+        protocol.makeConnection(process)
+        return process
+
+
+def test_an_agent_that_never_answers_is_given_up_after_the_handshake_timeout(
+    tmp_path: Path,
+) -> None:
+    """
+    The window shows "starting" while the agent has not answered; after the handshake
+    timeout it says which request went unanswered and the agent is stopped.
+    """
+    clock = _SilentAgentReactor()
+    app = App(str(tmp_path), clock, environ={"ACPKIT_DIR": str(tmp_path / "none")})
+    assert app.handshake_timeout == DEFAULT_HANDSHAKE_TIMEOUT
+    widget = app.start_agent(AgentEntry(name="mute", command="sh", source="test"))
+    assert widget.session.run.state is AgentState.STARTING
+    clock.advance(DEFAULT_HANDSHAKE_TIMEOUT - 1)
+    assert widget.session.run.state is AgentState.STARTING
+    clock.advance(2)
+    canvas = app.root.render(SIZE, focus=True)
+    screen = "\n".join(line.decode("utf-8", "replace") for line in canvas.text)
+    assert "no answer to initialize within 30 s (--handshake-timeout)" in screen
+    assert "the agent was stopped" in screen
+    (process,) = clock.processes
+    assert process.disconnecting
+
+
+def test_closing_a_starting_window_gives_up_on_the_agent(tmp_path: Path) -> None:
+    """Closing the window of an agent still starting stops it, without waiting."""
+    clock = _SilentAgentReactor()
+    app = App(str(tmp_path), clock, environ={"ACPKIT_DIR": str(tmp_path / "none")})
+    app.start_agent(AgentEntry(name="mute", command="sh", source="test"))
+    app.close_window()
+    assert app.windows == []
+    (process,) = clock.processes
+    assert process.disconnecting

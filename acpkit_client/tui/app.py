@@ -46,8 +46,9 @@ from twisted.logger import (
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from acpkit_client.agents import AgentStartError
+from acpkit_client.agents import DEFAULT_HANDSHAKE_TIMEOUT, AgentStartError, HandshakeTimeout
 from acpkit_client.config import AgentEntry, AgentsConfig, load_agents, project_agents_file
+from acpkit_client.options import seconds
 from acpkit_client.session import AgentWindow
 from acpkit_client.starter import create_agents_file
 from acpkit_client.status import status_report
@@ -131,10 +132,14 @@ class App:
         *,
         environ: Mapping[str, str] = os.environ,
         write_terminal: Callable[[str], None] | None = None,
+        handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
     ) -> None:
         self.project_root = os.path.abspath(project_root)
         self.reactor = reactor
         self.environ = environ
+        #: Seconds a started agent has to answer ``initialize`` and ``session/new``;
+        #: past it the window says so and the agent is stopped (None: no limit).
+        self.handshake_timeout = handshake_timeout
         self.config: AgentsConfig = load_agents(self.project_root, environ)
         self.clipboards = Clipboards(write_terminal)
         self.windows: list[AgentWindowWidget] = []
@@ -221,7 +226,11 @@ class App:
         """Start ``entry``'s agent and open a window on it (in front)."""
         prompt = ModalPermissionPrompt(self, entry.name)
         session = AgentWindow(
-            entry, self.project_root, permission_prompt=prompt, environ=self.environ
+            entry,
+            self.project_root,
+            permission_prompt=prompt,
+            environ=self.environ,
+            handshake_timeout=self.handshake_timeout,
         )
         widget = AgentWindowWidget(session, self)
         self.windows.append(widget)
@@ -231,7 +240,11 @@ class App:
 
         def failed(failure: Failure) -> None:
             failure.trap(AgentStartError)
-            widget.view.add_notice(f"could not start {entry.name}: {failure.value}")
+            why = str(failure.value)
+            if isinstance(failure.value, HandshakeTimeout):
+                why += " (--handshake-timeout); the agent was stopped"
+                session.close()
+            widget.view.add_notice(f"could not start {entry.name}: {why}")
             self.show_message(f"{entry.name} could not start (see Agent status)")
 
         started.addCallbacks(lambda _: self.request_redraw(), failed)
@@ -614,6 +627,14 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--cwd", default=".", help="the project root (default: here)")
     parser.add_argument("--log", default=None, help="also write the log to this file")
+    parser.add_argument(
+        "--handshake-timeout",
+        type=seconds,
+        default=DEFAULT_HANDSHAKE_TIMEOUT,
+        metavar="SECONDS",
+        help="stop an agent that has not answered initialize and session/new within this "
+        f"time (default: {DEFAULT_HANDSHAKE_TIMEOUT:g}); closing its window gives up sooner",
+    )
     try:
         options = parser.parse_args(list(argv))
     except SystemExit as e:
@@ -625,7 +646,12 @@ def main(argv: Sequence[str]) -> int:
     globalLogBeginner.beginLoggingTo([log], redirectStandardIO=False)
     from twisted.internet import reactor
 
-    app = App(options.cwd, reactor, write_terminal=_write_terminal)
+    app = App(
+        options.cwd,
+        reactor,
+        write_terminal=_write_terminal,
+        handshake_timeout=options.handshake_timeout,
+    )
     try:
         app.run()
     finally:
