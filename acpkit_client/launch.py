@@ -21,6 +21,12 @@ normal start):
 3. with no owner there (a source checkout, an editable install), the package is ours when
    it holds our vendored schema notice (``acpkit/schemas/v1/NOTICE``); otherwise it is
    someone else's, and only then are all distributions scanned to name its owner.
+
+Then each command checks that the extra it needs is installed (``acpkit-client`` the
+``client`` extra, ``acpkit-conformance`` the ``conformance`` one; a plain
+``pip install txacpkit`` installs only the core): `missing_extra` looks each of the
+extra's top-level modules up with ``find_spec`` (nothing is imported), and a missing one
+gets one line naming the extra and its install command, exit `MISSING_EXTRA_EXIT_STATUS`.
 """
 
 from __future__ import annotations
@@ -35,16 +41,28 @@ from pathlib import Path
 __all__ = [
     "CLASH_EXIT_STATUS",
     "DISTRIBUTION",
+    "EXTRA_MODULES",
+    "MISSING_EXTRA_EXIT_STATUS",
     "acpkit_client",
     "acpkit_conformance",
     "acpkit_owner_problem",
     "exit_on_clash",
+    "missing_extra",
 ]
 
 #: The name of the distribution that provides acpkit, its agent and its client.
 DISTRIBUTION = "txacpkit"
 #: The exit status of a console script that found another ``acpkit`` package.
 CLASH_EXIT_STATUS = 2
+#: The exit status of a console script whose extra is not installed.
+MISSING_EXTRA_EXIT_STATUS = 2
+#: Each extra a command may need, and the top-level modules its distributions provide
+#: (setup.cfg's ``[options.extras_require]``; tests/test_extras.py keeps them in step).
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "agent": ("treq", "yaml"),
+    "client": ("urwid", "pygments", "pathspec"),
+    "conformance": ("hypothesis", "jsonschema"),
+}
 #: A file only our ``acpkit`` package has (the notice of the vendored ACP schemas).
 _OUR_MARKER = Path("schemas", "v1", "NOTICE")
 
@@ -129,8 +147,39 @@ def exit_on_clash(command: str) -> None:
         raise SystemExit(CLASH_EXIT_STATUS)
 
 
-def _run(command: str, load: Callable[[], Callable[[], int]]) -> int:
+def _importable(module: str) -> bool:
+    """Whether a top-level ``module`` can be found (without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a finder that refuses it
+        return False
+
+
+def missing_extra(command: str, extra: str) -> str | None:
+    """
+    ``None`` when every module of ``extra`` can be imported; otherwise the one line that
+    says ``command`` needs that extra and how to install it. Imports nothing.
+    """
+    missing = [name for name in EXTRA_MODULES[extra] if not _importable(name)]
+    if not missing:
+        return None
+    return (
+        f"{command} needs the '{extra}' extra ({', '.join(missing)} missing): "
+        f"python -m pip install '{DISTRIBUTION}[{extra}]'"
+    )
+
+
+def exit_on_missing_extra(command: str, extra: str) -> None:
+    """Print `missing_extra`'s line on stderr and exit, if the extra is missing."""
+    problem = missing_extra(command, extra)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        raise SystemExit(MISSING_EXTRA_EXIT_STATUS)
+
+
+def _run(command: str, extra: str, load: Callable[[], Callable[[], int]]) -> int:
     exit_on_clash(command)
+    exit_on_missing_extra(command, extra)
     return load()()
 
 
@@ -142,7 +191,7 @@ def acpkit_client() -> int:
 
         return main
 
-    return _run("acpkit-client", load)
+    return _run("acpkit-client", "client", load)
 
 
 def acpkit_conformance() -> int:
@@ -153,4 +202,4 @@ def acpkit_conformance() -> int:
 
         return main
 
-    return _run("acpkit-conformance", load)
+    return _run("acpkit-conformance", "conformance", load)

@@ -21,9 +21,12 @@ def commands() -> list[str]:
 
 
 def test_readme_opens_with_the_two_commands() -> None:
-    """The first command installs and runs the main job; the second installs and tests."""
+    """
+    The first command installs every extra a user runs (the main job needs the agent and
+    the client) and runs the main job; the second installs and tests.
+    """
     main_job, test_suite = commands()
-    assert main_job.startswith("python -m pip install . && ")
+    assert main_job.startswith("python -m pip install '.[all]' && ")
     assert test_suite == "python -m pip install '.[test]' && python -m pytest"
     ci = (ROOT / ".ci" / "run").read_text()
     assert "README.md" in ci and 'eval "$test_command"' in ci

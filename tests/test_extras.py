@@ -1,0 +1,300 @@
+"""
+Dependencies by use: each public module group imports with only its extra installed.
+
+A venv per extra would be slow and need the network; instead each group is imported in a
+subprocess whose ``sys.meta_path`` starts with a finder that refuses every top-level
+module that is neither the standard library, acpkit's own packages, nor provided by a
+distribution in the closure of the group's requirements as ``setup.cfg`` declares them
+(``install_requires`` plus the group's extras, followed through each installed
+distribution's own requirements). A refused import raises ``ModuleNotFoundError``, as a
+missing package would. So a new import of an undeclared package in, say, the core fails
+here, whatever the package is.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from acpkit_client import launch
+
+ROOT = Path(__file__).parent.parent
+OURS = ("acpkit", "acpkit_agent", "acpkit_client", "twisted")
+
+
+def _setup_cfg() -> configparser.ConfigParser:
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    return config
+
+
+def _lines(value: str) -> list[str]:
+    return [
+        line.strip()
+        for line in value.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+
+
+def requirements(extras: tuple[str, ...]) -> list[Requirement]:
+    """``install_requires`` plus the requirements of ``extras``, as ``setup.cfg`` says."""
+    config = _setup_cfg()
+    found = [Requirement(line) for line in _lines(config["options"]["install_requires"])]
+    for extra in extras:
+        found += [Requirement(line) for line in _lines(config["options.extras_require"][extra])]
+    return found
+
+
+def extra_names() -> list[str]:
+    return list(_setup_cfg()["options.extras_require"])
+
+
+def closure(requirements: list[Requirement]) -> set[str]:
+    """The canonical names of the installed distributions these requirements pull in."""
+    seen: set[str] = set()
+    todo = [(req, frozenset(req.extras)) for req in requirements]
+    while todo:
+        req, extras = todo.pop()
+        name = canonicalize_name(req.name)
+        key = f"{name}[{','.join(sorted(extras))}]"
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue  # an optional dependency that is not installed here
+        for line in dist.requires or []:
+            sub = Requirement(line)
+            environments = [{"extra": extra} for extra in extras] or [{"extra": ""}]
+            if sub.marker is None or any(sub.marker.evaluate(env) for env in environments):
+                todo.append((sub, frozenset(sub.extras)))
+    return {key.split("[", 1)[0] for key in seen}
+
+
+def top_level_modules(distributions: set[str]) -> set[str]:
+    """The importable top-level names those distributions install."""
+    modules = set()
+    for module, owners in metadata.packages_distributions().items():
+        if any(canonicalize_name(owner) in distributions for owner in owners):
+            modules.add(module)
+    return modules
+
+
+def module_names(package: str) -> list[str]:
+    """Every module of one of our packages, from its files (nothing is imported)."""
+    names = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__main__":
+            continue  # running it is the command, not importing the package
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+TESTING = {"acpkit.testing.strategies", "acpkit.testing.jsonschema"}
+PYTEST_ONLY = {"acpkit.conformance.pytest_plugin"}  # loaded by pytest in every project
+PYTEST_ITEMS = {"acpkit.conformance.pytest_items"}  # loaded by the plugin on --acp-agent
+
+
+def _is_conformance(name: str) -> bool:
+    return name.startswith("acpkit.conformance")
+
+
+CORE = [
+    name for name in module_names("acpkit") if not _is_conformance(name) and name not in TESTING
+]
+CONFORMANCE = [
+    name
+    for name in module_names("acpkit")
+    if _is_conformance(name) and name not in PYTEST_ONLY | PYTEST_ITEMS
+]
+
+#: (group, the extras it may use, further distributions it may use, its modules)
+GROUPS = [
+    ("core", (), (), CORE),
+    ("testing", ("testing",), (), sorted(TESTING)),
+    ("conformance", ("conformance",), (), CONFORMANCE),
+    ("pytest plugin", (), ("pytest",), sorted(PYTEST_ONLY)),
+    ("pytest items", ("conformance",), ("pytest",), sorted(PYTEST_ITEMS)),
+    ("agent", ("agent",), (), [*module_names("acpkit_agent"), "twisted.plugins.acpkit_agent"]),
+    ("client", ("client",), (), module_names("acpkit_client")),
+]
+
+_IMPORTER = textwrap.dedent(
+    """
+    import importlib, json, sys, traceback
+
+    allowed = set(json.loads(sys.argv[1])) | set(sys.stdlib_module_names)
+    allowed |= {name.split(".")[0] for name in sys.modules}  # already loaded at startup
+    refused = set()
+
+    class Refuse:
+        def find_spec(self, fullname, path=None, target=None):
+            top = fullname.split(".")[0]
+            if top in allowed or top.startswith("_sysconfigdata"):  # stdlib, per platform
+                return None
+            refused.add(top)
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+
+    sys.meta_path.insert(0, Refuse())
+    failures = {}
+    for module in json.loads(sys.argv[2]):
+        try:
+            importlib.import_module(module)
+        except Exception:
+            failures[module] = traceback.format_exc(limit=-3).strip().splitlines()[-1]
+    print(json.dumps({"failures": failures, "refused": sorted(refused)}))
+    """
+)
+
+
+def import_with_only(modules: list[str], allowed: set[str]) -> dict[str, object]:
+    """Import ``modules`` in a subprocess that can import only ``allowed`` top-level names."""
+    env = dict(os.environ)
+    env.pop("PYTHONSTARTUP", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTER, json.dumps(sorted(allowed)), json.dumps(modules)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize(
+    ("extras", "others", "modules"),
+    [pytest.param(extras, others, modules, id=group) for group, extras, others, modules in GROUPS],
+)
+def test_group_imports_with_only_its_extra(
+    extras: tuple[str, ...], others: tuple[str, ...], modules: list[str]
+) -> None:
+    """
+    Every module of the group imports when only the core's requirements, the group's
+    extras and (for the pytest plugin) pytest are importable.
+    """
+    distributions = closure(requirements(extras) + [Requirement(name) for name in others])
+    allowed = top_level_modules(distributions) | set(OURS)
+    result = import_with_only(modules, allowed)
+    assert result["failures"] == {}, result
+
+
+def test_the_blocker_refuses_what_the_core_does_not_declare() -> None:
+    """The check has teeth: the TUI, needing urwid, does not import with the core alone."""
+    allowed = top_level_modules(closure(requirements(()))) | set(OURS)
+    assert "urwid" not in allowed and "hypothesis" not in allowed
+    result = import_with_only(["acpkit_client.tui.app", "acpkit.testing.strategies"], allowed)
+    failures = result["failures"]
+    assert isinstance(failures, dict)
+    assert set(failures) == {"acpkit_client.tui.app", "acpkit.testing.strategies"}
+    assert "urwid" in str(result["refused"]) and "hypothesis" in str(result["refused"])
+
+
+def test_all_holds_every_user_extra_and_test_holds_all() -> None:
+    """``all`` is everything a user runs; ``test`` is ``all`` plus the test tools."""
+    config = _setup_cfg()["options.extras_require"]
+    named = {name: {str(Requirement(line)) for line in _lines(config[name])} for name in config}
+    user_extras = ("agent", "client", "conformance", "testing")
+    for extra in user_extras:
+        assert named[extra] <= named["all"], extra
+    assert set().union(*(named[extra] for extra in user_extras)) == named["all"]
+    assert named["all"] <= named["test"]
+
+
+def test_the_launcher_knows_each_extra_by_its_modules() -> None:
+    """
+    The modules the console scripts look for before starting are exactly the top-level
+    modules of the direct requirements of the extra they name in their message.
+    """
+    for extra, modules in launch.EXTRA_MODULES.items():
+        declared = {canonicalize_name(req.name) for req in requirements((extra,))}
+        declared -= {canonicalize_name(req.name) for req in requirements(())}
+        assert set(modules) <= top_level_modules(declared), extra
+        for distribution in declared:
+            assert set(modules) & top_level_modules({distribution}), (extra, distribution)
+    assert set(launch.EXTRA_MODULES) <= set(extra_names())
+
+
+_LAUNCH = textwrap.dedent(
+    """
+    import sys
+
+    blocked = set(sys.argv[1].split(","))
+
+    class Refuse:
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname.split(".")[0] in blocked:
+                raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+            return None
+
+    sys.meta_path.insert(0, Refuse())
+    from acpkit_client import launch
+
+    sys.argv = [sys.argv[2], "--help"]
+    command = {"acpkit-client": launch.acpkit_client}
+    command["acpkit-conformance"] = launch.acpkit_conformance
+    sys.exit(command[sys.argv[0]]())
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "blocked", "extra"),
+    [
+        ("acpkit-client", "urwid,pygments,pathspec", "client"),
+        ("acpkit-client", "pathspec", "client"),
+        ("acpkit-conformance", "hypothesis,jsonschema", "conformance"),
+    ],
+)
+def test_a_command_without_its_extra_says_which_to_install(
+    command: str, blocked: str, extra: str
+) -> None:
+    """
+    A console script whose extra is not installed prints one line naming the extra and
+    its install command, and exits 2, instead of a traceback from deep in an import.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _LAUNCH, blocked, command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == launch.MISSING_EXTRA_EXIT_STATUS, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"{command} needs the '{extra}' extra (")
+    assert f"pip install 'txacpkit[{extra}]'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_command_with_its_extra_starts() -> None:
+    """With its extra installed, the launcher runs the command (here its --help)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LAUNCH, "nothing", "acpkit-client"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage" in done.stdout.lower()
