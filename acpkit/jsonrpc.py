@@ -141,7 +141,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from enum import Enum
@@ -150,7 +149,7 @@ from typing import Any
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
-from twisted.internet.protocol import connectionDone
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -163,36 +162,44 @@ from acpkit.errors import (
     MessageTooLarge,
     MethodNotFound,
     ParseError,
-    RequestCancelled,
     RequestTimeout,
     RPCError,
     clip,
 )
 from acpkit.framing import NDJSONProtocol
+from acpkit.rpc_cancel import ACP_CANCELLATION, ICancellationPolicy
+from acpkit.rpc_classify import (
+    HugeInt,
+    Invalid,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    Unparsable,
+    classify,
+    decode_message,
+    encode_message,
+    is_valid_id,
+    parse_decimal_id,
+)
 
 __all__ = [
     "CANCEL_REQUEST",
     "DEFAULT_MAX_BUFFERED_OUTPUT",
     "InboundRequest",
+    "JSONRPCEngine",
     "JSONRPCProtocol",
     "MethodRegistry",
     "RequestId",
     "encode_message",
 ]
 
-#: A JSON-RPC request id as acpkit accepts it.
-RequestId = int | str
-
-#: The protocol-level notification that cancels a request.
-CANCEL_REQUEST = "$/cancel_request"
-
-_BOM = b"\xef\xbb\xbf"
-_NOT_JSON = object()
+#: The ACP notification that cancels a request (:data:`acpkit.rpc_cancel.ACP_CANCELLATION`).
+CANCEL_REQUEST = ACP_CANCELLATION.method
 
 #: How many bytes of the first junk line (not a JSON object) are kept for diagnostics.
 JUNK_LINE_KEPT = 1024
 
-_DECIMAL_ID = re.compile(r"-?(0|[1-9][0-9]*)")
 #: Default for ``max_buffered_output``: how many bytes we write while the peer is not
 #: reading our output before new inbound requests stop being started (Back-pressure).
 DEFAULT_MAX_BUFFERED_OUTPUT = 16 * 1024 * 1024
@@ -206,71 +213,8 @@ NotificationHandler = Callable[[Any, "Mapping[str, Any] | None"], Any]
 CancelledResult = Callable[["InboundRequest"], Any]
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-# One encoder and one decoder, built once: json.dumps/json.loads with non-default
-# arguments build a new one on every call.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-_ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
-
-
-class _HugeInt:
-    """
-    An integer literal with more digits than Python converts (``sys.int_info``'s
-    ``default_max_str_digits``): valid JSON, but no value this side (or, in practice, any
-    peer) can hold and echo exactly.
-    """
-
-    __slots__ = ("digits",)
-
-    def __init__(self, literal: str) -> None:
-        self.digits = len(literal) - literal.startswith("-")
-
-    def __repr__(self) -> str:
-        return f"<integer of {self.digits} digits>"
-
-
-def _decode_with_huge_ints(text: str) -> tuple[Any, list[_HugeInt]]:
-    """
-    Decode ``text`` with integers too long for ``int()`` kept as :class:`_HugeInt`.
-
-    Only used once the fast decoder refused a line: a custom ``parse_int`` slows every
-    integer down.
-    """
-    found: list[_HugeInt] = []
-
-    def parse_int(literal: str) -> Any:
-        try:
-            return int(literal)
-        except ValueError:
-            huge = _HugeInt(literal)
-            found.append(huge)
-            return huge
-
-    decoder = json.JSONDecoder(parse_constant=_reject_constant, parse_int=parse_int)
-    return decoder.decode(text), found
-
-
-def encode_message(obj: Any) -> bytes:
-    """
-    Serialise one message as compact UTF-8 JSON without newlines.
-
-    ``ensure_ascii=False`` for compactness; text with lone surrogates (which UTF-8
-    cannot carry) falls back to ``ensure_ascii=True``.  Raises ``TypeError`` or
-    ``ValueError`` (NaN, infinities) for what is not JSON.
-    """
-    text = _ENCODER.encode(obj)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _ASCII_ENCODER.encode(obj).encode("ascii")
-
-
-def _valid_id(value: object) -> bool:
-    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+_valid_id = is_valid_id
+_HugeInt = HugeInt
 
 
 def _as_deferred(value: Any) -> Deferred[Any]:
@@ -312,7 +256,7 @@ class InboundRequest:
     meta: Mapping[str, Any] | None
     #: True once the request is answered (or abandoned because the connection was lost).
     answered: bool = False
-    _protocol: JSONRPCProtocol | None = attrs.field(default=None, repr=False, alias="protocol")
+    _protocol: JSONRPCEngine | None = attrs.field(default=None, repr=False, alias="protocol")
     _state: _State = attrs.field(default=_State.NEW, init=False)
     _deferred: Deferred[Any] | None = attrs.field(default=None, init=False, repr=False)
     _after: list[Callable[[], None]] = attrs.field(factory=list, init=False, repr=False)
@@ -513,15 +457,31 @@ def _scan_head(head: bytes) -> _Head:
 
 
 @implementer(IPushProducer)
-class JSONRPCProtocol(NDJSONProtocol):
+class JSONRPCEngine(Protocol):
     """
-    One JSON-RPC 2.0 peer connection (see the module docstring for the policies).
+    The JSON-RPC 2.0 engine of one peer connection, whatever the framing (see the module
+    docstring for the policies).
+
+    A concrete protocol puts it in front of a framing (:class:`JSONRPCProtocol`:
+    newline-delimited; :class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol`:
+    ``Content-Length`` headers).  The framing calls :meth:`_frame_received`,
+    :meth:`_frame_too_large` and ``inputEnded``; the engine writes each message with
+    :meth:`_send_frame` and reads ``MAX_LENGTH`` and ``paused`` from the framing.
 
     ``registry`` holds the methods this side handles; ``clock`` drives timeouts
-    (default: the global reactor); ``name`` labels log lines.
+    (default: the global reactor); ``name`` labels log lines; ``cancellation`` is the
+    dialect's way to cancel requests (:mod:`acpkit.rpc_cancel`; default: the class's).
     """
 
     _log = Logger()
+
+    #: The largest message, in bytes, read or written (the framing's limit).
+    MAX_LENGTH: int
+    #: True while the framing holds complete messages undelivered.
+    paused: bool
+
+    #: How requests are cancelled, both ways (a subclass sets its dialect's).
+    cancellation: ICancellationPolicy
 
     #: Called with each accepted inbound request, in wire order, before it may wait
     #: for a slot (not called for requests answered with an error at once).
@@ -540,8 +500,13 @@ class JSONRPCProtocol(NDJSONProtocol):
         max_line_length: int | None = None,
         max_buffered_output: int = DEFAULT_MAX_BUFFERED_OUTPUT,
         name: str = "peer",
+        cancellation: ICancellationPolicy | None = None,
     ) -> None:
         super().__init__()
+        if cancellation is not None:
+            self.cancellation = cancellation
+        elif getattr(self, "cancellation", None) is None:
+            raise ValueError("a cancellation policy is needed (see acpkit.rpc_cancel)")
         if max_concurrent_requests < 1:
             raise ValueError("max_concurrent_requests must be at least 1")
         if max_queued_requests < 0:
@@ -765,7 +730,7 @@ class JSONRPCProtocol(NDJSONProtocol):
             self._window_longest = size
         if self._write_paused:
             self._written_while_paused += size + 1
-        self.sendLine(line)
+        self._send_frame(line)
         if not self._receiving:
             self._flush()
         return True
@@ -887,7 +852,7 @@ class JSONRPCProtocol(NDJSONProtocol):
             outgoing.timer.cancel()
         self._forget(request_id)
         if self.connected and not self._eof:
-            self.notify(CANCEL_REQUEST, {"requestId": request_id})
+            self.notify(self.cancellation.method, self.cancellation.cancel_params(request_id))
 
     def _timed_out(self, request_id: int, timeout: float) -> None:
         outgoing = self._outgoing.pop(request_id, None)
@@ -902,18 +867,22 @@ class JSONRPCProtocol(NDJSONProtocol):
             timeout=timeout,
         )
         if self.connected:
-            self.notify(CANCEL_REQUEST, {"requestId": request_id})
+            self.notify(self.cancellation.method, self.cancellation.cancel_params(request_id))
         outgoing.deferred.errback(RequestTimeout(outgoing.method, request_id, timeout))
 
     # -- reading: ordered backlog -------------------------------------------------------
 
-    def lineReceived(self, line: bytes) -> None:
-        """Queue one line for in-order processing."""
+    def _send_frame(self, data: bytes) -> None:
+        """Write one message through the framing."""
+        raise NotImplementedError
+
+    def _frame_received(self, line: bytes) -> None:
+        """Queue one message for in-order processing."""
         self._backlog.append(_Line(line))
         self._drain()
 
-    def lineLengthExceeded(self, line: bytes) -> None:
-        """Queue the head of an oversized line for in-order processing."""
+    def _frame_too_large(self, line: bytes) -> None:
+        """Queue the head of an oversized message for in-order processing."""
         self._backlog.append(_Line(line, oversized=True))
         self._drain()
 
@@ -974,55 +943,50 @@ class JSONRPCProtocol(NDJSONProtocol):
     # -- reading: classification ----------------------------------------------------------
 
     def _process_line(self, line: bytes) -> None:
-        if not line or line.isspace():  # (strip() would copy every line)
+        decoded = decode_message(line)
+        if decoded is None:
             return
-        if line.startswith(_BOM):
-            line = line[len(_BOM) :]
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as e:
-            self._log.warn("{peer}: invalid UTF-8 line: {e}", peer=self.name, e=e)
-            self._junk(line)
+        if type(decoded) is Unparsable:
+            self._log.warn("{peer}: {detail}", peer=self.name, detail=decoded.detail)
+            self._junk(line[3:] if line.startswith(b"\xef\xbb\xbf") else line)
             self._undecodable_dropped += 1
-            self._send_error(None, ParseError(f"invalid UTF-8 at byte {e.start}"))
+            self._send_error(None, ParseError(decoded.error))
             return
-        huge: list[_HugeInt] = []
-        try:
-            obj = _DECODER.decode(text)
-        except (ValueError, RecursionError) as e:
-            obj = _NOT_JSON
-            if type(e) is ValueError:
-                # Not a syntax error: an integer too long for int() (valid JSON) or NaN.
-                try:
-                    obj, huge = _decode_with_huge_ints(text)
-                except (ValueError, RecursionError):
-                    pass
-            if obj is _NOT_JSON:
-                self._log.warn(
-                    "{peer}: not JSON ({e}): {line!r}", peer=self.name, e=e, line=clip(text, 80)
-                )
-                self._junk(line)
-                self._undecodable_dropped += 1
-                self._send_error(None, ParseError(str(e)))
-                return
+        obj, huge = decoded  # type: ignore[misc]
         if huge and isinstance(obj, dict) and self._refuse_huge_ints(obj, huge):
             return
-        if isinstance(obj, list):
-            self._invalid(None, "batches are not supported", obj)
-            return
-        if not isinstance(obj, dict):
-            self._junk(line)
-            self._invalid(None, "a message must be a JSON object", obj)
-            return
-        if "method" in obj:
-            if "id" in obj:
-                self._process_request(obj)
-            else:
-                self._process_notification(obj)
-        elif "result" in obj or "error" in obj:
-            self._process_response(obj)
+        event = classify(obj)
+        kind = type(event)
+        if kind is Notification:
+            self._process_notification(event)  # type: ignore[arg-type]
+        elif kind is Request:
+            self._process_request(event)  # type: ignore[arg-type]
+        elif kind is Response:
+            self._process_response(event)  # type: ignore[arg-type]
         else:
-            self._invalid(None, "not a request, notification or response", obj)
+            self._process_invalid(event, line)  # type: ignore[arg-type]
+
+    def _process_invalid(self, event: Invalid, line: bytes) -> None:
+        if event.kind == "notification":
+            self._log.warn(
+                "{peer}: invalid notification dropped: {obj}",
+                peer=self.name,
+                obj=clip(repr(event.value), 200),
+            )
+            self._undecodable_dropped += 1
+            return
+        if event.kind != "response":
+            if event.junk:
+                self._junk(line[3:] if line.startswith(b"\xef\xbb\xbf") else line)
+            self._invalid(event.answer_id, event.reason, event.value)
+            return
+        outgoing, request_id = self._match(event.response_id)
+        self._invalid(None, event.reason, event.value)
+        if outgoing is not None:
+            del self._outgoing[request_id]
+            if outgoing.timer is not None and outgoing.timer.active():
+                outgoing.timer.cancel()
+            outgoing.deferred.errback(InvalidRequest(event.reason))
 
     def _junk(self, line: bytes) -> None:
         """Count a line that is not a JSON object; keep the first one."""
@@ -1084,20 +1048,11 @@ class JSONRPCProtocol(NDJSONProtocol):
     def _send_error(self, request_id: RequestId | None, error: RPCError) -> None:
         self._write(encode_message({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}))
 
-    def _process_request(self, obj: dict[str, Any]) -> None:
-        request_id = obj["id"]
-        if not _valid_id(request_id):
-            self._invalid(None, "the id must be a string or an integer", obj)
-            return
-        if obj.get("jsonrpc") != "2.0":
-            self._invalid(request_id, 'the "jsonrpc" member must be "2.0"', obj)
-            return
-        method = obj["method"]
-        if not isinstance(method, str):
-            self._invalid(request_id, "the method must be a string", obj)
-            return
+    def _process_request(self, event: Request) -> None:
+        request_id = event.id
+        method = event.method
         if request_id in self._inbound:
-            self._invalid(request_id, "this id belongs to a request still in progress", obj)
+            self._invalid(request_id, "this id belongs to a request still in progress", event.value)
             return
         registration = self.registry.request_method(method)
         if registration is None:
@@ -1106,7 +1061,7 @@ class JSONRPCProtocol(NDJSONProtocol):
             )
             self._send_error(request_id, MethodNotFound(method))
             return
-        params = obj.get("params")
+        params = event.params
         if not isinstance(params, dict) and not (params is None and registration.params_optional):
             self._send_error(request_id, InvalidParams("$.params", "must be an object"))
             return
@@ -1147,18 +1102,10 @@ class JSONRPCProtocol(NDJSONProtocol):
         self._queue.append(request)
         self._pump_queue()
 
-    def _process_notification(self, obj: dict[str, Any]) -> None:
-        method = obj["method"]
-        if obj.get("jsonrpc") != "2.0" or not isinstance(method, str):
-            self._log.warn(
-                "{peer}: invalid notification dropped: {obj}",
-                peer=self.name,
-                obj=clip(repr(obj), 200),
-            )
-            self._undecodable_dropped += 1
-            return
-        params = obj.get("params")
-        if method == CANCEL_REQUEST:
+    def _process_notification(self, event: Notification) -> None:
+        method = event.method
+        params = event.params
+        if method == self.cancellation.method:
             self._cancel_inbound(params)
             return
         registration = self.registry.notification_method(method)
@@ -1201,55 +1148,34 @@ class JSONRPCProtocol(NDJSONProtocol):
             self._hold(d, method)
 
     def _cancel_inbound(self, params: object) -> None:
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        if not _valid_id(request_id):
+        policy = self.cancellation
+        request_id = policy.request_id(params)
+        if request_id is None:
             self._log.warn(
-                "{peer}: $/cancel_request without a valid requestId ignored", peer=self.name
+                "{peer}: {method} without a valid request id ignored",
+                peer=self.name,
+                method=policy.method,
             )
             return
-        request = self._inbound.get(request_id)  # type: ignore[arg-type]
+        request = self._inbound.get(request_id)
         if request is None:
             self._log.debug(
-                "{peer}: $/cancel_request for unknown or answered id {id} ignored",
+                "{peer}: {method} for unknown or answered id {id} ignored",
                 peer=self.name,
+                method=policy.method,
                 id=request_id,
             )
             return
         request.cancel()
 
-    def _process_response(self, obj: dict[str, Any]) -> None:
-        response_id = obj.get("id", None)
-        has_result, has_error = "result" in obj, "error" in obj
-        error = obj.get("error")
-        problem: str | None = None
-        if "id" not in obj:
-            problem = "a response must have an id"
-        elif obj.get("jsonrpc") != "2.0":
-            problem = 'the "jsonrpc" member must be "2.0"'
-        elif has_result and has_error:
-            problem = "a response must not have both result and error"
-        elif has_error and not (
-            isinstance(error, dict)
-            and isinstance(error.get("code"), int)
-            and not isinstance(error.get("code"), bool)
-        ):
-            problem = "the error must be an object with an integer code"
-        elif response_id is None and has_error:
-            assert isinstance(error, dict)
+    def _process_response(self, event: Response) -> None:
+        response_id = event.id
+        error = event.error
+        if response_id is None:
+            assert error is not None
             self._null_id_error(error)
             return
-        elif not _valid_id(response_id):
-            problem = "the id must be a string or an integer"
         outgoing, request_id = self._match(response_id)
-        if problem is not None:
-            # Never echo the id: it names one of OUR requests, not one of the peer's.
-            self._invalid(None, f"malformed response: {problem}", obj)
-            if outgoing is not None:
-                del self._outgoing[request_id]
-                if outgoing.timer is not None and outgoing.timer.active():
-                    outgoing.timer.cancel()
-                outgoing.deferred.errback(InvalidRequest(f"malformed response: {problem}"))
-            return
         if outgoing is None:
             if response_id in self._forgotten:
                 self._log.debug(
@@ -1267,17 +1193,15 @@ class JSONRPCProtocol(NDJSONProtocol):
         del self._outgoing[request_id]
         if outgoing.timer is not None and outgoing.timer.active():
             outgoing.timer.cancel()
-        if has_error:
-            assert isinstance(error, dict)
+        if error is not None:
             outgoing.deferred.errback(RPCError.from_json(error))
         else:
-            outgoing.deferred.callback(obj["result"])
+            outgoing.deferred.callback(event.result)
 
     def _match(self, response_id: object) -> tuple[_Outgoing | None, int]:
         if isinstance(response_id, int) and not isinstance(response_id, bool):
             return self._outgoing.get(response_id), response_id
-        if isinstance(response_id, str) and _DECIMAL_ID.fullmatch(response_id):
-            number = int(response_id)
+        if isinstance(response_id, str) and (number := parse_decimal_id(response_id)) is not None:
             outgoing = self._outgoing.get(number)
             if outgoing is not None:
                 self._log.warn(
@@ -1447,10 +1371,19 @@ class JSONRPCProtocol(NDJSONProtocol):
             self._answer(request, error=InternalError())
 
     def _answer_cancelled(self, request: InboundRequest) -> None:
-        """Answer a cancelled request: its ``cancelled_result`` or -32800."""
+        """
+        Answer a cancelled request: its ``cancelled_result`` or the policy's error
+        (-32800); not at all when the policy says cancelled requests are not answered.
+        """
+        cancelled = self.cancellation.cancelled_error()
+        if cancelled is None:
+            self._finish(request)
+            self._pump_queue()
+            self._check_eof()
+            return
         make = request._cancelled_result
         if make is None:
-            self._answer(request, error=RequestCancelled())
+            self._answer(request, error=cancelled)
             return
         try:
             value = make(request)
@@ -1462,7 +1395,7 @@ class JSONRPCProtocol(NDJSONProtocol):
                 peer=self.name,
                 method=request.method,
             )
-            self._answer(request, error=RequestCancelled())
+            self._answer(request, error=cancelled)
         else:
             self._answer(request, result=value)
 
@@ -1521,3 +1454,22 @@ class JSONRPCProtocol(NDJSONProtocol):
         request._state = _State.DONE
         if self._inbound.get(request.id) is request:
             del self._inbound[request.id]
+
+
+@implementer(IPushProducer)
+class JSONRPCProtocol(JSONRPCEngine, NDJSONProtocol):
+    """
+    JSON-RPC 2.0 for ACP: the engine over newline-delimited JSON (one message per line,
+    :class:`acpkit.framing.NDJSONProtocol`), cancelling with ``$/cancel_request``
+    (:data:`acpkit.rpc_cancel.ACP_CANCELLATION`).  Pass ``cancellation`` for another
+    dialect over the same framing (MCP over stdio: ``MCP_CANCELLATION``).
+    """
+
+    cancellation = ACP_CANCELLATION
+
+    lineReceived = JSONRPCEngine._frame_received
+    lineLengthExceeded = JSONRPCEngine._frame_too_large
+
+    def _send_frame(self, data: bytes) -> None:
+        """Write one message as one line."""
+        self.sendLine(data)
