@@ -103,6 +103,15 @@ def negotiate_version(requested: int) -> int:
     return requested if requested in SUPPORTED_PROTOCOL_VERSIONS else LATEST_PROTOCOL_VERSION
 
 
+def _in_params(path: str) -> str:
+    """A decoder path (``$.cwd``, ``$[0]``, ``$``) as a path into the request."""
+    if path == "$":
+        return "$.params"
+    if path.startswith("$"):
+        return "$.params" + path[1:]
+    return path
+
+
 class ProtocolVersionError(Exception):
     """The agent answered ``initialize`` with a protocol version we do not speak."""
 
@@ -254,7 +263,9 @@ class _Role(Generic[H]):
         try:
             return codec.decode(method.params, {} if params is None else params, strict=self.strict)
         except codec.DecodeError as e:
-            raise InvalidParams(e.path, e.message) from None
+            # The decoder's paths start at the params ($.cwd); an answer's data.path
+            # starts at the request, as the handlers' own do ($.params.cwd).
+            raise InvalidParams(_in_params(e.path), e.message) from None
 
     def _check_ready(self, method: schema.Method) -> None:
         """Raise an RPCError when ``method`` may not be called now."""
