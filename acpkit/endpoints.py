@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attr
-from twisted.internet._posixstdio import StandardIO
 from twisted.internet.defer import Deferred, ensureDeferred, succeed
 from twisted.internet.endpoints import clientFromString, connectProtocol, serverFromString
 from twisted.internet.error import ConnectionDone, ProcessTerminated
@@ -50,6 +49,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from acpkit.compat import StandardIO, flush_writer, process_pipe, stdio_writer
 from acpkit.framing import NDJSONProtocol
 
 __all__ = [
@@ -122,16 +122,10 @@ def _flush_writer(writer: Any) -> None:
     Twisted buffers every write until the reactor polls the descriptor again: one more
     loop iteration per message, which is most of a request's round-trip time over a
     pipe.  Transports made here offer ``flushNow()`` so the JSON-RPC layer can flush
-    once it has written what it had to say (see ``acpkit.jsonrpc``).  Nothing happens
-    while the writer is closing (the reactor finishes that itself), and an error is
-    left for the reactor to find on its own next write attempt.
+    once it has written what it had to say (see ``acpkit.jsonrpc``).  The Twisted
+    internals this needs, and what happens without them, are in ``acpkit.compat``.
     """
-    if writer is None or writer.disconnected or writer.disconnecting:
-        return
-    if getattr(writer, "_writeDisconnecting", False):
-        return
-    if writer.dataBuffer or writer._tempDataLen:
-        writer.doWrite()
+    flush_writer(writer)
 
 
 class _StandardIO(StandardIO):
@@ -145,11 +139,11 @@ class _StandardIO(StandardIO):
 
     def flushNow(self) -> None:
         """Write buffered output now rather than on the reactor's next turn."""
-        _flush_writer(self._writer)
+        _flush_writer(stdio_writer(self))
 
     def loseConnection(self) -> None:
         super().loseConnection()
-        if self._writer is None and not self.disconnected:
+        if stdio_writer(self) is None and not self.disconnected:
             self.connectionLost(Failure(ConnectionDone("stdout was already closed")))
 
 
@@ -307,8 +301,7 @@ class AgentTransport:
 
     def flushNow(self) -> None:
         """Write buffered input for the agent now rather than on the reactor's next turn."""
-        pipes = getattr(self.process, "pipes", {})
-        _flush_writer(pipes.get(0))
+        _flush_writer(process_pipe(self.process, 0))
 
     def loseConnection(self) -> None:
         """Close the agent's stdin after queued data is written."""
@@ -335,8 +328,7 @@ class AgentTransport:
         self.process.unregisterProducer()  # type: ignore[attr-defined]
 
     def _stdout_reader(self) -> Any:
-        pipes = getattr(self.process, "pipes", None)
-        return None if pipes is None else pipes.get(1)
+        return process_pipe(self.process, 1)
 
     def pauseProducing(self) -> None:
         """Stop reading the agent's stdout (stderr keeps being drained)."""

@@ -33,14 +33,18 @@ Rules of the colouring:
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from pygments.lexer import Lexer, RegexLexer
 from pygments.lexers import get_lexer_by_name
-from pygments.token import Error, Whitespace, _TokenType
+from pygments.token import Error, Token, Whitespace
 
+from acpkit.compat import regex_lexer_states
 from acpkit_client.tui.theme import token_attribute
+
+if TYPE_CHECKING:  # annotations only; at run time the class is type(Token)
+    from pygments.token import _TokenType
 
 __all__ = [
     "FREEZE_STEP",
@@ -103,6 +107,8 @@ class WorkCounter:
 #: The process-wide work counter.
 WORK = WorkCounter()
 
+#: The class of Pygments' token types (its name, ``_TokenType``, is private).
+_TOKEN_TYPE = type(Token)
 _ATTRIBUTES: dict[_TokenType, str] = {}
 
 
@@ -125,7 +131,7 @@ def _resumable(lexer: Lexer) -> bool:
     return (
         isinstance(lexer, RegexLexer)
         and type(lexer).get_tokens_unprocessed is RegexLexer.get_tokens_unprocessed
-        and isinstance(getattr(lexer, "_tokens", None), dict)
+        and regex_lexer_states(lexer) is not None
     )
 
 
@@ -139,7 +145,8 @@ def _regex_tokens(
     (Pygments 2.x, BSD-2-Clause, copyright the Pygments team); only the noting is added.
     """
     pos = 0
-    tokendefs: dict[str, Any] = lexer._tokens
+    tokendefs = regex_lexer_states(lexer)
+    assert tokendefs is not None  # _resumable() checked it
     statestack = list(stack)
     statetokens = tokendefs[statestack[-1]]
     while True:
@@ -150,7 +157,7 @@ def _regex_tokens(
             if not m:
                 continue
             if action is not None:
-                if type(action) is _TokenType:
+                if type(action) is _TOKEN_TYPE:
                     yield pos, action, m.group()
                 else:
                     yield from action(lexer, m)

@@ -1,0 +1,109 @@
+"""
+Every use acpkit makes of another library's private internals, in one place.
+
+Each one has a test that the internal still exists on the installed release
+(``tests/test_compat.py``; CI runs it on the lowest and the newest Twisted supported), and
+a fallback or a clear error when it does not:
+
+- ``StandardIO._writer`` (`stdio_writer`): closing stdio when stdout was lost first, and
+  flushing stdout now. Without it: `TwistedInternalsChanged`, naming the attribute and
+  the Twisted release.
+- ``FileDescriptor._tempDataLen`` and ``_writeDisconnecting`` (`flush_writer`): writing a
+  transport's buffer now instead of on the reactor's next turn. Without them: no flush
+  now; the reactor writes on its next turn, as stock Twisted does (slower, never wrong).
+- ``Process.pipes`` (`process_pipe`): the child's stdin writer (to flush it) and stdout
+  reader (to pause reading it). Without it: ``None``, so no flush now and no pausing of
+  the child's stdout (no back-pressure).
+- Pygments' ``RegexLexer._tokens`` (`regex_lexer_states`): resuming highlighting at a line
+  start. Without it: ``None``, and the caller lexes the whole block each time (slower).
+
+``StandardIO`` itself comes from the public ``twisted.internet.stdio`` (on POSIX, the
+only platform acpkit supports, it is the class of ``twisted.internet._posixstdio``, which
+only the type checker imports). Pygments is not imported here: it is the
+client extra's, and this module is part of the core.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the class the public name is on POSIX, whose attributes mypy checks
+    from twisted.internet._posixstdio import StandardIO
+else:
+    from twisted.internet.stdio import StandardIO
+
+__all__ = [
+    "StandardIO",
+    "TwistedInternalsChanged",
+    "flush_writer",
+    "process_pipe",
+    "regex_lexer_states",
+    "stdio_writer",
+]
+
+
+class TwistedInternalsChanged(RuntimeError):
+    """This Twisted release no longer has a private attribute acpkit relies on."""
+
+    def __init__(self, where: str, name: str) -> None:
+        from twisted import __version__
+
+        super().__init__(
+            f"acpkit needs {where}.{name}, a private attribute this Twisted ({__version__}) "
+            f"does not have: install a Twisted release acpkit supports (setup.cfg's "
+            f"install_requires; CI tests the lowest and the newest) or report it"
+        )
+
+
+def stdio_writer(transport: StandardIO) -> Any:
+    """
+    The writer of ``transport``'s stdout (a ``FileDescriptor``), or ``None`` once stdout
+    is closed (``StandardIO._writer``). Raises `TwistedInternalsChanged` when this
+    Twisted's ``StandardIO`` has no such attribute: there is no safe guess.
+    """
+    try:
+        return transport._writer
+    except AttributeError:
+        raise TwistedInternalsChanged("twisted.internet.stdio.StandardIO", "_writer") from None
+
+
+def flush_writer(writer: Any) -> None:
+    """
+    Write what ``writer`` (a Twisted ``FileDescriptor``) has buffered now, instead of on
+    the reactor's next turn.
+
+    Twisted buffers every write until the reactor polls the descriptor again: one more
+    loop iteration per message, which is most of a request's round-trip time over a pipe.
+    Nothing happens while the writer is closing (the reactor finishes that itself), or
+    when this Twisted's ``FileDescriptor`` lacks the private ``_tempDataLen`` (the reactor
+    then writes it on its next turn, as usual). An error is left for the reactor to find
+    on its own next write attempt (``doWrite`` returns it rather than raising).
+    """
+    if writer is None or writer.disconnected or writer.disconnecting:
+        return
+    if getattr(writer, "_writeDisconnecting", False):
+        return
+    pending = getattr(writer, "_tempDataLen", None)
+    if pending is None:
+        return
+    if writer.dataBuffer or pending:
+        writer.doWrite()
+
+
+def process_pipe(process: Any, fd: int) -> Any:
+    """
+    The reader or writer of a spawned process's descriptor ``fd`` (``Process.pipes``),
+    or ``None`` when it is closed or this Twisted's process has no ``pipes``.
+    """
+    pipes = getattr(process, "pipes", None)
+    return None if pipes is None else pipes.get(fd)
+
+
+def regex_lexer_states(lexer: object) -> dict[str, Any] | None:
+    """
+    The compiled state table of a Pygments ``RegexLexer`` (``RegexLexer._tokens``:
+    state name to a list of ``(match, action, new_state)``), or ``None`` when ``lexer``
+    has none, as a Pygments release without it would.
+    """
+    tokens = getattr(lexer, "_tokens", None)
+    return tokens if isinstance(tokens, dict) else None

@@ -1,0 +1,208 @@
+"""
+``acpkit.compat``: each private internal acpkit uses still exists on the installed
+Twisted and Pygments, and each has its fallback or clear error when it does not.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from twisted.internet import process as process_module
+from twisted.internet import stdio
+from twisted.internet.abstract import FileDescriptor
+from twisted.internet.protocol import Protocol
+from twisted.internet.testing import MemoryReactor
+
+from acpkit import compat
+from acpkit.endpoints import serve_stdio
+
+ROOT = Path(__file__).parent.parent
+
+
+class _Writer:
+    """A stand-in for a ``FileDescriptor`` that records ``doWrite`` calls."""
+
+    disconnected = False
+    disconnecting = False
+    _writeDisconnecting = False
+
+    def __init__(self, buffered: bytes = b"", temp: int = 0) -> None:
+        self.dataBuffer = buffered
+        self._tempDataLen = temp
+        self.writes = 0
+
+    def doWrite(self) -> None:
+        self.writes += 1
+
+
+@pytest.fixture
+def pipes() -> Iterator[tuple[int, int]]:
+    read, write = os.pipe()
+    yield read, write
+    for fd in (read, write):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+# -- StandardIO --------------------------------------------------------------------------
+
+
+def test_standard_io_is_twisteds_public_class() -> None:
+    """The base class is the public ``twisted.internet.stdio.StandardIO`` (POSIX's)."""
+    from twisted.internet import _posixstdio
+
+    assert compat.StandardIO is stdio.StandardIO is _posixstdio.StandardIO
+
+
+def test_standard_io_has_a_writer(pipes: tuple[int, int]) -> None:
+    """``StandardIO._writer`` exists: the stdout writer, a ``FileDescriptor``."""
+    read, write = pipes
+    transport = serve_stdio(Protocol(), MemoryReactor(), stdin=read, stdout=write)
+    assert "_writer" in vars(transport)
+    assert isinstance(compat.stdio_writer(transport), FileDescriptor)
+
+
+def test_stdio_writer_without_the_attribute_is_a_clear_error() -> None:
+    """Without ``_writer`` there is no safe guess: the error names it and Twisted's version."""
+    with pytest.raises(compat.TwistedInternalsChanged, match=r"StandardIO\._writer.*Twisted \("):
+        compat.stdio_writer(object())  # type: ignore[arg-type]
+
+
+# -- FileDescriptor's buffer ----------------------------------------------------------------
+
+
+def test_file_descriptor_has_the_buffer_internals() -> None:
+    """``FileDescriptor`` still has ``dataBuffer``, ``_tempDataLen``, ``_writeDisconnecting``."""
+
+    class Connected(FileDescriptor):
+        connected = True
+
+        def startWriting(self) -> None:
+            pass  # no reactor polls it here
+
+    writer = Connected(MemoryReactor())
+    assert writer.dataBuffer == b""
+    assert writer._tempDataLen == 0
+    assert writer._writeDisconnecting is False
+    writer.write(b"x")
+    assert writer._tempDataLen == 1  # where a write waits for the reactor
+    assert callable(writer.doWrite)
+
+
+def test_flush_writer_writes_what_is_buffered() -> None:
+    """A writer with buffered data is written now; an empty one is left alone."""
+    full, temp, empty = _Writer(b"data"), _Writer(temp=3), _Writer()
+    for writer in (full, temp, empty):
+        compat.flush_writer(writer)
+    assert (full.writes, temp.writes, empty.writes) == (1, 1, 0)
+
+
+def test_flush_writer_leaves_a_closing_writer_to_the_reactor() -> None:
+    """A writer that is closing, or closed, is not written (the reactor finishes it)."""
+    closing = _Writer(b"data")
+    closing._writeDisconnecting = True
+    compat.flush_writer(closing)
+    compat.flush_writer(None)
+    assert closing.writes == 0
+
+
+def test_flush_writer_without_the_internals_leaves_it_to_the_reactor() -> None:
+    """Without ``_tempDataLen``, nothing is flushed now: the reactor writes next turn."""
+    writer = _Writer(b"data")
+    del writer._tempDataLen
+    compat.flush_writer(writer)
+    assert writer.writes == 0
+
+
+# -- Process.pipes ------------------------------------------------------------------------
+
+
+def test_process_has_pipes() -> None:
+    """``twisted.internet.process.Process`` still keeps its descriptors in ``pipes``."""
+    from twisted.internet import reactor
+    from twisted.internet.protocol import ProcessProtocol
+
+    spawned = reactor.spawnProcess(  # type: ignore[attr-defined]
+        ProcessProtocol(), sys.executable, [sys.executable, "-c", "pass"], env={}
+    )
+    try:
+        assert isinstance(spawned, process_module.Process)
+        assert isinstance(spawned.pipes, dict)
+        assert compat.process_pipe(spawned, 0) is spawned.pipes[0]
+        assert compat.process_pipe(spawned, 1) is spawned.pipes[1]
+    finally:
+        for pipe in list(spawned.pipes.values()):
+            pipe.connectionLost(None)
+        spawned.reapProcess()
+
+
+def test_process_pipe_without_pipes_is_none() -> None:
+    """A process object without ``pipes`` (or a closed descriptor) gives ``None``."""
+    assert compat.process_pipe(object(), 0) is None
+
+    class Closed:
+        pipes: dict[int, object] = {}
+
+    assert compat.process_pipe(Closed(), 1) is None
+
+
+# -- Pygments -------------------------------------------------------------------------------
+
+
+def test_regex_lexer_has_its_state_table() -> None:
+    """A Pygments ``RegexLexer`` still has ``_tokens``: state name to compiled rules."""
+    pytest.importorskip("pygments")
+    from pygments.lexers import get_lexer_by_name
+
+    states = compat.regex_lexer_states(get_lexer_by_name("python"))
+    assert states is not None and "root" in states
+    rule = states["root"][0]  # (match, action, new_state)
+    assert len(rule) == 3 and callable(rule[0])
+
+
+def test_regex_lexer_states_without_the_table_is_none() -> None:
+    """A lexer without ``_tokens`` gives ``None``: the highlighter then does not resume."""
+    assert compat.regex_lexer_states(object()) is None
+
+
+# -- the tests' own private uses --------------------------------------------------------
+
+
+def test_twist_runner_used_by_the_twistd_test_exists() -> None:
+    """``tests/test_agent_twistd.py`` runs ``twisted.application.twist._twist.Twist``."""
+    from twisted.application.twist._twist import Twist
+
+    assert callable(Twist.main)
+
+
+def test_no_private_twisted_import_outside_compat() -> None:
+    """Only ``acpkit/compat.py`` names a private Twisted module or attribute."""
+    private = ("_posixstdio", "._writer", "_tempDataLen", "_writeDisconnecting", "._tokens")
+    offenders = []
+    for package in ("acpkit", "acpkit_agent", "acpkit_client"):
+        for path in (ROOT / package).rglob("*.py"):
+            if path.name == "compat.py":
+                continue
+            text = path.read_text()
+            offenders += [f"{path.relative_to(ROOT)}: {name}" for name in private if name in text]
+    assert offenders == []
+
+
+def test_compat_imports_no_pygments() -> None:
+    """``acpkit.compat`` is part of the core: importing it does not import Pygments."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys, acpkit.compat; print('pygments' in sys.modules)"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == "False"
