@@ -141,14 +141,14 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
-from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
+from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -180,8 +180,8 @@ from acpkit.rpc_classify import (
     decode_message,
     encode_message,
     is_valid_id,
-    parse_decimal_id,
 )
+from acpkit.rpc_outgoing import OutgoingRequest, OutgoingRequests
 
 __all__ = [
     "CANCEL_REQUEST",
@@ -203,10 +203,6 @@ JUNK_LINE_KEPT = 1024
 #: Default for ``max_buffered_output``: how many bytes we write while the peer is not
 #: reading our output before new inbound requests stop being started (Back-pressure).
 DEFAULT_MAX_BUFFERED_OUTPUT = 16 * 1024 * 1024
-
-#: How many ids of requests we gave up on (cancelled, timed out) are remembered, so that
-#: their late answers are dropped quietly.
-_FORGOTTEN_IDS = 1024
 
 RequestHandler = Callable[["InboundRequest"], Any]
 NotificationHandler = Callable[[Any, "Mapping[str, Any] | None"], Any]
@@ -361,17 +357,6 @@ class MethodRegistry:
     def notification_methods(self) -> frozenset[str]:
         """Names of the registered notification methods."""
         return frozenset(self._notifications)
-
-
-@attrs.define
-class _Outgoing:
-    method: str
-    deferred: Deferred[Any]
-    timer: IDelayedCall | None = None
-    #: Length of the request's line, in bytes (without the newline).
-    size: int = 0
-    #: How many lines we had written when this one was written (see _null_id_error).
-    seq: int = 0
 
 
 @attrs.define
@@ -531,9 +516,7 @@ class JSONRPCEngine(Protocol):
             self.MAX_LENGTH = max_line_length
         self.connected = False
         # outgoing
-        self._next_id = 1
-        self._outgoing: dict[int, _Outgoing] = {}
-        self._forgotten: OrderedDict[int, None] = OrderedDict()
+        self._outgoing = OutgoingRequests()
         # inbound
         self._inbound: dict[RequestId, InboundRequest] = {}
         self._queue: deque[InboundRequest] = deque()
@@ -553,11 +536,6 @@ class JSONRPCEngine(Protocol):
         self._written_while_paused = 0
         self._reading_paused = False
         self._writable_waiters: list[Deferred[None]] = []
-        # Lines written so far, and the longest one since the last error with id null
-        # (which line it was about is worked out from these; see _null_id_error).
-        self._lines_written = 0
-        self._window_start = 0
-        self._window_longest = 0
         self._oversized_dropped = 0
         self._undecodable_dropped = 0
         #: How many incoming lines were not a JSON object at all (not UTF-8, not JSON,
@@ -576,6 +554,11 @@ class JSONRPCEngine(Protocol):
         logged (a client shows the count: its agent's updates may be among them).
         """
         return self._undecodable_dropped
+
+    @property
+    def _next_id(self) -> int:
+        """The id our next request will get (kept for tests written against it)."""
+        return self._outgoing.next_id
 
     @property
     def oversized_dropped(self) -> int:
@@ -725,9 +708,7 @@ class JSONRPCEngine(Protocol):
             )
             return False
         size = len(line)
-        self._lines_written += 1
-        if size > self._window_longest:
-            self._window_longest = size
+        self._outgoing.written(size)
         if self._write_paused:
             self._written_while_paused += size + 1
         self._send_frame(line)
@@ -773,7 +754,7 @@ class JSONRPCEngine(Protocol):
             return fail(ConnectionLost("not connected"))
         if self._eof:
             return fail(ConnectionLost("the peer closed its output; no answer can come"))
-        request_id = self._next_id
+        request_id = self._outgoing.next_id
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
@@ -783,14 +764,12 @@ class JSONRPCEngine(Protocol):
             return fail(e)
         if len(line) > self.MAX_LENGTH:
             return fail(self._too_long_to_send(f"the {method} request", len(line)))
-        self._next_id += 1
 
         def canceller(_: Deferred[Any]) -> None:
             self._give_up(request_id)
 
         d: Deferred[Any] = Deferred(canceller)
-        outgoing = _Outgoing(method, d, size=len(line), seq=self._lines_written + 1)
-        self._outgoing[request_id] = outgoing
+        _, outgoing = self._outgoing.add(method, d, len(line))
         if timeout is not None:
             outgoing.timer = self._clock.callLater(timeout, self._timed_out, request_id, timeout)
         self._write(line)
@@ -832,33 +811,19 @@ class JSONRPCEngine(Protocol):
 
     def fail_all_outgoing(self, reason: Exception) -> None:
         """Fail every pending outgoing request with ``reason``."""
-        pending, self._outgoing = self._outgoing, {}
-        for outgoing in pending.values():
-            if outgoing.timer is not None and outgoing.timer.active():
-                outgoing.timer.cancel()
-            outgoing.deferred.errback(reason)
-
-    def _forget(self, request_id: int) -> None:
-        self._forgotten[request_id] = None
-        while len(self._forgotten) > _FORGOTTEN_IDS:
-            self._forgotten.popitem(last=False)
+        self._outgoing.fail_all(reason)
 
     def _give_up(self, request_id: int) -> None:
         """Our caller cancelled: tell the peer; the Deferred fails with CancelledError."""
-        outgoing = self._outgoing.pop(request_id, None)
-        if outgoing is None:
+        if self._outgoing.give_up(request_id) is None:
             return
-        if outgoing.timer is not None and outgoing.timer.active():
-            outgoing.timer.cancel()
-        self._forget(request_id)
         if self.connected and not self._eof:
             self.notify(self.cancellation.method, self.cancellation.cancel_params(request_id))
 
     def _timed_out(self, request_id: int, timeout: float) -> None:
-        outgoing = self._outgoing.pop(request_id, None)
+        outgoing = self._outgoing.give_up(request_id)
         if outgoing is None:
             return
-        self._forget(request_id)
         self._log.warn(
             "{peer}: request {id} ({method}) timed out after {timeout} s",
             peer=self.name,
@@ -983,10 +948,7 @@ class JSONRPCEngine(Protocol):
         outgoing, request_id = self._match(event.response_id)
         self._invalid(None, event.reason, event.value)
         if outgoing is not None:
-            del self._outgoing[request_id]
-            if outgoing.timer is not None and outgoing.timer.active():
-                outgoing.timer.cancel()
-            outgoing.deferred.errback(InvalidRequest(event.reason))
+            self._outgoing.fail(request_id, InvalidRequest(event.reason))
 
     def _junk(self, line: bytes) -> None:
         """Count a line that is not a JSON object; keep the first one."""
@@ -1028,10 +990,7 @@ class JSONRPCEngine(Protocol):
             outgoing, number = self._match(request_id)
             self._invalid(None, f"malformed response: {reason}", obj)
             if outgoing is not None:
-                del self._outgoing[number]
-                if outgoing.timer is not None and outgoing.timer.active():
-                    outgoing.timer.cancel()
-                outgoing.deferred.errback(InvalidRequest(f"malformed response: {reason}"))
+                self._outgoing.fail(number, InvalidRequest(f"malformed response: {reason}"))
             return True
         return False
 
@@ -1177,7 +1136,7 @@ class JSONRPCEngine(Protocol):
             return
         outgoing, request_id = self._match(response_id)
         if outgoing is None:
-            if response_id in self._forgotten:
+            if self._outgoing.was_given_up(response_id):
                 self._log.debug(
                     "{peer}: late response to given-up request {id} dropped",
                     peer=self.name,
@@ -1190,28 +1149,22 @@ class JSONRPCEngine(Protocol):
                     id=clip(repr(response_id), 80),
                 )
             return
-        del self._outgoing[request_id]
-        if outgoing.timer is not None and outgoing.timer.active():
-            outgoing.timer.cancel()
+        self._outgoing.pop(request_id)
         if error is not None:
             outgoing.deferred.errback(RPCError.from_json(error))
         else:
             outgoing.deferred.callback(event.result)
 
-    def _match(self, response_id: object) -> tuple[_Outgoing | None, int]:
-        if isinstance(response_id, int) and not isinstance(response_id, bool):
-            return self._outgoing.get(response_id), response_id
-        if isinstance(response_id, str) and (number := parse_decimal_id(response_id)) is not None:
-            outgoing = self._outgoing.get(number)
-            if outgoing is not None:
-                self._log.warn(
-                    "{peer}: response id {id!r} is a string; accepted for request {number}",
-                    peer=self.name,
-                    id=response_id,
-                    number=number,
-                )
-            return outgoing, number
-        return None, 0
+    def _match(self, response_id: object) -> tuple[OutgoingRequest | None, int]:
+        outgoing, number, from_string = self._outgoing.match(response_id)
+        if from_string:
+            self._log.warn(
+                "{peer}: response id {id!r} is a string; accepted for request {number}",
+                peer=self.name,
+                id=response_id,
+                number=number,
+            )
+        return outgoing, number
 
     def _null_id_error(self, error: dict[str, Any]) -> None:
         """
@@ -1229,31 +1182,7 @@ class JSONRPCEngine(Protocol):
           at least as long as the line the error is about, whichever it was).
         - anything else: nothing is failed (logged only).
         """
-        code = error.get("code")
-        data = error.get("data")
-        limit = data.get("limit") if isinstance(data, dict) else None
-        failed: list[tuple[int, _Outgoing, RPCError]] = []
-        if code == InvalidRequest.CODE and isinstance(limit, int) and not isinstance(limit, bool):
-            for request_id, outgoing in self._outgoing.items():
-                if outgoing.size > limit:
-                    failed.append(
-                        (
-                            request_id,
-                            outgoing,
-                            MessageTooLarge(
-                                limit,
-                                f"Message too large: request {request_id} ({outgoing.method}) "
-                                f"was {outgoing.size} bytes, over the peer's {limit}-byte "
-                                "line limit; the peer discarded it",
-                            ),
-                        )
-                    )
-        elif code == ParseError.CODE and len(self._outgoing) == 1:
-            ((request_id, outgoing),) = self._outgoing.items()
-            if outgoing.seq > self._window_start and outgoing.size >= self._window_longest:
-                failed.append((request_id, outgoing, RPCError.from_json(error)))
-        self._window_start = self._lines_written
-        self._window_longest = 0
+        failed = self._outgoing.unreadable(error)
         if not failed:
             self._log.warn(
                 "{peer}: the peer reported an error about a message it could not identify: {error}",
@@ -1269,10 +1198,7 @@ class JSONRPCEngine(Protocol):
                 method=outgoing.method,
                 error=clip(repr(error), 300),
             )
-            del self._outgoing[request_id]
-            if outgoing.timer is not None and outgoing.timer.active():
-                outgoing.timer.cancel()
-            self._forget(request_id)
+            self._outgoing.give_up(request_id)
             outgoing.deferred.errback(reason)
 
     def _process_oversized(self, head: bytes) -> None:
@@ -1303,9 +1229,7 @@ class JSONRPCEngine(Protocol):
         outgoing, number = self._match(found.values["id"])
         if outgoing is None:
             return
-        del self._outgoing[number]
-        if outgoing.timer is not None and outgoing.timer.active():
-            outgoing.timer.cancel()
+        self._outgoing.pop(number)
         outgoing.deferred.errback(
             MessageTooLarge(
                 limit,

@@ -66,6 +66,7 @@ def _reject_constant(name: str) -> Any:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 _ASCII_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_RAW_DECODE = _DECODER.raw_decode
 _DECIMAL_ID = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
@@ -173,6 +174,14 @@ def decode_message(data: bytes) -> tuple[Any, list[HugeInt]] | Unparsable | None
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         return Unparsable(f"invalid UTF-8 line: {e}", f"invalid UTF-8 at byte {e.start}")
+    try:
+        # raw_decode skips decode()'s two whitespace regex matches; anything it does
+        # not take whole (surrounding whitespace, an error) goes through decode().
+        obj, end = _RAW_DECODE(text)
+        if end == len(text):
+            return obj, _NO_HUGE
+    except (ValueError, RecursionError):
+        pass
     try:
         return _DECODER.decode(text), _NO_HUGE
     except (ValueError, RecursionError) as e:

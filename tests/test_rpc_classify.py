@@ -26,7 +26,11 @@ from acpkit.rpc_classify import (
 )
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
     lambda children: (
         st.lists(children, max_size=4)
         | st.dictionaries(
