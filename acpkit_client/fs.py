@@ -175,6 +175,8 @@ class FileAccess:
         """Return ``path`` normalised, or raise the RPCError the agent gets for it."""
         if not os.path.isabs(path):
             raise InvalidParams("$.params.path", f"the path must be absolute, got {path!r}")
+        if "\0" in path:
+            raise InvalidParams("$.params.path", f"the path contains a NUL character: {path!r}")
         normal = os.path.normpath(path)
         if self.allow_outside_roots:
             return normal

@@ -59,6 +59,24 @@ def test_relative_path_is_refused(root: Path) -> None:
         write(access, "new.txt", "x")
 
 
+def test_a_nul_character_in_the_path_is_invalid_params(root: Path) -> None:
+    """
+    A path holding a NUL byte is -32602 at data.path $.params.path, read or write, also
+    when paths outside the roots are allowed (it was a ValueError: -32603 and a traceback).
+    """
+    for access in (FileAccess([str(root)]), FileAccess([str(root)], allow_outside_roots=True)):
+        for name, content in (("five\0.txt", None), ("new\0.txt", "x")):
+            with pytest.raises(InvalidParams) as info:
+                if content is None:
+                    read(access, str(root / name))
+                else:
+                    write(access, str(root / name), content)
+            assert info.value.code == -32602
+            assert info.value.data["path"] == "$.params.path"
+            assert "NUL character" in info.value.data["reason"]
+    assert not (root / "new").exists()
+
+
 def test_outside_root_is_refused_unless_widened(root: Path, tmp_path: Path) -> None:
     """Reads and writes outside the roots are refused; the setting widens it."""
     outside = tmp_path / "secret.txt"
