@@ -13,35 +13,37 @@ hand to a transport) and does three things the untyped layer does not:
    the peer did not advertise.  Requests before ``initialize`` are refused.
 3. **Protocol semantics** that every implementation otherwise gets wrong:
 
-   =====================================  =================================================
-   situation                              what the connection does
-   =====================================  =================================================
-   ``session/cancel`` while a turn runs   the ``prompt`` handler's Deferred is cancelled
-                                          (``CancelledError`` inside an ``async def``); the
-                                          turn answers ``stopReason: "cancelled"`` whatever
-                                          the handler then returns or raises
-   ``session/cancel`` before the turn     a prompt that arrived but waits for a handler slot
-   started                                is answered ``cancelled`` without running; a cancel
-                                          for a session with no prompt in flight is ignored
-                                          (it never leaks into the next turn)
-   the client calls ``cancel()``          ``session/cancel`` is sent and every pending
-                                          ``session/request_permission`` of that session is
-                                          answered with the ``cancelled`` outcome
-   an agent sends updates for a session   held until the ``session/new`` response carrying
-   before its ``session/new`` response    that id has been written, then sent in order
-   a client receives updates for a        buffered (bounded) until the session is known,
-   session it does not know yet           then delivered in order, right after the
-                                          ``new_session()`` Deferred has fired
-   a method the implementation lacks      ``-32601``, never a fake success, and before
-                                          its params are decoded (malformed params of a
-                                          method the handler lacks are ``-32601``, not
-                                          ``-32602``); see :func:`unimplemented`
-   the peer stops reading our output      ``session_update()`` (and every notification
-                                          sender) returns ``writable()``: a Deferred that
-                                          fires once the transport takes more output;
-                                          ``await`` it in a stream and at most one
-                                          transport buffer piles up
-   =====================================  =================================================
+   .. list-table::
+      :header-rows: 1
+      :widths: 2 3
+
+      * - situation
+        - what the connection does
+      * - ``session/cancel`` while a turn runs
+        - the ``prompt`` handler's Deferred is cancelled (``CancelledError`` inside an
+          ``async def``); the turn answers ``stopReason: "cancelled"`` whatever the
+          handler then returns or raises
+      * - ``session/cancel`` before the turn started
+        - a prompt that arrived but waits for a handler slot is answered ``cancelled``
+          without running; a cancel for a session with no prompt in flight is ignored
+          (it never leaks into the next turn)
+      * - the client calls ``cancel()``
+        - ``session/cancel`` is sent and every pending ``session/request_permission`` of
+          that session is answered with the ``cancelled`` outcome
+      * - an agent sends updates for a session before its ``session/new`` response
+        - held until the ``session/new`` response carrying that id has been written,
+          then sent in order
+      * - a client receives updates for a session it does not know yet
+        - buffered (bounded) until the session is known, then delivered in order, right
+          after the ``new_session()`` Deferred has fired
+      * - a method the implementation lacks
+        - ``-32601``, never a fake success, and before its params are decoded (malformed
+          params of a method the handler lacks are ``-32601``, not ``-32602``); see
+          :func:`unimplemented`
+      * - the peer stops reading our output
+        - ``session_update()`` (and every notification sender) returns ``writable()``: a
+          Deferred that fires once the transport takes more output; ``await`` it in a
+          stream and at most one transport buffer piles up
 """
 
 from __future__ import annotations
