@@ -74,6 +74,7 @@ from acpkit_client.permissions import (
     PolicyPermissionPrompt,
     describe_tool_call,
 )
+from acpkit_client.prompt import unresolved_mentions
 from acpkit_client.session import AgentWindow, TurnError
 
 __all__ = [
@@ -179,6 +180,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="after Ctrl-C or SIGTERM, how long the agent has to end the cancelled turn "
         f"before it is stopped (default: {DEFAULT_CANCEL_WAIT:g})",
+    )
+    ask_parser.add_argument(
+        "--mentions-as-text",
+        action="store_true",
+        help="send an @path that names no file of the project as the words typed "
+        "(default: refuse, exit 2)",
     )
     ask_parser.add_argument("prompt", help="the prompt; @path mentions attach project files")
     ask_parser.set_defaults(policy=PermissionPolicy.REJECT)
@@ -434,6 +441,14 @@ async def ask(
     if not os.path.isdir(root):
         err.write(f"acpkit-client: {root} is not a directory\n")
         return EXIT_CONFIG
+    unresolved = unresolved_mentions(options.prompt, root)
+    if unresolved and not getattr(options, "mentions_as_text", False):
+        names = ", ".join(unresolved)
+        err.write(
+            f"acpkit-client: no such file in the project ({root}): {names}; not sent "
+            "(--mentions-as-text sends them as typed)\n"
+        )
+        return EXIT_USAGE
     entry = _choose_agent(load_agents(root), options.agent, err)
     if entry is None:
         return EXIT_CONFIG

@@ -335,3 +335,43 @@ def test_verbose_before_or_after_ask() -> None:
     assert parser.parse_args(["ask", "--verbose", "x"]).verbose
     assert parser.parse_args(["-v", "ask", "x"]).verbose
     assert not parser.parse_args(["ask", "x"]).verbose
+
+
+# -- @ mentions that name no file ----------------------------------------------------------
+
+
+def _ask_here(root: Path, *argv: str) -> tuple[int, str]:
+    """Run ``ask`` as far as it goes before starting an agent; return (status, stderr)."""
+    options = cli._parser().parse_args(["ask", "--cwd", str(root), *argv])
+    err = io.StringIO()
+    d = Deferred.fromCoroutine(cli.ask(Clock(), options, io.StringIO(), err, False))
+    status: list[int] = []
+    d.addCallback(status.append)
+    assert status, "ask went on to start an agent"
+    return status[0], err.getvalue()
+
+
+def test_an_unresolved_mention_is_not_sent(tmp_path: Path) -> None:
+    """
+    ``ask`` refuses a prompt whose @path names no file of the project (exit 2, the
+    mention named, no agent started) instead of sending the path as plain text.
+    """
+    status, err = _ask_here(tmp_path, "fix @src/ui/Button.tsx please")
+    assert status == cli.EXIT_USAGE
+    assert "no such file in the project" in err and "@src/ui/Button.tsx" in err
+    assert "--mentions-as-text" in err
+
+
+def test_mentions_as_text_and_plain_words_go_on(tmp_path: Path) -> None:
+    """
+    ``--mentions-as-text`` lets such a prompt through; an @word that is no path
+    (``@property``) and a mention of an existing file never stop it.
+    """
+    (tmp_path / "notes.md").write_text("n\n", encoding="utf-8")
+    for argv in (
+        ("--mentions-as-text", "fix @src/ui/Button.tsx"),
+        ("use @property and @notes.md",),
+    ):
+        status, err = _ask_here(tmp_path, "--agent", "nobody", *argv)
+        # It went past the mention check: on to choosing the (unknown) agent.
+        assert status == cli.EXIT_CONFIG, err
