@@ -1,4 +1,5 @@
-"""The one ACP codec: JSON-able builtins <-> the generated models of :mod:`acpkit.schema`.
+"""The one codec: JSON-able builtins <-> the generated models of :mod:`acpkit.schema`,
+:mod:`acpkit.unstable` and :mod:`acpkit.mcp.schema` (MCP, loaded only when imported).
 
 Contract (others code against it)::
 
@@ -21,6 +22,7 @@ Rules:
   ``Unknown<Union>(raw=...)`` in lenient mode and is an error in strict mode.
 - Untagged unions: classes are chosen by the required keys only one of them has
   (``text``/``blob``, ``result``/``error``); ``list[A] | list[B]`` by the first item;
+  ``A | list[A]`` (MCP sampling content) by JSON type, object or array;
   primitive unions by JSON type (bool before int, int before float).
 - Lenient mode (default): unknown fields are ignored, unknown enum values are kept
   (``OpenStrEnum``), ``x-deserialize-default-on-error`` fields fall back to their default
@@ -409,6 +411,22 @@ def _primitive_union_decoder(args: tuple[Any, ...]) -> Decoder:
     return dec
 
 
+def _one_or_many_decoder(args: tuple[Any, ...], list_type: Any) -> Decoder:
+    """``A | B | list[A | B]`` (MCP sampling content): an object is one, an array many."""
+    singles = tuple(a for a in args if a != list_type)
+    one = _decoder(singles[0]) if len(singles) == 1 else _union_decoder(singles)
+    many = _decoder(list_type)
+
+    def dec(v: Any, strict: bool) -> Any:
+        if type(v) is list:
+            return many(v, strict)
+        if type(v) is not dict:
+            raise _type_error("object or array", v)
+        return one(v, strict)
+
+    return dec
+
+
 def _union_decoder(args: tuple[Any, ...]) -> Decoder:
     non_none = tuple(a for a in args if a is not type(None) and a is not AbsentType)
     if len(non_none) < len(args):
@@ -420,6 +438,13 @@ def _union_decoder(args: tuple[Any, ...]) -> Decoder:
             return inner(v, strict)
 
         return dec_optional
+    lists = [a for a in non_none if get_origin(a) is list]
+    if (
+        len(lists) == 1
+        and len(non_none) > 1
+        and all(_is_model(a) for a in non_none if a != lists[0])
+    ):
+        return _one_or_many_decoder(non_none, lists[0])
     if any(
         getattr(a, "__acp_tag__", None) is not None or hasattr(a, "__acp_unknown__")
         for a in non_none
@@ -820,9 +845,13 @@ def decode_json(cls: Any, data: bytes | str, *, strict: bool = False) -> Any:
     return decode(cls, obj, strict=strict)
 
 
+_MODEL_MODULES = frozenset({"acpkit.schema", "acpkit.unstable", "acpkit.mcp.schema"})
+"""The generated model modules (ACP stable, ACP unstable, MCP) the converter hooks cover."""
+
+
 def _is_acp_type(tp: Any) -> bool:
     if _is_model(tp):
-        return tp.__module__ in ("acpkit.schema", "acpkit.unstable")
+        return tp.__module__ in _MODEL_MODULES
     args = _union_args(tp)
     return args is not None and any(_is_acp_type(a) for a in args)
 
@@ -831,7 +860,7 @@ def _make_converter() -> cattrs.Converter:
     conv = cattrs.Converter()
     conv.register_structure_hook_func(_is_acp_type, lambda obj, tp: decode(tp, obj))
     conv.register_unstructure_hook_func(
-        lambda tp: _is_model(tp) and tp.__module__ in ("acpkit.schema", "acpkit.unstable"),
+        lambda tp: _is_model(tp) and tp.__module__ in _MODEL_MODULES,
         encode,
     )
     return conv

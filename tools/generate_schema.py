@@ -1,9 +1,12 @@
-"""Generate ``acpkit/schema.py`` and ``acpkit/unstable.py`` from the vendored ACP JSON schemas.
+"""Generate acpkit's protocol models from the vendored ACP and MCP JSON schemas.
+
+Writes ``acpkit/schema.py`` and ``acpkit/unstable.py`` (ACP v1, ``acpkit/schemas/v1``) and
+``acpkit/mcp/schema.py`` (MCP, ``acpkit/schemas/mcp/<revision>``).
 
 Usage::
 
-    python tools/generate_schema.py           # rewrite both modules
-    python tools/generate_schema.py --check   # exit 1 if the committed modules drifted
+    python tools/generate_schema.py           # rewrite the three modules
+    python tools/generate_schema.py --check   # exit 1 if a committed module drifted
 
 The output is deterministic and already in ``ruff format`` style. The mapping rules
 (documented in ``docs/reference/codec.md``):
@@ -31,6 +34,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = ROOT / "acpkit" / "schemas" / "v1"
+MCP_SCHEMA_DIR = ROOT / "acpkit" / "schemas" / "mcp"
+MCP_REVISION = "2025-11-25"
+"""The vendored MCP schema revision ``acpkit/mcp/schema.py`` is generated from."""
+MCP_MODULE = "mcp/schema.py"
 
 # Tagged-union variant class names: (union, tag) -> class name.
 VARIANT_NAMES: dict[tuple[str, str], str] = {
@@ -530,6 +537,124 @@ class Generator:
             self.model.methods.append((method, sides[method], kind, params, result))
 
 
+class McpGenerator(Generator):
+    """The MCP dialect of the schema (``acpkit/schemas/mcp/<revision>/schema.json``).
+
+    Differences from ACP's schema, handled here so that ACP's output is untouched:
+
+    - a tagged union is an ``anyOf`` of plain ``$ref`` whose definitions all carry a
+      required string ``const`` under one key with distinct values (``type`` for content
+      blocks, ``method`` for requests and notifications): each definition becomes the
+      variant class itself, with the tag as its ``__acp_tag__`` ClassVar;
+    - string enums are written with ``enum`` (closed: strict decoding rejects others);
+    - the method table comes from the ``ClientRequest`` / ``ClientNotification`` (handled
+      by the server) and ``ServerRequest`` / ``ServerNotification`` (handled by the client)
+      unions; a request ``<X>Request`` answers with ``<X>Result``, else ``EmptyResult``.
+    """
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        super().__init__(schema)
+        self.ref_unions: dict[str, tuple[str, list[str]]] = {}
+
+    def ref_tagged(self, s: dict[str, Any]) -> tuple[str, list[str]] | None:
+        """``(tag key, payload names)`` when a union is tagged inside its ``$ref`` targets."""
+        alts = s.get("oneOf") or s.get("anyOf")
+        if "properties" in s or not isinstance(alts, list) or not alts:
+            return None
+        payloads = [ref_name(a) for a in alts]
+        if any(p is None for p in payloads):
+            return None
+        names = [p for p in payloads if p is not None]
+        targets = [self.defs[p] for p in names]
+        shared = set.intersection(*(set(d.get("required", [])) for d in targets))
+        for key in sorted(shared):
+            values = [d.get("properties", {}).get(key, {}).get("const") for d in targets]
+            if all(isinstance(v, str) for v in values) and len(set(values)) == len(values):
+                return key, names
+        return None
+
+    def run(self) -> Model:
+        """Find the unions tagged inside their targets, then analyse every definition."""
+        for name, s in self.defs.items():
+            found = self.ref_tagged(s)
+            if found is None:
+                continue
+            key, payloads = found
+            self.ref_unions[name] = found
+            for payload in payloads:
+                tag = (key, str(self.defs[payload]["properties"][key]["const"]))
+                previous = self.tag_on_payload.setdefault(payload, tag)
+                if previous != tag:
+                    raise ValueError(f"{payload} is tagged {previous} and {tag}")
+        for name, s in self.defs.items():
+            self.handle(name, s)
+        self.model.items.extend(self.pending_variants)
+        self.collect_methods()
+        return self.model
+
+    def enum_of(self, name: str, s: dict[str, Any]) -> EnumDef | None:
+        """``{"type": "string", "enum": [...]}`` definitions are closed string enums."""
+        values = s.get("enum")
+        if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+            members: list[tuple[str, str | int, str]] = [(enum_member(v), v, "") for v in values]
+            return EnumDef(name, s.get("description", ""), members, False, False)
+        return super().enum_of(name, s)
+
+    def handle(self, name: str, s: dict[str, Any]) -> None:
+        """Unions tagged inside their targets: an alias over the payloads and ``Unknown<X>``."""
+        found = self.ref_unions.get(name)
+        all_of = s.get("allOf")
+        if found is None and isinstance(all_of, list) and len(all_of) > 1:
+            # ``allOf`` of references (``Result`` + ``Task``): one class with every field
+            targets = [self.defs[ref_name(a) or ""] for a in all_of]
+            merged: dict[str, Any] = {"description": s.get("description", ""), "type": "object"}
+            merged["properties"] = {k: v for t in targets for k, v in t["properties"].items()}
+            merged["required"] = [k for t in targets for k in t.get("required", [])]
+            super().handle(name, merged)
+            return
+        if found is None:
+            super().handle(name, s)
+            return
+        key, payloads = found
+        unknown = self.unknown_name(name)
+        self.pending_variants.append(UnknownDef(unknown, name, key))
+        self.add(AliasDef(name, s.get("description", ""), " | ".join([*payloads, unknown])))
+
+    def fields_of(self, owner: str, s: dict[str, Any], force_optional: bool = False) -> list[Field]:
+        """A variant's own tag is its ClassVar, not a field."""
+        fields = super().fields_of(owner, s, force_optional)
+        tag = self.tag_on_payload.get(owner)
+        if tag is not None and s is self.defs.get(owner):
+            fields = [f for f in fields if f.wire != tag[0]]
+        return fields
+
+    def collect_methods(self) -> None:
+        """The method table: who handles each method, its params and result definitions."""
+        sides = (
+            ("ClientRequest", "server"),
+            ("ClientNotification", "server"),
+            ("ServerRequest", "client"),
+            ("ServerNotification", "client"),
+        )
+        for union, side in sides:
+            key, payloads = self.ref_unions[union]
+            if key != "method":
+                raise ValueError(f"{union} is not tagged by method")
+            for payload in payloads:
+                props = self.defs[payload]["properties"]
+                method = str(props["method"]["const"])
+                params = ref_name(props.get("params", {})) or "None"
+                result: str | None = None
+                kind = "notification"
+                if union.endswith("Request"):
+                    kind = "request"
+                    result = payload.removesuffix("Request") + "Result"
+                    if result not in self.defs:
+                        result = "EmptyResult"
+                self.model.methods.append((method, side, kind, params, result))
+        self.model.methods.sort(key=lambda m: (m[1], m[0]))
+
+
 def enum_member(label: str) -> str:
     """An UPPER_CASE member name for an enum value or title."""
     out = re.sub(r"[^0-9a-zA-Z]+", "_", label).strip("_").upper()
@@ -692,6 +817,26 @@ from acpkit.schema import (
 __all__ = ["ABSENT", "PROTOCOL_VERSION", "AbsentType", "Method", "OpenIntEnum", "OpenStrEnum"]
 """
 
+MCP_RUNTIME = """
+from acpkit.schema import OpenStrEnum
+
+MCP_PROTOCOL_VERSION: Final = "{revision}"
+\"\"\"The MCP protocol revision these models were generated from (``initialize``).\"\"\"
+
+
+@attrs.frozen
+class Method:
+    \"\"\"One MCP method: its wire name, which side handles it, and its payload classes.\"\"\"
+
+    name: str
+    side: Literal["client", "server"]
+    kind: Literal["request", "notification"]
+    params: Any
+    \"\"\"The params model (a class or a union alias); ``None`` when the method has none.\"\"\"
+    result: Any
+    \"\"\"The result model; ``None`` for notifications.\"\"\"
+"""
+
 
 def ordered(items: list[Any]) -> list[Any]:
     """Enums, then classes, then aliases, each group ordered so definitions precede uses."""
@@ -729,8 +874,10 @@ def ordered(items: list[Any]) -> list[Any]:
     return out
 
 
-def render(model: Model, title: str, source: str, stable: bool) -> str:
-    """The Python source of one generated module."""
+def render(
+    model: Model, title: str, source: str, stable: bool, mcp_revision: str | None = None
+) -> str:
+    """The Python source of one generated module (an MCP one when *mcp_revision* is given)."""
     table = []
     for item in model.items:
         if isinstance(item, ClassDef) and item.tag is not None:
@@ -752,6 +899,8 @@ def render(model: Model, title: str, source: str, stable: bool) -> str:
     out = [HEADER.format(title=title, source=source, body=body).rstrip("\n")]
     if stable:
         out.append(STABLE_RUNTIME.rstrip("\n"))
+    elif mcp_revision is not None:
+        out.append(MCP_RUNTIME.replace("{revision}", mcp_revision).rstrip("\n"))
     else:
         out[-1] = out[-1] + "\n" + UNSTABLE_RUNTIME.rstrip("\n")
     for item in ordered(model.items):
@@ -802,6 +951,8 @@ def render(model: Model, title: str, source: str, stable: bool) -> str:
             for f in item.fields:
                 out.append("")
                 out += render_field(f, "    ")
+    if mcp_revision is not None:
+        return ruff_format("\n".join(out + render_mcp_methods(model)) + "\n")
     # method table
     for side, var in (
         ("agent", "AGENT"),
@@ -828,6 +979,28 @@ def render(model: Model, title: str, source: str, stable: bool) -> str:
     return ruff_format("\n".join(out) + "\n")
 
 
+def render_mcp_methods(model: Model) -> list[str]:
+    """``MCP_SERVER_METHODS`` and ``MCP_CLIENT_METHODS``: methods by the side that handles them."""
+    out: list[str] = []
+    for side, sender in (("server", "client"), ("client", "server")):
+        out += ["", "", f"MCP_{side.upper()}_METHODS: dict[str, Method] = {{"]
+        for name, mside, kind, params, result in model.methods:
+            if mside != side:
+                continue
+            out.append(f'    "{name}": Method(')
+            out.append(f'        name="{name}",')
+            out.append(f'        side="{mside}",')
+            out.append(f'        kind="{kind}",')
+            out.append(f"        params={params},")
+            out.append(f"        result={result},")
+            out.append("    ),")
+        out.append("}")
+        out += render_doc(
+            f"Methods an MCP {side} handles (the {sender} sends them), by wire name.", ""
+        )
+    return out
+
+
 def ruff_format(source: str) -> str:
     """Format generated source with ``ruff format`` (found beside the interpreter or on PATH)."""
     ruff = Path(sys.executable).with_name("ruff")
@@ -849,8 +1022,21 @@ def generate(schema_path: Path, title: str, stable: bool) -> str:
     return render(model, title, source, stable)
 
 
+def generate_mcp(revision: str = MCP_REVISION) -> str:
+    """Generate ``acpkit/mcp/schema.py`` from the vendored MCP schema of *revision*."""
+    schema_path = MCP_SCHEMA_DIR / revision / "schema.json"
+    schema = json.loads(schema_path.read_text(encoding="utf-8"))
+    model = McpGenerator(schema).run()
+    source = schema_path.relative_to(ROOT).as_posix()
+    title = f"MCP {revision} protocol models."
+    return render(model, title, source, False, mcp_revision=revision)
+
+
 def generate_all(out_dir: Path) -> list[Path]:
-    """Write ``schema.py`` and ``unstable.py`` into *out_dir*; return the paths written."""
+    """Write ``schema.py``, ``unstable.py`` and ``mcp/schema.py`` into *out_dir*.
+
+    Returns the paths written.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = [
         ("schema.json", "schema.py", "ACP v1 stable protocol models.", True),
@@ -866,6 +1052,10 @@ def generate_all(out_dir: Path) -> list[Path]:
         path = out_dir / dst
         path.write_text(generate(SCHEMA_DIR / src, title, stable), encoding="utf-8")
         written.append(path)
+    mcp_path = out_dir / MCP_MODULE
+    mcp_path.parent.mkdir(parents=True, exist_ok=True)
+    mcp_path.write_text(generate_mcp(), encoding="utf-8")
+    written.append(mcp_path)
     return written
 
 
@@ -873,11 +1063,15 @@ def drift(package_dir: Path = ROOT / "acpkit") -> list[str]:
     """Names of the committed generated modules that differ from a fresh generation."""
     with tempfile.TemporaryDirectory() as tmp:
         fresh = generate_all(Path(tmp))
-        return [
-            p.name
-            for p in fresh
-            if p.read_text(encoding="utf-8") != (package_dir / p.name).read_text(encoding="utf-8")
-        ]
+        changed = []
+        for p in fresh:
+            name = p.relative_to(tmp).as_posix()
+            committed = package_dir / name
+            if not committed.exists() or p.read_text(encoding="utf-8") != committed.read_text(
+                encoding="utf-8"
+            ):
+                changed.append(name)
+        return changed
 
 
 def main(argv: list[str] | None = None) -> int:
