@@ -40,9 +40,15 @@ from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.protocols.basic import LineReceiver
 from twisted.python.failure import Failure
-from zope.interface import implementer
+from zope.interface import Attribute, Interface, implementer
 
-__all__ = ["DEFAULT_MAX_LENGTH", "LineTracer", "NDJSONProtocol"]
+__all__ = [
+    "DEFAULT_MAX_LENGTH",
+    "IFramedMessageReceiver",
+    "IMessageSender",
+    "LineTracer",
+    "NDJSONProtocol",
+]
 
 #: Default largest accepted line, in raw bytes before decoding (64 MiB: room for images).
 DEFAULT_MAX_LENGTH = 64 * 1024 * 1024
@@ -61,7 +67,38 @@ class LineTracer(TypingProtocol):
         """A complete outbound line (without its delimiter) is being written."""
 
 
-@implementer(IHalfCloseableProtocol)
+class IMessageSender(Interface):
+    """
+    What a message engine needs from a framing to write: one call per message.
+
+    Provided by :class:`NDJSONProtocol` (a line) and
+    :class:`acpkit.framing_headers.ContentLengthProtocol` (a header block and a body).
+    """
+
+    MAX_LENGTH = Attribute("The largest message, in bytes, this framing reads (int).")
+
+    def sendMessage(data: bytes) -> None:
+        """Write ``data`` as one framed message."""
+
+
+class IFramedMessageReceiver(Interface):
+    """
+    What a framing delivers, whatever its wire format (the names of
+    :class:`acpkit.framing_headers.ContentLengthProtocol`'s hooks; :class:`NDJSONProtocol`
+    keeps ``LineReceiver``'s: ``lineReceived``, ``lineLengthExceeded``).
+    """
+
+    def messageReceived(data: bytes) -> None:
+        """One complete message, bytes without framing."""
+
+    def messageLengthExceeded(head: bytes) -> None:
+        """A message longer than ``MAX_LENGTH`` was skipped; ``head`` is its first bytes."""
+
+    def inputEnded() -> None:
+        """No more input will come (after every complete message was delivered)."""
+
+
+@implementer(IHalfCloseableProtocol, IMessageSender)
 class NDJSONProtocol(LineReceiver):
     """
     Linear-time newline framing with half-close support.
@@ -222,6 +259,10 @@ class NDJSONProtocol(LineReceiver):
             tracer.sent(line)
         assert self.transport is not None
         self.transport.writeSequence([line, self.delimiter])
+
+    def sendMessage(self, data: bytes) -> None:
+        """:class:`IMessageSender`: write ``data`` as one line (see :meth:`sendLine`)."""
+        self.sendLine(data)
 
     # -- end of input --------------------------------------------------------------
 

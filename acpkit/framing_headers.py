@@ -40,7 +40,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from acpkit.framing import DEFAULT_MAX_LENGTH, OVERSIZED_HEAD, LineTracer
+from acpkit.framing import DEFAULT_MAX_LENGTH, OVERSIZED_HEAD, IMessageSender, LineTracer
 
 __all__ = ["DEFAULT_MAX_HEADER_LENGTH", "ContentLengthProtocol", "HeaderError", "parse_headers"]
 
@@ -81,7 +81,7 @@ def parse_headers(block: bytes) -> int:
     return length
 
 
-@implementer(IHalfCloseableProtocol)
+@implementer(IHalfCloseableProtocol, IMessageSender)
 class ContentLengthProtocol(Protocol):
     """
     Linear-time ``Content-Length`` framing with half-close and pause support.
@@ -252,13 +252,13 @@ class ContentLengthProtocol(Protocol):
 
     # -- writing -----------------------------------------------------------------
 
-    def sendMessage(self, body: bytes) -> None:
-        """Write ``body`` with its ``Content-Length`` header."""
+    def sendMessage(self, data: bytes) -> None:
+        """Write ``data`` with its ``Content-Length`` header (:class:`IMessageSender`)."""
         tracer = self.tracer
         if tracer is not None:
-            tracer.sent(body)
+            tracer.sent(data)
         assert self.transport is not None
-        self.transport.writeSequence([b"Content-Length: %d\r\n\r\n" % len(body), body])
+        self.transport.writeSequence([b"Content-Length: %d\r\n\r\n" % len(data), data])
 
     # -- end of input --------------------------------------------------------------
 

@@ -450,8 +450,9 @@ class JSONRPCEngine(Protocol):
     A concrete protocol puts it in front of a framing (:class:`JSONRPCProtocol`:
     newline-delimited; :class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol`:
     ``Content-Length`` headers).  The framing calls :meth:`_frame_received`,
-    :meth:`_frame_too_large` and ``inputEnded``; the engine writes each message with
-    :meth:`_send_frame` and reads ``MAX_LENGTH`` and ``paused`` from the framing.
+    :meth:`_frame_too_large` and ``inputEnded`` (:class:`acpkit.framing.IFramedMessageReceiver`
+    under the framing's own names); the engine writes each message with ``sendMessage``
+    (:class:`acpkit.framing.IMessageSender`) and reads ``MAX_LENGTH`` and ``paused``.
 
     ``registry`` holds the methods this side handles; ``clock`` drives timeouts
     (default: the global reactor); ``name`` labels log lines; ``cancellation`` is the
@@ -711,7 +712,7 @@ class JSONRPCEngine(Protocol):
         self._outgoing.written(size)
         if self._write_paused:
             self._written_while_paused += size + 1
-        self._send_frame(line)
+        self.sendMessage(line)
         if not self._receiving:
             self._flush()
         return True
@@ -837,8 +838,8 @@ class JSONRPCEngine(Protocol):
 
     # -- reading: ordered backlog -------------------------------------------------------
 
-    def _send_frame(self, data: bytes) -> None:
-        """Write one message through the framing."""
+    def sendMessage(self, data: bytes) -> None:
+        """Write one message through the framing (:class:`acpkit.framing.IMessageSender`)."""
         raise NotImplementedError
 
     def _frame_received(self, line: bytes) -> None:
@@ -1393,7 +1394,4 @@ class JSONRPCProtocol(JSONRPCEngine, NDJSONProtocol):
 
     lineReceived = JSONRPCEngine._frame_received
     lineLengthExceeded = JSONRPCEngine._frame_too_large
-
-    def _send_frame(self, data: bytes) -> None:
-        """Write one message as one line."""
-        self.sendLine(data)
+    sendMessage = NDJSONProtocol.sendMessage

@@ -38,9 +38,7 @@ class ContentLengthJSONRPCProtocol(JSONRPCEngine, ContentLengthProtocol):
         """Queue the head of an oversized message for in-order processing."""
         self._frame_too_large(head)
 
-    def _send_frame(self, data: bytes) -> None:
-        """Write one message with its ``Content-Length`` header."""
-        self.sendMessage(data)
+    sendMessage = ContentLengthProtocol.sendMessage
 
     def malformedHeader(self, reason: str) -> None:
         """Answer -32700 with id ``null``, then close (nothing after it can be framed)."""

@@ -11,7 +11,9 @@ Two measurements, each for both protocols:
 - through a real pipe: a child process writes the line to its stdout, the reactor reads
   it (the kernel decides the read sizes) and feeds the protocol.
 
-Prints the seconds for each and the ratio LineReceiver / NDJSONProtocol.
+Prints the seconds for each and the ratio LineReceiver / NDJSONProtocol.  In memory,
+also the same payload as one ``Content-Length`` message
+(:class:`acpkit.framing_headers.ContentLengthProtocol`, the LSP framing).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from twisted.protocols.basic import LineReceiver
 from twisted.python.failure import Failure
 
 from acpkit.framing import NDJSONProtocol
+from acpkit.framing_headers import ContentLengthProtocol
 
 
 class NDJSONSink(NDJSONProtocol):
@@ -41,6 +44,32 @@ class NDJSONSink(NDJSONProtocol):
 
     def lineReceived(self, line: bytes) -> None:
         self.delivered.append(len(line))
+
+
+class ContentLengthSink(ContentLengthProtocol):
+    """Counts delivered message bodies."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.delivered: list[int] = []
+
+    def messageReceived(self, body: bytes) -> None:
+        self.delivered.append(len(body))
+
+
+def content_length_in_memory(size: int, read_size: int) -> float:
+    """Seconds to deliver one ``size``-byte Content-Length message in reads of ``read_size``."""
+    body = b"A" * (size - 1)
+    data = b"Content-Length: %d\r\n\r\n" % len(body) + body
+    proto = ContentLengthSink()
+    proto.makeConnection(StringTransport())
+    chunks = [data[i : i + read_size] for i in range(0, len(data), read_size)]
+    started = time.perf_counter()
+    for chunk in chunks:
+        proto.dataReceived(chunk)
+    elapsed = time.perf_counter() - started
+    assert proto.delivered == [len(body)], proto.delivered
+    return elapsed
 
 
 class StockSink(LineReceiver):
@@ -128,6 +157,8 @@ def main(argv: list[str] | None = None) -> None:
     out.write(f"  NDJSONProtocol  {ours:8.4f} s\n")
     out.write(f"  LineReceiver    {stock:8.4f} s\n")
     out.write(f"  ratio           {stock / ours:8.1f} x\n")
+    headers = content_length_in_memory(options.size, options.read)
+    out.write(f"  Content-Length  {headers:8.4f} s (the same bytes as one LSP-framed message)\n")
     if options.no_pipe:
         return
     import subprocess

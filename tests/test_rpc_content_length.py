@@ -128,3 +128,14 @@ def test_oversized_body_answered_with_its_id() -> None:
     reply = json.loads(transport.value().split(b"\r\n\r\n", 1)[1])
     assert reply["id"] == 9 and reply["error"]["code"] == -32600
     assert proto.oversized_dropped == 1
+
+
+def test_both_framings_provide_the_message_sender_interface() -> None:
+    """NDJSON and Content-Length framings (and the engine over each) are IMessageSenders."""
+    from acpkit.framing import IMessageSender, NDJSONProtocol
+    from acpkit.framing_headers import ContentLengthProtocol
+    from acpkit.jsonrpc import JSONRPCProtocol
+
+    for cls in (NDJSONProtocol, ContentLengthProtocol, JSONRPCProtocol):
+        assert IMessageSender.implementedBy(cls)
+    assert IMessageSender.providedBy(ContentLengthJSONRPCProtocol(clock=Clock()))
