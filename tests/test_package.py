@@ -37,3 +37,42 @@ def test_import_acpkit_loads_no_layer() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "['acpkit._version']"
+
+
+def test_connection_semantics_table_has_one_row_per_situation() -> None:
+    """
+    The protocol-semantics table of ``acpkit.connection``'s docstring (its API page)
+    parses as one row per situation, each with its whole text: a multi-line cell is not
+    read as extra rows.
+    """
+    import ast
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("docutils")
+    from docutils import nodes
+    from docutils.core import publish_doctree
+
+    source = Path(acpkit.__file__).parent / "connection.py"
+    docstring = ast.get_docstring(ast.parse(source.read_text()))
+    assert docstring is not None
+    # Sphinx's roles are unknown to plain docutils: keep their text.
+    doctree = publish_doctree(
+        docstring.replace(":func:", "").replace(":class:", ""),
+        settings_overrides={"report_level": 5, "halt_level": 5},
+    )
+    (table,) = doctree.findall(nodes.table)
+    rows = [row for row in table.findall(nodes.row)]
+    first_cells = [row.children[0].astext().replace("\n", " ") for row in rows]
+    assert first_cells == [
+        "situation",
+        "session/cancel while a turn runs",
+        "session/cancel before the turn started",
+        "the client calls cancel()",
+        "an agent sends updates for a session before its session/new response",
+        "a client receives updates for a session it does not know yet",
+        "a method the implementation lacks",
+        "the peer stops reading our output",
+    ]
+    assert all(len(row.children) == 2 and row.children[1].astext() for row in rows)
