@@ -48,6 +48,12 @@ key                         type      default                       meaning
                                                                     of strings), ``timeout``
                                                                     (seconds > 0, default 10);
                                                                     see :mod:`.hooks`
+``[mcp.servers.<name>]``    tables    none                          MCP servers (per process):
+                                                                    ``command``/``args``/
+                                                                    ``env``/``cwd`` or ``url``/
+                                                                    ``headers``, plus
+                                                                    ``permissions``, ``tools``;
+                                                                    see :mod:`.mcp_config`
 ==========================  ========  ============================  =======================
 """
 
@@ -61,6 +67,7 @@ from typing import Any
 import attrs
 
 from acpkit_agent.hooks import HookCommand, parse_hooks
+from acpkit_agent.mcp_config import McpServerConfig, merge_mcp_tables, parse_mcp
 
 __all__ = [
     "DEFAULT_TITLE",
@@ -105,6 +112,8 @@ class AgentConfig:
     engine_settings: Mapping[str, Any] = attrs.field(factory=dict)
     hooks: Mapping[str, tuple[HookCommand, ...]] = attrs.field(factory=dict)
     """The configured hooks by event (``preToolCall``, ``postAsk``)."""
+    mcp_servers: tuple[McpServerConfig, ...] = ()
+    """The ``[mcp.servers.<name>]`` tables, validated, in file order (per process)."""
     path: str | None = None
     """The most specific file this came from (the project file if any), None: defaults."""
     sources: tuple[str, ...] = attrs.field(default=(), eq=False)
@@ -137,7 +146,7 @@ _SCALARS: dict[str, tuple[tuple[type, ...], str]] = {
     "sessions.dir": ((str,), "sessions_dir"),
     "skills.dirs": ((list,), "skills_dirs"),
 }
-_TABLES = ("acp", "context", "sessions", "skills", "engine", "hooks")
+_TABLES = ("acp", "context", "sessions", "skills", "engine", "hooks", "mcp")
 _TYPE_NAMES = {
     str: "a string",
     bool: "a boolean",
@@ -173,6 +182,12 @@ def parse_config(data: Mapping[str, Any], path: str) -> AgentConfig:
             if top == "hooks":
                 try:
                     values["hooks"] = parse_hooks(value)
+                except ValueError as error:
+                    raise _fail(path, str(error)) from None
+                continue
+            if top == "mcp":
+                try:
+                    values["mcp_servers"] = parse_mcp(value)
                 except ValueError as error:
                     raise _fail(path, str(error)) from None
                 continue
@@ -232,6 +247,7 @@ _PROCESS_KEYS: dict[str, str] = {
     "sessions.dir": "sessions_dir",
     "skills.dirs": "skills_dirs",
     "engine": "engine_name",
+    "mcp": "mcp_servers",
 }
 
 
@@ -302,12 +318,15 @@ def merge_documents(lower: Mapping[str, Any], upper: Mapping[str, Any]) -> dict[
     """
     ``upper`` over ``lower``: tables are merged key by key, except ``[engine]`` (another
     engine's settings would not fit) which ``upper`` replaces whole; each ``hooks`` event
-    (a list) is replaced whole too.
+    (a list) is replaced whole too, and so is each server of ``[mcp.servers]`` (merged by
+    name).
     """
     merged: dict[str, Any] = dict(lower)
     for key, value in upper.items():
         below = merged.get(key)
-        if key != "engine" and isinstance(value, dict) and isinstance(below, dict):
+        if key == "mcp" and isinstance(value, dict) and isinstance(below, dict):
+            merged[key] = merge_mcp_tables(below, value)
+        elif key != "engine" and isinstance(value, dict) and isinstance(below, dict):
             merged[key] = {**below, **value}
         else:
             merged[key] = value
