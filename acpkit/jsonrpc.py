@@ -1,11 +1,16 @@
 """
-JSON-RPC 2.0 over newline-delimited JSON, untyped: params and results are JSON builtins.
+The JSON-RPC 2.0 engine, untyped: params and results are JSON builtins.
 
-:class:`JSONRPCProtocol` sits on :class:`acpkit.framing.NDJSONProtocol`.  It classifies
-each line once by its keys (``id`` + ``method``: request; ``id`` + ``result`` xor
-``error``: response; ``method`` alone: notification), correlates our outgoing requests
-with their responses, dispatches inbound requests and notifications to a
-:class:`MethodRegistry`, and implements ``$/cancel_request`` both ways.
+:class:`JSONRPCEngine` takes whole messages from a framing and classifies each once by
+its keys (:mod:`acpkit.rpc_classify`: ``id`` + ``method``: request; ``id`` + ``result``
+xor ``error``: response; ``method`` alone: notification), correlates our outgoing
+requests with their responses (:mod:`acpkit.rpc_outgoing`), dispatches inbound requests
+and notifications to a :class:`MethodRegistry`, and cancels both ways with its
+dialect's notification (:mod:`acpkit.rpc_cancel`).  :class:`JSONRPCProtocol` is the
+engine over :class:`acpkit.framing.NDJSONProtocol` with ACP's ``$/cancel_request``;
+:class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol` the engine over
+``Content-Length`` headers with LSP's ``$/cancelRequest``.  Below, "line" is one
+framed message.
 
 Error replies
 =============
@@ -92,14 +97,16 @@ The failed request's late answer, if any, is dropped quietly.
 Cancellation
 ============
 
-Inbound ``$/cancel_request {"requestId": id}`` calls :meth:`InboundRequest.cancel`: a
-queued request is answered at once; a running handler's ``Deferred`` is cancelled (an
-``async def`` handler sees ``CancelledError`` at its ``await``).  A request is answered
-exactly once: with the handler's result if it produced one anyway, else the method's
-``cancelled_result``, else -32800.  A cancel for an unknown or answered id is ignored.
-Outgoing: ``d.cancel()`` on a :meth:`JSONRPCProtocol.request` Deferred sends
-``$/cancel_request`` and fails ``d`` with ``CancelledError`` at once; the peer's late
-answer is dropped.  A timeout does the same with :class:`RequestTimeout`.
+Inbound, the policy's cancel notification (ACP: ``$/cancel_request {"requestId": id}``)
+calls :meth:`InboundRequest.cancel`: a queued request is answered at once; a running
+handler's ``Deferred`` is cancelled (an ``async def`` handler sees ``CancelledError`` at
+its ``await``).  A request is answered exactly once: with the handler's result if it
+produced one anyway, else the method's ``cancelled_result``, else -32800 (a policy that
+does not answer cancelled requests, MCP's, answers nothing).  A cancel for an unknown or
+answered id is ignored.  Outgoing: ``d.cancel()`` on a :meth:`JSONRPCEngine.request`
+Deferred sends the cancel notification and fails ``d`` with ``CancelledError`` at once;
+the peer's late answer is dropped.  A timeout does the same with
+:class:`RequestTimeout`.
 
 Back-pressure
 =============

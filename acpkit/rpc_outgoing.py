@@ -4,23 +4,20 @@ The table of our pending outgoing requests: ids, timers, and who an answer is fo
 No I/O and no logging: the engine (:mod:`acpkit.jsonrpc`) writes and logs, this table
 only keeps state.
 
-================================  ===================================================
-operation                         what it does
-================================  ===================================================
-:meth:`~OutgoingRequests.add`     allocate the next id (1, 2, ...) for a request
-                                  whose line is ``size`` bytes
-:meth:`~OutgoingRequests.match`   the pending request a response id names: an int,
-                                  or the decimal string of a pending int
-                                  (``from_string`` tells the engine to warn)
-:meth:`~OutgoingRequests.fail`    remove it, stop its timer, errback its Deferred
-:meth:`~OutgoingRequests.give_up` remove it and stop its timer without firing it;
-                                  its id is remembered (the last 1024) so a late
-                                  answer is dropped quietly (:meth:`was_given_up`)
-:meth:`~OutgoingRequests.         every pending request fails with the reason
-fail_all`
-:meth:`~OutgoingRequests.         which requests an error with id ``null`` can only
-unreadable`                       be about (see the engine's "Oversized lines")
-================================  ===================================================
+=================  ==================================================================
+operation          what it does
+=================  ==================================================================
+``add``            allocate the next id (1, 2, ...) for a request of ``size`` bytes
+``match``          the pending request a response id names: an int, or the decimal
+                   string of a pending int (``from_string`` tells the engine to warn)
+``fail``           remove it, stop its timer, errback its Deferred
+``give_up``        remove it and stop its timer without firing it; its id is
+                   remembered (the last 1024) so that a late answer is dropped
+                   quietly (``was_given_up``)
+``fail_all``       every pending request fails with the reason
+``unreadable``     which requests an error with id ``null`` can only be about (see
+                   "Oversized lines" in :mod:`acpkit.jsonrpc`)
+=================  ==================================================================
 """
 
 from __future__ import annotations
