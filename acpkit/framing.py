@@ -260,7 +260,7 @@ class NDJSONProtocol(LineReceiver):
         assert self.transport is not None
         self.transport.writeSequence([line, self.delimiter])
 
-    def sendMessage(self, data: bytes) -> None:
+    def sendMessage(self, data: bytes, /) -> None:
         """:class:`IMessageSender`: write ``data`` as one line (see :meth:`sendLine`)."""
         self.sendLine(data)
 
