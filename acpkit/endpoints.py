@@ -2,8 +2,9 @@
 Transports for ACP connections: stdio, child-process agents, Twisted endpoint strings.
 
 Every function here works with any :class:`~twisted.internet.interfaces.IProtocol`;
-:class:`acpkit.framing.NDJSONProtocol` subclasses additionally get half-close handling
-(they provide ``IHalfCloseableProtocol``) and, when ``ACPKIT_TRACE`` is set, a tracer.
+:class:`acpkit.framing.NDJSONProtocol` and :class:`acpkit.framing_headers.ContentLengthProtocol`
+subclasses additionally get half-close handling (they provide ``IHalfCloseableProtocol``)
+and, when ``ACPKIT_TRACE`` is set, a tracer.
 
 - :func:`serve_stdio` runs a protocol on this process's stdin/stdout (the agent side).
 - :func:`spawn_agent` starts an agent as a child process in its own process group and
@@ -51,6 +52,7 @@ from zope.interface import implementer
 
 from acpkit.compat import StandardIO, flush_writer, process_pipe, stdio_writer
 from acpkit.framing import NDJSONProtocol
+from acpkit.framing_headers import ContentLengthProtocol
 
 __all__ = [
     "AgentAddress",
@@ -104,8 +106,8 @@ def process_group_argv(executable: str, argv: Sequence[str]) -> tuple[str, list[
 
 
 def _attach_tracer(protocol: IProtocol, name: str) -> None:
-    """Give an NDJSON protocol without a tracer the ``ACPKIT_TRACE`` tracer, if any."""
-    if isinstance(protocol, NDJSONProtocol) and protocol.tracer is None:
+    """Give a framed protocol without a tracer the ``ACPKIT_TRACE`` tracer, if any."""
+    if isinstance(protocol, NDJSONProtocol | ContentLengthProtocol) and protocol.tracer is None:
         from acpkit.trace import tracer_from_environment
 
         protocol.tracer = tracer_from_environment(name)

@@ -139,3 +139,13 @@ def test_both_framings_provide_the_message_sender_interface() -> None:
     for cls in (NDJSONProtocol, ContentLengthProtocol, JSONRPCProtocol):
         assert IMessageSender.implementedBy(cls)
     assert IMessageSender.providedBy(ContentLengthJSONRPCProtocol(clock=Clock()))
+
+
+def test_acpkit_trace_reaches_content_length_protocols(tmp_path: Any, monkeypatch: Any) -> None:
+    """ACPKIT_TRACE gives a Content-Length protocol a tracer, as it does an NDJSON one."""
+    from acpkit.endpoints import _attach_tracer
+
+    monkeypatch.setenv("ACPKIT_TRACE", str(tmp_path / "trace.log"))
+    proto = ContentLengthJSONRPCProtocol(MethodRegistry(), clock=Clock())
+    _attach_tracer(proto, "lsp")
+    assert proto.tracer is not None
