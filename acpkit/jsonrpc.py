@@ -152,7 +152,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
-from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
@@ -290,12 +290,6 @@ class MethodRegistry:
     def notification_methods(self) -> frozenset[str]:
         """Names of the registered notification methods."""
         return frozenset(self._notifications)
-
-
-@attrs.define
-class _Line:
-    data: bytes
-    oversized: bool = False
 
 
 @attrs.define
@@ -453,9 +447,6 @@ class JSONRPCEngine(Protocol):
         self._outgoing = OutgoingRequests()
         # inbound
         self._dispatch = InboundDispatcher(self)
-        self._backlog: deque[_Line] = deque()
-        self._draining = False
-        self._held: Deferred[Any] | None = None
         # input end, flow control, close
         self._eof = False
         self._eof_handled = False
@@ -534,17 +525,13 @@ class JSONRPCEngine(Protocol):
         why = ConnectionLost.because(reason.value)
         self._log.info("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
         self.fail_all_outgoing(why)
-        dropped = len(self._backlog)
-        self._backlog.clear()
+        dropped = self._dispatch.drop_backlog()
         if dropped:
             self._log.info(
                 "{peer}: {n} unprocessed messages dropped on connection loss",
                 peer=self.name,
                 n=dropped,
             )
-        held, self._held = self._held, None
-        if held is not None:
-            held.cancel()
         self._dispatch.abandon_all()
         waiters, self._writable_waiters = self._writable_waiters, []
         for w in waiters:
@@ -628,7 +615,7 @@ class JSONRPCEngine(Protocol):
 
     def _update_reading(self) -> None:
         # Only a held notification handler stops reading; write pressure never does.
-        want = self._held is not None
+        want = self._dispatch.held is not None
         if want == self._reading_paused or not self.connected or self.transport is None:
             return
         if getattr(self.transport, "disconnecting", False):
@@ -782,37 +769,23 @@ class JSONRPCEngine(Protocol):
 
     def _frame_received(self, line: bytes) -> None:
         """Queue one message for in-order processing."""
-        self._backlog.append(_Line(line))
-        self._drain()
+        dispatch = self._dispatch
+        dispatch.backlog.append((line, False))
+        dispatch.drain()
 
     def _frame_too_large(self, line: bytes) -> None:
         """Queue the head of an oversized message for in-order processing."""
-        self._backlog.append(_Line(line, oversized=True))
-        self._drain()
+        dispatch = self._dispatch
+        dispatch.backlog.append((line, True))
+        dispatch.drain()
 
     def inputEnded(self) -> None:
         """The peer closed our input: finish in-flight work, then close."""
         self._eof = True
-        self._drain()
-
-    def _drain(self) -> None:
-        if self._draining:
-            return
-        self._draining = True
-        try:
-            while self._backlog and self._held is None:
-                item = self._backlog.popleft()
-                if item.oversized:
-                    self._process_oversized(item.data)
-                else:
-                    self._process_line(item.data)
-        finally:
-            self._draining = False
-        self._update_reading()
-        self._check_eof()
+        self._dispatch.drain()
 
     def _check_eof(self) -> None:
-        if not self._eof or self._backlog or self._held is not None:
+        if not self._eof or not self._dispatch.idle():
             return
         if not self._eof_handled:
             self._eof_handled = True
@@ -825,24 +798,6 @@ class JSONRPCEngine(Protocol):
         if self.connected and self.transport is not None:
             self._closing = True
             self.transport.loseConnection()
-
-    def _hold(self, d: Deferred[Any], method: str) -> None:
-        self._held = d
-        self._update_reading()
-
-        def release(result: object) -> None:
-            if isinstance(result, Failure) and not isinstance(result.value, CancelledError):
-                self._log.failure(
-                    "{peer}: notification handler for {method} failed",
-                    result,
-                    peer=self.name,
-                    method=method,
-                )
-            if self._held is d:
-                self._held = None
-                self._drain()
-
-        d.addBoth(release)
 
     # -- reading: classification ----------------------------------------------------------
 
@@ -1031,7 +986,7 @@ class JSONRPCEngine(Protocol):
                 )
             )
         else:
-            self._hold(d, method)
+            self._dispatch.hold(d, method)
 
     def _cancel_inbound(self, params: object) -> None:
         policy = self.cancellation

@@ -1,7 +1,10 @@
 """
 The inbound side of a JSON-RPC connection: requests from the peer, from arrival to answer.
 
-:class:`InboundDispatcher` keeps the requests in progress by id, runs at most
+:class:`InboundDispatcher` processes inbound messages strictly in wire order (a
+notification handler that returns an unfired ``Deferred`` holds every later message in
+a backlog until it fires; the engine pauses reading meanwhile), keeps the requests in
+progress by id, runs at most
 ``max_concurrent_requests`` handlers at once, queues the next ones in FIFO order (at
 most ``max_queued_requests``; the engine refuses beyond), cancels queued and running
 requests, and answers each request exactly once:
@@ -128,7 +131,7 @@ class InboundRequest:
 
 
 class InboundDispatcher:
-    """Inbound requests of one connection: slots, queue, cancellation, answers."""
+    """Inbound messages of one connection: wire order, request slots, queue, cancellation."""
 
     def __init__(self, host: JSONRPCEngine) -> None:
         self._host = host
@@ -139,6 +142,67 @@ class InboundDispatcher:
         #: How many handlers are running.
         self.running = 0
         self._pumping = False
+        #: Messages not processed yet, in wire order: (bytes, True for an oversized head).
+        self.backlog: deque[tuple[bytes, bool]] = deque()
+        self._draining = False
+        #: The unfired Deferred of a notification handler holding the stream, or None.
+        self.held: Deferred[Any] | None = None
+
+    # -- wire order ------------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Process the backlog in order until it is empty or a handler holds the stream."""
+        if self._draining:
+            return
+        self._draining = True
+        host = self._host
+        backlog = self.backlog
+        try:
+            while backlog and self.held is None:
+                data, oversized = backlog.popleft()
+                if oversized:
+                    host._process_oversized(data)
+                else:
+                    host._process_line(data)
+        finally:
+            self._draining = False
+        host._update_reading()
+        host._check_eof()
+
+    def hold(self, d: Deferred[Any], method: str) -> None:
+        """A notification handler returned ``d``: later messages wait until it fires."""
+        self.held = d
+        host = self._host
+        host._update_reading()
+
+        def release(result: object) -> None:
+            if isinstance(result, Failure) and not isinstance(result.value, CancelledError):
+                host._log.failure(
+                    "{peer}: notification handler for {method} failed",
+                    result,
+                    peer=host.name,
+                    method=method,
+                )
+            if self.held is d:
+                self.held = None
+                self.drain()
+
+        d.addBoth(release)
+
+    def idle(self) -> bool:
+        """True when nothing waits in the backlog and no handler holds the stream."""
+        return not self.backlog and self.held is None
+
+    def drop_backlog(self) -> int:
+        """The connection is gone: drop unprocessed messages, cancel a holding handler."""
+        dropped = len(self.backlog)
+        self.backlog.clear()
+        held, self.held = self.held, None
+        if held is not None:
+            held.cancel()
+        return dropped
+
+    # -- requests ----------------------------------------------------------------------
 
     def _answer_cancelled(self, request: InboundRequest) -> None:
         """What :meth:`InboundRequest.cancel` calls for a request not running yet."""
