@@ -257,6 +257,10 @@ class ConformanceTutorialTests(ExampleTestCase):
     command line, ``checked_agent.py`` passes them all through the pytest plugin.
     """
 
+    # Three whole conformance runs at once: 38 s alone on 2 cores, 53 s on Twisted 24.7;
+    # the limit only guards against a hang.
+    timeout = 180
+
     def start(self, args: Sequence[str]) -> Deferred[tuple[str, str, int]]:
         """``python ARGS`` in the project, started now; a Deferred of its outcome."""
         return Deferred.fromCoroutine(self.run_program(args))
