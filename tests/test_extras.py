@@ -27,6 +27,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from acpkit_client import launch
+from tests.test_docs_examples import plugin_option
 
 ROOT = Path(__file__).parent.parent
 OURS = ("acpkit", "acpkit_agent", "acpkit_client", "twisted")
@@ -298,3 +299,85 @@ def test_a_command_with_its_extra_starts() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "usage" in done.stdout.lower()
+
+
+_REFUSE = textwrap.dedent(
+    """
+    import sys
+
+    blocked = set(sys.argv.pop(1).split(","))
+
+    class Refuse:
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname.split(".")[0] in blocked:
+                raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
+            return None
+
+    sys.meta_path.insert(0, Refuse())
+    """
+)
+
+
+def test_bob_without_the_agent_extra_says_which_to_install() -> None:
+    """``twistd -n acp-agent`` without treq and PyYAML: one line naming the extra, exit 2."""
+    program = _REFUSE + textwrap.dedent(
+        """
+        from twisted.scripts.twistd import run
+
+        sys.argv = ["twistd", "-n", "acp-agent"]
+        run()
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, "treq,yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == launch.MISSING_EXTRA_EXIT_STATUS, done.stderr
+    assert done.stdout == ""
+    assert done.stderr.startswith("acp-agent needs the 'agent' extra ("), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "pip install 'txacpkit[agent]'" in done.stderr
+
+
+def test_the_pytest_plugin_without_the_conformance_extra_says_which_to_install(
+    tmp_path: Path,
+) -> None:
+    """
+    ``pytest --acp-agent`` without Hypothesis and jsonschema is a usage error naming the
+    extra, not a traceback; without ``--acp-agent`` the plugin needs neither.
+    """
+    program = _REFUSE + textwrap.dedent(
+        """
+        import pytest
+
+        sys.exit(pytest.main(sys.argv[1:]))
+        """
+    )
+    # Hypothesis's own pytest plugin is installed here; without Hypothesis it is not.
+    plugin = [*plugin_option(), "-p", "no:cacheprovider", "-p", "no:hypothesispytest"]
+    args = [*plugin, "-q", "--rootdir", str(tmp_path), str(tmp_path)]
+    (tmp_path / "test_nothing.py").write_text("def test_x():\n    pass\n", encoding="utf-8")
+    runs = []
+    for extra in ([], ["--acp-agent", "no-such-agent"]):
+        runs.append(
+            subprocess.run(
+                [sys.executable, "-c", program, "hypothesis,jsonschema", *args, *extra],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+        )
+    plain, with_agent = runs
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert with_agent.returncode == pytest.ExitCode.USAGE_ERROR, with_agent.stdout
+    output = with_agent.stdout + with_agent.stderr
+    assert "ERROR: --acp-agent needs the 'conformance' extra (" in output
+    assert "jsonschema" in output and "pip install 'txacpkit[conformance]'" in output
+    assert "Traceback" not in output

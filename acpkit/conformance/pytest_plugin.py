@@ -18,6 +18,7 @@ catalogue and, when the first item runs, the tester (Hypothesis, jsonschema).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,7 +26,24 @@ if TYPE_CHECKING:
 
     from acpkit.conformance.pytest_items import ConformanceItem
 
-__all__ = ["ConformanceItem", "pytest_addoption", "pytest_collection_modifyitems"]
+__all__ = [
+    "ConformanceItem",
+    "pytest_addoption",
+    "pytest_collection_modifyitems",
+    "pytest_configure",
+]
+
+
+#: The modules of the ``conformance`` extra the items need (setup.cfg keeps them).
+_CONFORMANCE_MODULES = ("hypothesis", "jsonschema")
+
+
+def _importable(module: str) -> bool:
+    """Whether a top-level ``module`` can be found (without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # a finder that refuses it
+        return False
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +58,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--acp-rules", action="append", default=[], help="only these rule ids or prefixes"
     )
     group.addoption("--acp-skip", action="append", default=[], help="skip these rule ids")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With ``--acp-agent``, refuse at once (a usage error) when the extra is missing."""
+    if not config.getoption("--acp-agent"):
+        return
+    missing = [name for name in _CONFORMANCE_MODULES if not _importable(name)]
+    if missing:
+        import pytest
+
+        raise pytest.UsageError(
+            f"--acp-agent needs the 'conformance' extra ({', '.join(missing)} missing): "
+            "python -m pip install 'txacpkit[conformance]'"
+        )
 
 
 def pytest_collection_modifyitems(

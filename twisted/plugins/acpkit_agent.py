@@ -1,5 +1,5 @@
 from twisted.application.service import ServiceMaker
 
 acpAgent = ServiceMaker(
-    "acp-agent", "acpkit_agent.tap", "The reference ACP agent bob.", "acp-agent"
+    "acp-agent", "acpkit_agent.twistd_entry", "The reference ACP agent bob.", "acp-agent"
 )
