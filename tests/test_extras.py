@@ -233,11 +233,11 @@ def test_the_launcher_knows_each_extra_by_its_modules() -> None:
     assert set(launch.EXTRA_MODULES) <= set(extra_names())
 
 
-_LAUNCH = textwrap.dedent(
+_REFUSE = textwrap.dedent(
     """
     import sys
 
-    blocked = set(sys.argv[1].split(","))
+    blocked = set(sys.argv.pop(1).split(","))
 
     class Refuse:
         def find_spec(self, fullname, path=None, target=None):
@@ -246,9 +246,15 @@ _LAUNCH = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, Refuse())
+    """
+)
+
+# After _REFUSE has taken the blocked names, argv[1] is the command to launch (--help).
+_LAUNCH = _REFUSE + textwrap.dedent(
+    """
     from acpkit_client import launch
 
-    sys.argv = [sys.argv[2], "--help"]
+    sys.argv = [sys.argv[1], "--help"]
     command = {"acpkit-client": launch.acpkit_client}
     command["acpkit-conformance"] = launch.acpkit_conformance
     sys.exit(command[sys.argv[0]]())
@@ -299,23 +305,6 @@ def test_a_command_with_its_extra_starts() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "usage" in done.stdout.lower()
-
-
-_REFUSE = textwrap.dedent(
-    """
-    import sys
-
-    blocked = set(sys.argv.pop(1).split(","))
-
-    class Refuse:
-        def find_spec(self, fullname, path=None, target=None):
-            if fullname.split(".")[0] in blocked:
-                raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
-            return None
-
-    sys.meta_path.insert(0, Refuse())
-    """
-)
 
 
 def test_bob_without_the_agent_extra_says_which_to_install() -> None:
