@@ -53,6 +53,7 @@ from zope.interface import implementer
 from acpkit.compat import StandardIO, flush_writer, process_pipe, stdio_writer
 from acpkit.framing import NDJSONProtocol
 from acpkit.framing_headers import ContentLengthProtocol
+from acpkit.process_groups import kill_group
 
 __all__ = [
     "AgentAddress",
@@ -472,19 +473,8 @@ class AgentProcess:
 
     def _kill_group(self, sig: int) -> None:
         """Send ``sig`` to the agent's process group (or to the agent alone, if no group)."""
-        pid = self.pid
-        if pid is None:
-            return
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            if not self._leader_exited:
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-        except PermissionError as e:
-            _log.warn("cannot signal agent {agent} group {pid}: {e}", agent=self.name, pid=pid, e=e)
+        if self.pid is not None:
+            kill_group(self.pid, sig)
 
     def _started(self, process: IProcessTransport) -> None:
         self.pid = process.pid
