@@ -400,15 +400,13 @@ class TurnRunner:
         failed: bool,
         result: ToolResult | None = None,
     ) -> None:
-        content: list[Any]
-        if result is not None and result.diff is not None:
-            diff = result.diff
-            content = [
-                schema.FileEditToolCallContent(
-                    path=diff.path, old_text=diff.old_text, new_text=diff.new_text
-                )
-            ]
-        else:
+        content: list[Any] = list(result.content) if result is not None else []
+        diffs = [] if result is None else [*filter(None, [result.diff]), *result.diffs]
+        content.extend(
+            schema.FileEditToolCallContent(path=d.path, old_text=d.old_text, new_text=d.new_text)
+            for d in diffs
+        )
+        if not content:
             content = [schema.ContentToolCallContent(content=schema.TextContentBlock(text=output))]
         self._update(
             session,
@@ -469,7 +467,8 @@ class TurnRunner:
             open_calls.pop(acp_id, None)
             self._update(session, denial.update(acp_id, title))
             return denial.output
-        if not self.runtime.config.yolo and tool.needs_permission(args):
+        always_asks = bool(getattr(tool, "always_asks", False))
+        if always_asks or (not self.runtime.config.yolo and tool.needs_permission(args)):
             request = schema.ToolCallUpdate(
                 tool_call_id=acp_id,
                 title=title,
@@ -478,7 +477,8 @@ class TurnRunner:
                 raw_input=raw_input,
                 locations=locations or None,
             )
-            allowed = await ask_permission(self.conn, session, tool.name, request)
+            key = getattr(tool, "permission_key", None) or tool.name
+            allowed = await ask_permission(self.conn, session, key, request)
             if not allowed:
                 output = rejection_message(tool.name)
                 _log.info(
@@ -496,6 +496,7 @@ class TurnRunner:
             plan=session.plan,
             send_plan=lambda entries: self._send_plan(session, entries),
             asker=UserAsker(self.conn, session.id, acp_id),
+            progress=lambda text: self._progress(session, acp_id, text),
         )
         running = tool.run(context, args)
         open_calls[acp_id].running = running
@@ -504,6 +505,16 @@ class TurnRunner:
         open_calls.pop(acp_id, None)
         self._terminal(session, acp_id, result.output, failed=result.failed, result=result)
         return result.output
+
+    def _progress(self, session: Session, acp_id: str, text: str) -> None:
+        """Show ``text`` as the running call's content (a tool's progress report)."""
+        self._update(
+            session,
+            schema.ToolCallProgress(
+                tool_call_id=acp_id,
+                content=[schema.ContentToolCallContent(content=schema.TextContentBlock(text=text))],
+            ),
+        )
 
     def _close(
         self,

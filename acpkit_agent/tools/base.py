@@ -116,6 +116,9 @@ class ToolContext:
     """Sends the ACP ``plan`` update; always called with the complete list of entries."""
     http_agent: Any | None = None
     """A ``treq.client.HTTPClient`` for ``fetch_content``; None builds one on ``reactor``."""
+    progress: Callable[[str], None] | None = None
+    """Shows a progress line in the running tool call (an ACP ``tool_call_update`` whose
+    content is that text); None where nobody watches (tests, replays)."""
 
 
 @attrs.frozen
@@ -139,6 +142,11 @@ class ToolResult:
     """Set by ``write_file`` and ``edit_file`` when they changed a file."""
     exit_status: int | None = None
     """The command's exit status (``bash`` only; None when killed by a signal or not run)."""
+    diffs: tuple[Diff, ...] = ()
+    """More changed files, after ``diff`` (a rename across files); each shown as a diff."""
+    content: tuple[Any, ...] = ()
+    """ACP ``ToolCallContent`` items the client sees instead of ``output`` as text (an MCP
+    tool's images and resources); diffs, when any, are shown after them."""
 
 
 class Tool(Protocol):
@@ -152,6 +160,12 @@ class Tool(Protocol):
     """What the tool does, for the model."""
     parameters: Mapping[str, Any]
     """The JSON schema of the arguments, for the model."""
+
+    # Optional attributes, read with getattr by the turn loop:
+    #   always_asks: bool      -- ask permission even under ``yolo = true`` (an MCP server
+    #                             configured with ``permissions = "ask"``); default False
+    #   permission_key: str    -- the name the "always"/"never" answers are remembered
+    #                             under (``lsp`` rename shares ``edit_file``'s); default name
 
     def title(self, args: Mapping[str, Any]) -> str:
         """The tool-call title, e.g. ``"bash: ls -l"``; never raises."""
