@@ -70,142 +70,551 @@ from typing import Any, ClassVar, Final, Literal, TypeAlias
 import attrs
 
 from acpkit.schema import (
-    PROTOCOL_VERSION,
     ABSENT,
     AbsentType,
+    AgentMessageChunk,
+    AgentNotification,
+    AgentPlanUpdate,
+    AgentRequest,
+    AgentResponse,
+    AgentResponseError,
+    AgentResponseResult,
+    AgentThoughtChunk,
+    Annotations,
+    AudioContent,
+    AudioContentBlock,
+    AuthCapabilities,
+    AuthMethod,
+    AuthMethodAgent,
+    AuthMethodId,
+    AuthMethodTerminal,
+    AuthenticateRequest,
+    AuthenticateResponse,
+    AvailableCommand,
+    AvailableCommandInput,
+    AvailableCommandsUpdate,
+    BlobResourceContents,
+    BooleanConfigOptionCapabilities,
+    BooleanPropertySchema,
+    BooleanPropertySchemaVariant,
+    CancelNotification,
+    CancelRequestNotification,
+    CancelledPermissionOutcome,
+    ClientNotification,
+    ClientRequest,
+    ClientResponse,
+    ClientResponseError,
+    ClientResponseResult,
+    ClientSessionCapabilities,
+    CloseSessionRequest,
+    CloseSessionResponse,
+    CompactionCapabilities,
+    CompactionId,
+    CompactionStatus,
+    CompactionSummaryChunk,
+    CompactionUpdate,
+    CompleteElicitationNotification,
+    ConfigOptionUpdate,
+    Content,
+    ContentBlock,
+    ContentChunk,
+    ContentToolCallContent,
+    Cost,
+    CreateElicitationRequest,
+    CreateElicitationRequestForm,
+    CreateElicitationRequestUrl,
+    CreateElicitationResponse,
+    CreateElicitationResponseAccept,
+    CreateElicitationResponseCancel,
+    CreateElicitationResponseDecline,
+    CreateTerminalRequest,
+    CreateTerminalResponse,
+    CurrentModeUpdate,
+    DeleteSessionRequest,
+    DeleteSessionResponse,
+    Diff,
+    ElicitationAcceptAction,
+    ElicitationCapabilities,
+    ElicitationContentValue,
+    ElicitationFormCapabilities,
+    ElicitationFormMode,
+    ElicitationId,
+    ElicitationPropertySchema,
+    ElicitationRequestScope,
+    ElicitationSchema,
+    ElicitationSchemaType,
+    ElicitationSessionScope,
+    ElicitationUrlCapabilities,
+    ElicitationUrlMode,
+    EmbeddedResource,
+    EmbeddedResourceContentBlock,
+    EmbeddedResourceResource,
+    EnumOption,
+    EnvVariable,
+    Error,
+    ErrorCode,
+    ExtNotification,
+    ExtRequest,
+    ExtResponse,
+    FileEditToolCallContent,
+    FileSystemCapabilities,
+    HttpHeader,
+    HttpMcpServer,
+    ImageContent,
+    ImageContentBlock,
+    Implementation,
+    IntegerPropertySchema,
+    IntegerPropertySchemaVariant,
+    KillTerminalRequest,
+    KillTerminalResponse,
+    LoadSessionResponse,
+    LogoutCapabilities,
+    LogoutRequest,
+    LogoutResponse,
+    McpServerHttp,
+    McpServerSse,
+    McpServerStdio,
+    MessageId,
     Method,
+    MultiSelectItems,
+    MultiSelectPropertySchema,
+    MultiSelectPropertySchemaVariant,
+    NewSessionResponse,
+    Notice,
+    NoticeCapabilities,
+    NoticeSeverity,
+    NoticeUpdate,
+    NumberPropertySchema,
+    NumberPropertySchemaVariant,
     OpenIntEnum,
     OpenStrEnum,
+    PROTOCOL_VERSION,
+    PermissionOption,
+    PermissionOptionId,
+    PermissionOptionKind,
+    Plan,
+    PlanEntry,
+    PlanEntryPriority,
+    PlanEntryStatus,
+    PromptCapabilities,
+    PromptRequest,
+    ProtocolVersion,
+    ReadTextFileRequest,
+    ReadTextFileResponse,
+    ReleaseTerminalRequest,
+    ReleaseTerminalResponse,
+    RequestId,
+    RequestPermissionOutcome,
+    RequestPermissionRequest,
+    RequestPermissionResponse,
+    ResourceLink,
+    ResourceLinkContentBlock,
+    ResumeSessionResponse,
+    Role,
+    SelectedPermissionOutcome,
+    SessionAdditionalDirectoriesCapabilities,
+    SessionCloseCapabilities,
+    SessionConfigBoolean,
+    SessionConfigGroupId,
+    SessionConfigId,
+    SessionConfigOption,
+    SessionConfigOptionBoolean,
+    SessionConfigOptionCategory,
+    SessionConfigOptionSelect,
+    SessionConfigOptionsCapabilities,
+    SessionConfigSelect,
+    SessionConfigSelectGroup,
+    SessionConfigSelectOption,
+    SessionConfigSelectOptions,
+    SessionConfigValueId,
+    SessionDeleteCapabilities,
+    SessionId,
+    SessionInfoUpdate,
+    SessionListCapabilities,
+    SessionMode,
+    SessionModeId,
+    SessionModeState,
+    SessionResumeCapabilities,
+    SetSessionConfigOptionRequest,
+    SetSessionConfigOptionRequestBoolean,
+    SetSessionConfigOptionRequestValueId,
+    SetSessionConfigOptionResponse,
+    SetSessionModeRequest,
+    SetSessionModeResponse,
+    SseMcpServer,
+    StopReason,
+    StringFormat,
+    StringMultiSelectItems,
+    StringMultiSelectItemsVariant,
+    StringPropertySchema,
+    StringPropertySchemaVariant,
+    Terminal,
+    TerminalAuthMethod,
+    TerminalExitStatus,
+    TerminalId,
+    TerminalOutputRequest,
+    TerminalOutputResponse,
+    TerminalToolCallContent,
+    TextContent,
+    TextContentBlock,
+    TextResourceContents,
+    TitledMultiSelectItems,
+    ToolCall,
+    ToolCallContent,
+    ToolCallId,
+    ToolCallLocation,
+    ToolCallProgress,
+    ToolCallStart,
+    ToolCallStatus,
+    ToolCallUpdate,
+    ToolKind,
+    UnknownAuthMethod,
+    UnknownContentBlock,
+    UnknownCreateElicitationRequest,
+    UnknownCreateElicitationResponse,
+    UnknownElicitationPropertySchema,
+    UnknownMcpServer,
+    UnknownMultiSelectItems,
+    UnknownRequestPermissionOutcome,
+    UnknownSessionConfigOption,
+    UnknownSessionUpdate,
+    UnknownSetSessionConfigOptionRequest,
+    UnknownToolCallContent,
+    UnstructuredCommandInput,
+    UsageUpdate,
+    UserMessageChunk,
+    WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse,
+    WriteTextFileRequest,
+    WriteTextFileResponse,
 )
 
-__all__ = ["ABSENT", "PROTOCOL_VERSION", "AbsentType", "Method", "OpenIntEnum", "OpenStrEnum"]
-
-
-class ToolKind(OpenStrEnum):
-    """Categories of tools that can be invoked.
-
-    Tool kinds help clients choose appropriate icons and optimize how they
-    display tool execution progress.
-
-    See protocol docs: [Creating](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#creating)
-    """
-
-    __acp_open__: ClassVar[bool] = False
-
-    READ = "read"
-    """Reading files or data."""
-
-    EDIT = "edit"
-    """Modifying files or content."""
-
-    DELETE = "delete"
-    """Removing files or data."""
-
-    MOVE = "move"
-    """Moving or renaming files."""
-
-    SEARCH = "search"
-    """Searching for information."""
-
-    EXECUTE = "execute"
-    """Running commands or code."""
-
-    THINK = "think"
-    """Internal reasoning or planning."""
-
-    FETCH = "fetch"
-    """Retrieving external data."""
-
-    SWITCH_MODE = "switch_mode"
-    """Switching the current session mode."""
-
-    OTHER = "other"
-    """Other tool types (default)."""
-
-
-class ToolCallStatus(OpenStrEnum):
-    """Execution status of a tool call.
-
-    Tool calls progress through different statuses during their lifecycle.
-
-    See protocol docs: [Status](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#status)
-    """
-
-    __acp_open__: ClassVar[bool] = False
-
-    PENDING = "pending"
-    """The tool call hasn't started running yet because the input is either
-    streaming or we're awaiting approval.
-    """
-
-    IN_PROGRESS = "in_progress"
-    """The tool call is currently running."""
-
-    COMPLETED = "completed"
-    """The tool call completed successfully."""
-
-    FAILED = "failed"
-    """The tool call failed with an error."""
-
-
-class Role(OpenStrEnum):
-    """The sender or recipient of messages and data in a conversation."""
-
-    __acp_open__: ClassVar[bool] = False
-
-    ASSISTANT = "assistant"
-    """The assistant side of a conversation."""
-
-    USER = "user"
-    """The user side of a conversation."""
-
-
-class PermissionOptionKind(OpenStrEnum):
-    """The type of permission option being presented to the user.
-
-    Helps clients choose appropriate icons and UI treatment.
-    """
-
-    __acp_open__: ClassVar[bool] = False
-
-    ALLOW_ONCE = "allow_once"
-    """Allow this operation only this time."""
-
-    ALLOW_ALWAYS = "allow_always"
-    """Allow this operation and remember the choice."""
-
-    REJECT_ONCE = "reject_once"
-    """Reject this operation only this time."""
-
-    REJECT_ALWAYS = "reject_always"
-    """Reject this operation and remember the choice."""
-
-
-class ElicitationSchemaType(OpenStrEnum):
-    """Type discriminator for elicitation schemas."""
-
-    __acp_open__: ClassVar[bool] = False
-
-    OBJECT = "object"
-    """Object schema type."""
-
-
-class StringFormat(OpenStrEnum):
-    """String format types for string properties in elicitation schemas."""
-
-    __acp_open__: ClassVar[bool] = False
-
-    EMAIL = "email"
-    """Email address format."""
-
-    URI = "uri"
-    """URI format."""
-
-    DATE = "date"
-    """Date format (YYYY-MM-DD)."""
-
-    DATE_TIME = "date-time"
-    """Date-time format (ISO 8601)."""
+__all__ = [
+    "ABSENT",
+    "AGENT_METHODS",
+    "AbsentType",
+    "AcpMcpServer",
+    "AgentAuthCapabilities",
+    "AgentCapabilities",
+    "AgentMessageChunk",
+    "AgentNotification",
+    "AgentPlanUpdate",
+    "AgentRequest",
+    "AgentResponse",
+    "AgentResponseError",
+    "AgentResponseResult",
+    "AgentThoughtChunk",
+    "Annotations",
+    "ArchiveSessionRequest",
+    "ArchiveSessionResponse",
+    "AudioContent",
+    "AudioContentBlock",
+    "AuthAccount",
+    "AuthCapabilities",
+    "AuthMethod",
+    "AuthMethodAgent",
+    "AuthMethodId",
+    "AuthMethodTerminal",
+    "AuthState",
+    "AuthStatusCapabilities",
+    "AuthStatusRequest",
+    "AuthStatusResponse",
+    "AuthStatusUpdateNotification",
+    "AuthenticateRequest",
+    "AuthenticateResponse",
+    "AvailableCommand",
+    "AvailableCommandInput",
+    "AvailableCommandsUpdate",
+    "BlobResourceContents",
+    "BooleanConfigOptionCapabilities",
+    "BooleanPropertySchema",
+    "BooleanPropertySchemaVariant",
+    "CLIENT_METHODS",
+    "CancelNotification",
+    "CancelRequestNotification",
+    "CancelledPermissionOutcome",
+    "ClientCapabilities",
+    "ClientNotification",
+    "ClientRequest",
+    "ClientResponse",
+    "ClientResponseError",
+    "ClientResponseResult",
+    "ClientSessionCapabilities",
+    "CloseSessionRequest",
+    "CloseSessionResponse",
+    "CompactionCapabilities",
+    "CompactionId",
+    "CompactionStatus",
+    "CompactionSummaryChunk",
+    "CompactionUpdate",
+    "CompleteElicitationNotification",
+    "ConfigOptionUpdate",
+    "Content",
+    "ContentBlock",
+    "ContentChunk",
+    "ContentToolCallContent",
+    "Cost",
+    "CreateElicitationRequest",
+    "CreateElicitationRequestForm",
+    "CreateElicitationRequestUrl",
+    "CreateElicitationResponse",
+    "CreateElicitationResponseAccept",
+    "CreateElicitationResponseCancel",
+    "CreateElicitationResponseDecline",
+    "CreateTerminalRequest",
+    "CreateTerminalResponse",
+    "CurrentModeUpdate",
+    "DeleteSessionRequest",
+    "DeleteSessionResponse",
+    "Diff",
+    "DisableProviderRequest",
+    "DisableProviderResponse",
+    "ElicitationAcceptAction",
+    "ElicitationCapabilities",
+    "ElicitationContentValue",
+    "ElicitationFormCapabilities",
+    "ElicitationFormMode",
+    "ElicitationId",
+    "ElicitationPropertySchema",
+    "ElicitationRequestScope",
+    "ElicitationSchema",
+    "ElicitationSchemaType",
+    "ElicitationSessionScope",
+    "ElicitationUrlCapabilities",
+    "ElicitationUrlMode",
+    "EmbeddedResource",
+    "EmbeddedResourceContentBlock",
+    "EmbeddedResourceResource",
+    "EnumOption",
+    "EnvVariable",
+    "Error",
+    "ErrorCode",
+    "ErrorStopReason",
+    "ExtNotification",
+    "ExtRequest",
+    "ExtResponse",
+    "FileEditToolCallContent",
+    "FilePlanUpdateContent",
+    "FileSystemCapabilities",
+    "ForkSessionRequest",
+    "ForkSessionResponse",
+    "HttpHeader",
+    "HttpMcpServer",
+    "IdleStateUpdate",
+    "ImageContent",
+    "ImageContentBlock",
+    "Implementation",
+    "InitializeProxyRequest",
+    "InitializeProxyResponse",
+    "InitializeRequest",
+    "InitializeResponse",
+    "IntegerPropertySchema",
+    "IntegerPropertySchemaVariant",
+    "ItemsPlanUpdateContent",
+    "KillTerminalRequest",
+    "KillTerminalResponse",
+    "ListProvidersRequest",
+    "ListProvidersResponse",
+    "ListSessionsRequest",
+    "ListSessionsResponse",
+    "LlmProtocol",
+    "LoadSessionRequest",
+    "LoadSessionResponse",
+    "LogoutCapabilities",
+    "LogoutRequest",
+    "LogoutResponse",
+    "MarkdownPlanUpdateContent",
+    "McpCapabilities",
+    "McpError",
+    "McpRequestId",
+    "McpServer",
+    "McpServerAcp",
+    "McpServerAcpId",
+    "McpServerHttp",
+    "McpServerSse",
+    "McpServerStdio",
+    "MessageId",
+    "MessageMcpNotification",
+    "MessageMcpRequest",
+    "MessageMcpResponse",
+    "MessageMcpResponseError",
+    "MessageMcpResponseResult",
+    "Method",
+    "MultiSelectItems",
+    "MultiSelectPropertySchema",
+    "MultiSelectPropertySchemaVariant",
+    "NewSessionRequest",
+    "NewSessionResponse",
+    "Notice",
+    "NoticeCapabilities",
+    "NoticeSeverity",
+    "NoticeUpdate",
+    "NumberPropertySchema",
+    "NumberPropertySchemaVariant",
+    "OpenIntEnum",
+    "OpenStrEnum",
+    "PROTOCOL_METHODS",
+    "PROTOCOL_VERSION",
+    "PROXY_METHODS",
+    "PermissionOption",
+    "PermissionOptionId",
+    "PermissionOptionKind",
+    "Plan",
+    "PlanCapabilities",
+    "PlanEntry",
+    "PlanEntryPriority",
+    "PlanEntryStatus",
+    "PlanFile",
+    "PlanId",
+    "PlanItems",
+    "PlanMarkdown",
+    "PlanRemoved",
+    "PlanRemovedSessionUpdate",
+    "PlanUpdate",
+    "PlanUpdateContent",
+    "PromptCapabilities",
+    "PromptRequest",
+    "PromptResponse",
+    "ProtocolVersion",
+    "ProviderCurrentConfig",
+    "ProviderId",
+    "ProviderInfo",
+    "ProvidersCapabilities",
+    "ProxyNotification",
+    "ProxyRequest",
+    "ProxyResponse",
+    "ProxyResponseError",
+    "ProxyResponseResult",
+    "ProxySuccessorNotification",
+    "ProxySuccessorRequest",
+    "ProxySuccessorResponse",
+    "ReadTextFileRequest",
+    "ReadTextFileResponse",
+    "ReleaseTerminalRequest",
+    "ReleaseTerminalResponse",
+    "RequestId",
+    "RequestPermissionOutcome",
+    "RequestPermissionRequest",
+    "RequestPermissionResponse",
+    "RequiresActionStateUpdate",
+    "ResourceLink",
+    "ResourceLinkContentBlock",
+    "ResumeSessionRequest",
+    "ResumeSessionResponse",
+    "Role",
+    "RunningStateUpdate",
+    "SelectedPermissionOutcome",
+    "SessionAdditionalDirectoriesCapabilities",
+    "SessionArchiveCapabilities",
+    "SessionArchiveFilter",
+    "SessionCancelCapabilities",
+    "SessionCapabilities",
+    "SessionCloseCapabilities",
+    "SessionConfigBoolean",
+    "SessionConfigGroupId",
+    "SessionConfigId",
+    "SessionConfigOption",
+    "SessionConfigOptionBoolean",
+    "SessionConfigOptionCategory",
+    "SessionConfigOptionSelect",
+    "SessionConfigOptionsCapabilities",
+    "SessionConfigSelect",
+    "SessionConfigSelectGroup",
+    "SessionConfigSelectOption",
+    "SessionConfigSelectOptions",
+    "SessionConfigValueId",
+    "SessionDeleteCapabilities",
+    "SessionForkCapabilities",
+    "SessionId",
+    "SessionInfo",
+    "SessionInfoUpdate",
+    "SessionListCapabilities",
+    "SessionMessage",
+    "SessionMessageChunk",
+    "SessionMessageSessionUpdate",
+    "SessionMode",
+    "SessionModeId",
+    "SessionModeState",
+    "SessionNotification",
+    "SessionResumeCapabilities",
+    "SessionStatus",
+    "SessionStatusCapabilities",
+    "SessionStatusRequest",
+    "SessionStatusResponse",
+    "SessionSystemPromptCapabilities",
+    "SessionSystemPromptModeCapabilities",
+    "SessionSystemPromptOverrideCapabilities",
+    "SessionTitleCapabilities",
+    "SessionUpdate",
+    "SetProviderRequest",
+    "SetProviderResponse",
+    "SetSessionConfigOptionRequest",
+    "SetSessionConfigOptionRequestBoolean",
+    "SetSessionConfigOptionRequestValueId",
+    "SetSessionConfigOptionResponse",
+    "SetSessionModeRequest",
+    "SetSessionModeResponse",
+    "SetSessionTitleRequest",
+    "SetSessionTitleResponse",
+    "SseMcpServer",
+    "StateUpdate",
+    "StateUpdateOther",
+    "StopReason",
+    "StringFormat",
+    "StringMultiSelectItems",
+    "StringMultiSelectItemsVariant",
+    "StringPropertySchema",
+    "StringPropertySchemaVariant",
+    "SubagentCapabilities",
+    "SubagentSessionCapabilities",
+    "SubagentUpdate",
+    "SystemPrompt",
+    "SystemPromptMode",
+    "Terminal",
+    "TerminalAuthMethod",
+    "TerminalExitStatus",
+    "TerminalId",
+    "TerminalOutputRequest",
+    "TerminalOutputResponse",
+    "TerminalToolCallContent",
+    "TextContent",
+    "TextContentBlock",
+    "TextResourceContents",
+    "TitledMultiSelectItems",
+    "ToolCall",
+    "ToolCallContent",
+    "ToolCallId",
+    "ToolCallLocation",
+    "ToolCallProgress",
+    "ToolCallStart",
+    "ToolCallStatus",
+    "ToolCallUpdate",
+    "ToolKind",
+    "UnarchiveSessionRequest",
+    "UnarchiveSessionResponse",
+    "UnknownAuthMethod",
+    "UnknownContentBlock",
+    "UnknownCreateElicitationRequest",
+    "UnknownCreateElicitationResponse",
+    "UnknownElicitationPropertySchema",
+    "UnknownMcpServer",
+    "UnknownMultiSelectItems",
+    "UnknownPlanUpdateContent",
+    "UnknownRequestPermissionOutcome",
+    "UnknownSessionConfigOption",
+    "UnknownSessionUpdate",
+    "UnknownSetSessionConfigOptionRequest",
+    "UnknownStateUpdate",
+    "UnknownToolCallContent",
+    "UnstructuredCommandInput",
+    "Usage",
+    "UsageUpdate",
+    "UserMessageChunk",
+    "WaitForTerminalExitRequest",
+    "WaitForTerminalExitResponse",
+    "WriteTextFileRequest",
+    "WriteTextFileResponse",
+]
 
 
 class LlmProtocol(OpenStrEnum):
@@ -264,33 +673,6 @@ class AuthState(OpenStrEnum):
     """The agent cannot currently determine the state."""
 
 
-class SessionConfigOptionCategory(OpenStrEnum):
-    """Semantic category for a session configuration option.
-
-    This is intended to help Clients distinguish broadly common selectors (e.g. model selector vs
-    session mode selector vs thought/reasoning level) for UX purposes (keyboard shortcuts, icons,
-    placement). It MUST NOT be required for correctness. Clients MUST handle missing or unknown
-    categories gracefully.
-
-    Category names beginning with `_` are free for custom use, like other ACP extension methods.
-    Category names that do not begin with `_` are reserved for the ACP spec.
-    """
-
-    __acp_open__: ClassVar[bool] = True
-
-    MODE = "mode"
-    """Session mode selector."""
-
-    MODEL = "model"
-    """Model selector."""
-
-    MODEL_CONFIG = "model_config"
-    """Model-related configuration parameter."""
-
-    THOUGHT_LEVEL = "thought_level"
-    """Thought/reasoning level selector."""
-
-
 class SessionStatus(OpenStrEnum):
     """**UNSTABLE**
 
@@ -315,152 +697,6 @@ class SessionStatus(OpenStrEnum):
 
     The Client can call `session/load` or `session/resume` to start it.
     """
-
-
-class StopReason(OpenStrEnum):
-    """Reasons why an agent stops processing a prompt turn.
-
-    See protocol docs: [Stop Reasons](https://agentclientprotocol.com/protocol/v1/draft/prompt-turn#stop-reasons)
-    """
-
-    __acp_open__: ClassVar[bool] = False
-
-    END_TURN = "end_turn"
-    """The turn ended successfully."""
-
-    MAX_TOKENS = "max_tokens"
-    """The turn ended because the agent reached the maximum number of tokens."""
-
-    MAX_TURN_REQUESTS = "max_turn_requests"
-    """The turn ended because the agent reached the maximum number of allowed
-    agent requests between user turns.
-    """
-
-    REFUSAL = "refusal"
-    """The turn ended because the agent refused to continue. The user prompt
-    and everything that comes after it won't be included in the next
-    prompt, so this should be reflected in the UI.
-    """
-
-    CANCELLED = "cancelled"
-    """The turn was cancelled by the client via `session/cancel`.
-
-    This stop reason MUST be returned when the client sends a `session/cancel`
-    notification, even if the cancellation causes exceptions in underlying operations.
-    Agents should catch these exceptions and return this semantically meaningful
-    response to confirm successful cancellation.
-    """
-
-
-class ErrorCode(OpenIntEnum):
-    """Predefined error codes for common JSON-RPC and ACP-specific errors.
-
-    Standard errors use the JSON-RPC 2.0 codes. ACP-specific errors use the JSON-RPC
-    server-error range (-32000 to -32099), and request cancellation uses -32800 from the
-    range LSP reserves (-32899 to -32800).
-    """
-
-    __acp_open__: ClassVar[bool] = True
-
-    PARSE_ERROR = -32700
-    """**Parse error**: Invalid JSON was received by the server.
-    An error occurred on the server while parsing the JSON text.
-    """
-
-    INVALID_REQUEST = -32600
-    """**Invalid request**: The JSON sent is not a valid Request object."""
-
-    METHOD_NOT_FOUND = -32601
-    """**Method not found**: The method does not exist or is not available."""
-
-    INVALID_PARAMS = -32602
-    """**Invalid params**: Invalid method parameter(s)."""
-
-    INTERNAL_ERROR = -32603
-    """**Internal error**: Internal JSON-RPC error."""
-
-    REQUEST_CANCELLED = -32800
-    """**Request cancelled**: Execution of the method was aborted either due to a cancellation request from the caller or
-    because of resource constraints or shutdown.
-    """
-
-    AUTHENTICATION_REQUIRED = -32000
-    """**Authentication required**: Authentication is required before this operation can be performed."""
-
-    RESOURCE_NOT_FOUND = -32002
-    """**Resource not found**: A given resource, such as a session or file, was not found."""
-
-
-class PlanEntryPriority(OpenStrEnum):
-    """Priority levels for plan entries.
-
-    Used to indicate the relative importance or urgency of different
-    tasks in the execution plan.
-    See protocol docs: [Plan Entries](https://agentclientprotocol.com/protocol/v1/draft/agent-plan#plan-entries)
-    """
-
-    __acp_open__: ClassVar[bool] = False
-
-    HIGH = "high"
-    """High priority task - critical to the overall goal."""
-
-    MEDIUM = "medium"
-    """Medium priority task - important but not critical."""
-
-    LOW = "low"
-    """Low priority task - nice to have but not essential."""
-
-
-class PlanEntryStatus(OpenStrEnum):
-    """Status of a plan entry in the execution flow.
-
-    Tracks the lifecycle of each task from planning through completion.
-    See protocol docs: [Plan Entries](https://agentclientprotocol.com/protocol/v1/draft/agent-plan#plan-entries)
-    """
-
-    __acp_open__: ClassVar[bool] = False
-
-    PENDING = "pending"
-    """The task has not started yet."""
-
-    IN_PROGRESS = "in_progress"
-    """The task is currently being worked on."""
-
-    COMPLETED = "completed"
-    """The task has been successfully completed."""
-
-
-class NoticeSeverity(OpenStrEnum):
-    """Severity hint for a session notice."""
-
-    __acp_open__: ClassVar[bool] = True
-
-    INFO = "info"
-    """Informational notice."""
-
-    WARNING = "warning"
-    """Warning notice."""
-
-    ERROR = "error"
-    """Error notice."""
-
-
-class CompactionStatus(OpenStrEnum):
-    """Lifecycle state of a context compaction."""
-
-    __acp_open__: ClassVar[bool] = True
-
-    IN_PROGRESS = "in_progress"
-    """Compaction has started and has not finished."""
-
-    COMPLETED = "completed"
-    """Compaction finished successfully."""
-
-    FAILED = "failed"
-    """Compaction finished unsuccessfully."""
-
-    CANCELLED = "cancelled"
-    """Compaction was cancelled before it finished."""
 
 
 class SystemPromptMode(OpenStrEnum):
@@ -519,952 +755,6 @@ class SessionArchiveFilter(OpenStrEnum):
 
     ONLY = "only"
     """Only archived sessions."""
-
-
-@attrs.frozen(kw_only=True)
-class AgentRequest:
-    """A JSON-RPC request object."""
-
-    #: The request id used to correlate the matching response.
-    id: RequestId
-
-    #: The method name to invoke.
-    method: str
-
-    #: Method-specific request parameters.
-    params: Any = None
-
-
-@attrs.frozen(kw_only=True)
-class WriteTextFileRequest:
-    """Request to write content to a text file.
-
-    Only available if the client supports the `fs.writeTextFile` capability.
-    """
-
-    #: The session ID for this request.
-    session_id: SessionId
-
-    #: Absolute path to the file to write.
-    path: str
-
-    #: The text content to write to the file.
-    content: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ReadTextFileRequest:
-    """Request to read content from a text file.
-
-    Only available if the client supports the `fs.readTextFile` capability.
-    """
-
-    #: The session ID for this request.
-    session_id: SessionId
-
-    #: Absolute path to the file to read.
-    path: str
-
-    #: Line number to start reading from (1-based).
-    line: int | None = None
-
-    #: Maximum number of lines to read.
-    limit: int | None = None
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class RequestPermissionRequest:
-    """Request for user permission to execute a tool call.
-
-    Sent when the agent needs authorization before performing a sensitive operation.
-
-    See protocol docs: [Requesting Permission](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#requesting-permission)
-    """
-
-    #: The session ID for this request.
-    session_id: SessionId
-
-    #: Details about the tool call requiring permission.
-    tool_call: ToolCallUpdate
-
-    #: Available permission options for the user to choose from.
-    options: list[PermissionOption]
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallUpdate:
-    """An update to an existing tool call.
-
-    Used to report progress and results as tools execute. All fields except
-    the tool call ID are optional - only changed fields need to be included.
-
-    See protocol docs: [Updating](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#updating)
-    """
-
-    #: The ID of the tool call being updated.
-    tool_call_id: ToolCallId
-
-    #: Update the tool kind.
-    kind: ToolKind | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Update the execution status.
-    status: ToolCallStatus | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Update the human-readable title.
-    title: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Update the programmatic name of the tool being invoked.
-    #:
-    #: This field is optional. Omitting it or sending `null` both mean that
-    #: the existing name is left unchanged.
-    name: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Replace the content collection.
-    content: list[ToolCallContent] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: Replace the locations collection.
-    locations: list[ToolCallLocation] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: Update the raw input.
-    raw_input: Any = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Update the raw output.
-    raw_output: Any = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class Annotations:
-    """Optional annotations for the client. The client can use annotations to inform how objects are used or displayed"""
-
-    #: Intended recipients for this content, such as the user or assistant.
-    audience: list[Role] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: Timestamp indicating when the underlying resource was last modified.
-    last_modified: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Relative importance of this content when clients choose what to surface.
-    priority: float | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class TextContent:
-    """Text provided to or from an LLM."""
-
-    #: Optional annotations that help clients decide how to display or route this content.
-    annotations: Annotations | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Text payload carried by this content block.
-    text: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ImageContent:
-    """An image provided to or from an LLM."""
-
-    #: Optional annotations that help clients decide how to display or route this content.
-    annotations: Annotations | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Base64-encoded media payload.
-    data: str
-
-    #: MIME type describing the encoded media payload.
-    mime_type: str
-
-    #: URI associated with this resource or media payload.
-    uri: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class AudioContent:
-    """Audio provided to or from an LLM."""
-
-    #: Optional annotations that help clients decide how to display or route this content.
-    annotations: Annotations | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Base64-encoded media payload.
-    data: str
-
-    #: MIME type describing the encoded media payload.
-    mime_type: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ResourceLink:
-    """A resource that the server is capable of reading, included in a prompt or tool call result."""
-
-    #: Optional annotations that help clients decide how to display or route this content.
-    annotations: Annotations | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Optional human-readable details shown with this protocol object.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: MIME type describing the encoded media payload.
-    mime_type: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Human-readable name shown for this protocol object.
-    name: str
-
-    #: Optional size of the linked resource in bytes, if known.
-    size: int | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Optional display title for end-user UI.
-    title: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: URI associated with this resource or media payload.
-    uri: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class TextResourceContents:
-    """Text-based resource contents."""
-
-    #: MIME type describing the encoded media payload.
-    mime_type: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Text payload carried by this content block.
-    text: str
-
-    #: URI associated with this resource or media payload.
-    uri: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class BlobResourceContents:
-    """Binary resource contents."""
-
-    #: Base64-encoded bytes for a binary resource payload.
-    blob: str
-
-    #: MIME type describing the encoded media payload.
-    mime_type: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: URI associated with this resource or media payload.
-    uri: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class EmbeddedResource:
-    """The contents of a resource, embedded into a prompt or tool call result."""
-
-    #: Optional annotations that help clients decide how to display or route this content.
-    annotations: Annotations | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Embedded resource payload, either text or binary data.
-    resource: EmbeddedResourceResource
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class Content:
-    """Standard content block (text, images, resources)."""
-
-    #: The actual content block.
-    content: ContentBlock
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class Diff:
-    """A diff representing file modifications.
-
-    Shows changes to files in a format suitable for display in the client UI.
-
-    See protocol docs: [Content](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#content)
-    """
-
-    #: The absolute file path being modified.
-    path: str
-
-    #: The original content (omitted or `null` for new files).
-    old_text: str | None | AbsentType = attrs.field(default=ABSENT, metadata={"on_error": True})
-
-    #: The new content after modification.
-    new_text: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class Terminal:
-    """Embed a terminal created with `terminal/create` by its id.
-
-    The terminal must be added before calling `terminal/release`.
-
-    See protocol docs: [Terminal](https://agentclientprotocol.com/protocol/v1/draft/terminals)
-    """
-
-    #: Identifier of the terminal instance to embed in the content stream.
-    terminal_id: TerminalId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallLocation:
-    """A file location being accessed or modified by a tool.
-
-    Enables clients to implement "follow-along" features that track
-    which files the agent is working with in real-time.
-
-    See protocol docs: [Following the Agent](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#following-the-agent)
-    """
-
-    #: The absolute file path being accessed or modified.
-    path: str
-
-    #: Optional 1-based line number within the file.
-    line: int | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class PermissionOption:
-    """An option presented to the user when requesting permission."""
-
-    #: Unique identifier for this permission option.
-    option_id: PermissionOptionId
-
-    #: Human-readable label to display to the user.
-    name: str
-
-    #: Hint about the nature of this permission option.
-    kind: PermissionOptionKind
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class CreateTerminalRequest:
-    """Request to create a new terminal and execute a command."""
-
-    #: The session ID for this request.
-    session_id: SessionId
-
-    #: The command to execute.
-    command: str
-
-    #: Array of command arguments.
-    args: list[str] | None = attrs.field(default=None, metadata={"on_null": True})
-
-    #: Environment variables for the command.
-    env: list[EnvVariable] | None = attrs.field(default=None, metadata={"on_null": True})
-
-    #: Working directory for the command. Must be an absolute path.
-    cwd: str | None = None
-
-    #: Maximum number of output bytes to retain.
-    #:
-    #: When the limit is exceeded, the Client truncates from the beginning of the output
-    #: to stay within the limit.
-    #:
-    #: The Client MUST ensure truncation happens at a character boundary to maintain valid
-    #: string output, even if this means the retained output is slightly less than the
-    #: specified limit.
-    output_byte_limit: int | None = None
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class EnvVariable:
-    """An environment variable to set when launching an MCP server."""
-
-    #: The name of the environment variable.
-    name: str
-
-    #: The value to set for the environment variable.
-    value: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class TerminalOutputRequest:
-    """Request to get the current output and status of a terminal."""
-
-    #: The session ID for this request.
-    session_id: SessionId
-
-    #: The ID of the terminal to get output from.
-    terminal_id: TerminalId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ReleaseTerminalRequest:
-    """Request to release a terminal and free its resources."""
-
-    #: The session ID for this request.
-    session_id: SessionId
-
-    #: The ID of the terminal to release.
-    terminal_id: TerminalId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class WaitForTerminalExitRequest:
-    """Request to wait for a terminal command to exit."""
-
-    #: The session ID for this request.
-    session_id: SessionId
-
-    #: The ID of the terminal to wait for.
-    terminal_id: TerminalId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class KillTerminalRequest:
-    """Request to kill a terminal without releasing it."""
-
-    #: The session ID for this request.
-    session_id: SessionId
-
-    #: The ID of the terminal to kill.
-    terminal_id: TerminalId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationSessionScope:
-    """Session-scoped elicitation, optionally tied to a specific tool call.
-
-    When `toolCallId` is set, the elicitation is tied to a specific tool call.
-    This is useful when an agent receives an elicitation from an MCP server
-    during a tool call and needs to redirect it to the user.
-    """
-
-    #: The session this elicitation is tied to.
-    session_id: SessionId
-
-    #: Optional tool call within the session.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean the elicitation is scoped to the
-    #: session without a specific tool call.
-    tool_call_id: ToolCallId | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationRequestScope:
-    """Request-scoped elicitation, tied to a specific JSON-RPC request outside of a session
-    (e.g., during auth/configuration phases before any session is started).
-    """
-
-    #: The request this elicitation is tied to.
-    request_id: RequestId
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationSchema:
-    """Type-safe elicitation schema for requesting structured user input.
-
-    This represents a JSON Schema object with primitive-typed properties,
-    as required by the elicitation specification.
-    """
-
-    #: Type discriminator. Always `"object"`.
-    type: ElicitationSchemaType = attrs.field(
-        default=ElicitationSchemaType("object"),
-        metadata={"on_error": True},
-    )
-
-    #: Optional title for the schema.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no title is provided.
-    title: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Property definitions (must be primitive types).
-    properties: dict[str, ElicitationPropertySchema] = attrs.Factory(dict)
-
-    #: List of required property names.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no property names are required.
-    required: list[str] | None = None
-
-    #: Optional description of what this schema represents.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no schema description is provided.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class EnumOption:
-    """A titled enum option with a const value, human-readable title, and optional description."""
-
-    #: The constant value for this option.
-    const: str
-
-    #: Human-readable title for this option.
-    title: str
-
-    #: Human-readable description.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no description is provided.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class StringPropertySchema:
-    """Schema for string properties in an elicitation form.
-
-    When `enum` or `oneOf` is set, this represents a single-select enum
-    with `"type": "string"`.
-    """
-
-    #: Optional title for the property.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no title is provided.
-    title: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Human-readable description.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no description is provided.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Minimum string length.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no minimum length constraint.
-    min_length: int | None = None
-
-    #: Maximum string length.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no maximum length constraint.
-    max_length: int | None = None
-
-    #: Pattern the string must match.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no pattern constraint.
-    pattern: str | None = None
-
-    #: String format.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no format constraint.
-    format: StringFormat | None = None
-
-    #: Default value.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no default value is provided.
-    default: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Enum values for untitled single-select enums.
-    #: Optional. Omitted and `null` are equivalent and mean no untitled single-select choices are
-    #: declared by `enum`.
-    enum: list[str] | None = None
-
-    #: Titled enum options for titled single-select enums.
-    #: Optional. Omitted and `null` are equivalent and mean no titled single-select choices are
-    #: declared by `oneOf`.
-    one_of: list[EnumOption] | None = None
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class NumberPropertySchema:
-    """Schema for number (floating-point) properties in an elicitation form."""
-
-    #: Optional title for the property.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no title is provided.
-    title: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Human-readable description.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no description is provided.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Minimum value (inclusive).
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no inclusive lower bound.
-    minimum: float | None = None
-
-    #: Maximum value (inclusive).
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no inclusive upper bound.
-    maximum: float | None = None
-
-    #: Default value.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no default value is provided.
-    default: float | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class IntegerPropertySchema:
-    """Schema for integer properties in an elicitation form."""
-
-    #: Optional title for the property.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no title is provided.
-    title: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Human-readable description.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no description is provided.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Minimum value (inclusive).
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no inclusive lower bound.
-    minimum: int | None = None
-
-    #: Maximum value (inclusive).
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no inclusive upper bound.
-    maximum: int | None = None
-
-    #: Default value.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no default value is provided.
-    default: int | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class BooleanPropertySchema:
-    """Schema for boolean properties in an elicitation form."""
-
-    #: Optional title for the property.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no title is provided.
-    title: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Human-readable description.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no description is provided.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Default value.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no default value is provided.
-    default: bool | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class StringMultiSelectItems:
-    """String item schema for multi-select enum properties."""
-
-    #: Allowed enum values.
-    enum: list[str]
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class TitledMultiSelectItems:
-    """Items definition for titled multi-select enum properties."""
-
-    #: Titled enum options.
-    any_of: list[EnumOption]
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class MultiSelectPropertySchema:
-    """Schema for multi-select (array) properties in an elicitation form."""
-
-    #: Optional title for the property.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no title is provided.
-    title: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Human-readable description.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no description is provided.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Minimum number of items to select.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no minimum selection count.
-    min_items: int | None = None
-
-    #: Maximum number of items to select.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean there is no maximum selection count.
-    max_items: int | None = None
-
-    #: The items definition describing allowed values.
-    items: MultiSelectItems
-
-    #: Default selected values.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no default selections are provided.
-    default: list[str] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationFormMode:
-    """Form-based elicitation mode where the client renders a form from the provided schema."""
-
-    #: A JSON Schema describing the form fields to present to the user.
-    requested_schema: ElicitationSchema
-
-    #: The session this elicitation is tied to.
-    session_id: SessionId | None = None
-
-    #: Optional tool call within the session.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean the elicitation is scoped to the
-    #: session without a specific tool call.
-    tool_call_id: ToolCallId | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The request this elicitation is tied to.
-    request_id: RequestId | AbsentType = ABSENT
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationUrlMode:
-    """URL-based elicitation mode where the client directs the user to a URL."""
-
-    #: The unique identifier for this elicitation.
-    elicitation_id: ElicitationId
-
-    #: The URL to direct the user to.
-    url: str
-
-    #: The session this elicitation is tied to.
-    session_id: SessionId | None = None
-
-    #: Optional tool call within the session.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean the elicitation is scoped to the
-    #: session without a specific tool call.
-    tool_call_id: ToolCallId | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The request this elicitation is tied to.
-    request_id: RequestId | AbsentType = ABSENT
 
 
 @attrs.frozen(kw_only=True)
@@ -1542,42 +832,6 @@ class McpCapabilities:
     #:
     #: Agent supports `acp` MCP servers.
     acp: bool = attrs.field(default=False, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class PromptCapabilities:
-    """Prompt capabilities supported by the agent in `session/prompt` requests.
-
-    Baseline agent functionality requires support for `text`
-    and `resource_link` content blocks in prompt requests.
-
-    Other variants must be explicitly opted in to.
-    Capabilities for different types of content in prompt requests.
-
-    Indicates which content types beyond the baseline (text and resource links)
-    the agent can process.
-
-    See protocol docs: [Prompt Capabilities](https://agentclientprotocol.com/protocol/v1/draft/initialization#prompt-capabilities)
-    """
-
-    #: Agent supports `image` content blocks.
-    image: bool = attrs.field(default=False, metadata={"on_error": True})
-
-    #: Agent supports `audio` content blocks.
-    audio: bool = attrs.field(default=False, metadata={"on_error": True})
-
-    #: Agent supports embedded context in `session/prompt` requests.
-    #:
-    #: When enabled, the Client is allowed to include `resource` content blocks
-    #: in prompt requests for pieces of context that are referenced in the message.
-    embedded_context: bool = attrs.field(default=False, metadata={"on_error": True})
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
     #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
@@ -1811,54 +1065,6 @@ class InitializeResponse:
 
 
 @attrs.frozen(kw_only=True)
-class SessionListCapabilities:
-    """Capabilities for the `session/list` method.
-
-    Supplying `{}` means the agent supports listing sessions.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionDeleteCapabilities:
-    """Capabilities for the `session/delete` method.
-
-    Supplying `{}` means the agent supports deleting sessions from `session/list`.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionAdditionalDirectoriesCapabilities:
-    """Capabilities for additional session directories support.
-
-    Supplying `{}` means the agent supports the `additionalDirectories` field on
-    supported session lifecycle requests. Agents that also support
-    `session/list` may return `SessionInfo.additionalDirectories` to report the
-    complete ordered additional-root list associated with a listed session.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
 class SessionSystemPromptCapabilities:
     """**UNSTABLE**
 
@@ -2015,36 +1221,6 @@ class SessionTitleCapabilities:
 
 
 @attrs.frozen(kw_only=True)
-class SessionResumeCapabilities:
-    """Capabilities for the `session/resume` method.
-
-    Supplying `{}` means the agent supports resuming sessions.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionCloseCapabilities:
-    """Capabilities for the `session/close` method.
-
-    Supplying `{}` means the agent supports closing sessions.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusCapabilities:
     """**UNSTABLE**
 
@@ -2053,21 +1229,6 @@ class AuthStatusCapabilities:
     Auth status capabilities supported by the agent.
 
     Supplying `{}` means the agent supports the `auth/status` method.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class LogoutCapabilities:
-    """Logout capabilities supported by the agent.
-
-    Supplying `{}` means the agent supports the logout method.
     """
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
@@ -2088,106 +1249,6 @@ class ProvidersCapabilities:
 
     Supplying `{}` means the agent supports provider configuration methods.
     """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class AuthMethodTerminal:
-    """Terminal-based authentication method.
-
-    The client runs the configured agent program as a separate interactive
-    process for the user to authenticate via a TUI. Agents MUST advertise this
-    method only when the client enabled its terminal authentication capability.
-    A zero exit status signals success. Any other termination signals failure.
-    The client MUST NOT pass this method to `authenticate`.
-    """
-
-    #: Unique identifier for this authentication method.
-    id: AuthMethodId
-
-    #: Human-readable name of the authentication method.
-    name: str
-
-    #: Optional human-readable description of this authentication method.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Additional arguments to append to the configured agent invocation for terminal auth.
-    args: list[str] | None = attrs.field(default=None, metadata={"on_null": True})
-
-    #: Additional environment variables to set on the configured agent invocation for terminal auth.
-    #: These values override same-named variables in the base launch configuration.
-    env: dict[str, str] | None = attrs.field(default=None, metadata={"on_null": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class AuthMethodAgent:
-    """Agent handles authentication itself through `authenticate`.
-
-    This is the default authentication method type.
-    """
-
-    #: Unique identifier for this authentication method.
-    id: AuthMethodId
-
-    #: Human-readable name of the authentication method.
-    name: str
-
-    #: Optional human-readable description of this authentication method.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class Implementation:
-    """Metadata about the implementation of the client or agent.
-    Describes the name and version of an ACP implementation, with an optional
-    title for UI representation.
-    """
-
-    #: Intended for programmatic or logical use, but can be used as a display
-    #: name fallback if title isn't present.
-    name: str
-
-    #: Intended for UI and end-user contexts and optimized to be human-readable
-    #: and easily understood.
-    #:
-    #: If not provided, the name should be used for display.
-    title: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Version of the implementation. Can be displayed to the user or used
-    #: for debugging or metrics purposes. (e.g. "1.0.0").
-    version: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class AuthenticateResponse:
-    """Response to the `authenticate` method."""
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
     #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
@@ -2306,18 +1367,6 @@ class DisableProviderResponse:
 
 
 @attrs.frozen(kw_only=True)
-class LogoutResponse:
-    """Response to the `logout` method."""
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusResponse:
     """**UNSTABLE**
 
@@ -2399,167 +1448,6 @@ class AuthAccount:
 
 
 @attrs.frozen(kw_only=True)
-class NewSessionResponse:
-    """Response from creating a new session.
-
-    See protocol docs: [Creating a Session](https://agentclientprotocol.com/protocol/v1/draft/session-setup#creating-a-session)
-    """
-
-    #: Unique identifier for the created session.
-    #:
-    #: Used in all subsequent requests for this conversation.
-    session_id: SessionId
-
-    #: Initial mode state if supported by the Agent
-    #:
-    #: See protocol docs: [Session Modes](https://agentclientprotocol.com/protocol/v1/draft/session-modes)
-    modes: SessionModeState | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Initial session configuration options if supported by the Agent.
-    config_options: list[SessionConfigOption] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionModeState:
-    """The set of modes and the one currently active."""
-
-    #: The current mode the Agent is in.
-    current_mode_id: SessionModeId
-
-    #: The set of modes that the Agent can operate in
-    available_modes: list[SessionMode] = attrs.field(
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionMode:
-    """A mode the agent can operate in.
-
-    See protocol docs: [Session Modes](https://agentclientprotocol.com/protocol/v1/draft/session-modes)
-    """
-
-    #: Stable identifier used to refer to this protocol object in later messages.
-    id: SessionModeId
-
-    #: Human-readable name shown for this protocol object.
-    name: str
-
-    #: Optional human-readable details shown with this protocol object.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigSelectOption:
-    """A possible value for a session configuration option."""
-
-    #: Unique identifier for this option value.
-    value: SessionConfigValueId
-
-    #: Human-readable label for this option value.
-    name: str
-
-    #: Optional description for this option value.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigSelectGroup:
-    """A group of possible values for a session configuration option."""
-
-    #: Unique identifier for this group.
-    group: SessionConfigGroupId
-
-    #: Human-readable label for this group.
-    name: str
-
-    #: The set of option values in this group.
-    options: list[SessionConfigSelectOption] = attrs.field(
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigSelect:
-    """A single-value selector (dropdown) session configuration option payload."""
-
-    #: The currently selected value.
-    current_value: SessionConfigValueId
-
-    #: The set of selectable options.
-    options: SessionConfigSelectOptions
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigBoolean:
-    """A boolean on/off toggle session configuration option payload."""
-
-    #: The current value of the boolean option.
-    current_value: bool
-
-
-@attrs.frozen(kw_only=True)
-class LoadSessionResponse:
-    """Response from loading an existing session."""
-
-    #: Initial mode state if supported by the Agent
-    #:
-    #: See protocol docs: [Session Modes](https://agentclientprotocol.com/protocol/v1/draft/session-modes)
-    modes: SessionModeState | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Initial session configuration options if supported by the Agent.
-    config_options: list[SessionConfigOption] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
 class ListSessionsResponse:
     """Response from listing sessions."""
 
@@ -2613,18 +1501,6 @@ class SessionInfo:
     #: Optional. Omitted and `null` are equivalent and mean the archive state is not reported.
     #: Agents that advertise the `sessionCapabilities.archive` capability MUST include it on every listed session.
     archived: bool | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class DeleteSessionResponse:
-    """Response from deleting a session."""
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
     #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
@@ -2748,70 +1624,6 @@ class SetSessionTitleResponse:
 
 
 @attrs.frozen(kw_only=True)
-class ResumeSessionResponse:
-    """Response from resuming an existing session."""
-
-    #: Initial mode state if supported by the Agent
-    #:
-    #: See protocol docs: [Session Modes](https://agentclientprotocol.com/protocol/v1/draft/session-modes)
-    modes: SessionModeState | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Initial session configuration options if supported by the Agent.
-    config_options: list[SessionConfigOption] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class CloseSessionResponse:
-    """Response from closing a session."""
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionModeResponse:
-    """Response to `session/set_mode` method."""
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionConfigOptionResponse:
-    """Response to `session/set_config_option` method."""
-
-    #: The full set of configuration options and their current values.
-    config_options: list[SessionConfigOption] = attrs.field(
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
 class PromptResponse:
     """Response from processing a user prompt.
 
@@ -2872,40 +1684,6 @@ class Usage:
 
 
 @attrs.frozen(kw_only=True)
-class Error:
-    """JSON-RPC error object.
-
-    Represents an error that occurred during method execution, following the
-    JSON-RPC 2.0 error object specification with optional additional data.
-
-    See protocol docs: [JSON-RPC Error Object](https://www.jsonrpc.org/specification#error_object)
-    """
-
-    #: A number indicating the error type that occurred.
-    #: This must be an integer as defined in the JSON-RPC specification.
-    code: ErrorCode
-
-    #: A string providing a short description of the error.
-    #: The message should be limited to a concise single sentence.
-    message: str
-
-    #: Optional primitive or structured value that contains additional information about the error.
-    #: This may include debugging information or context-specific details.
-    data: Any = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class AgentNotification:
-    """A JSON-RPC notification object."""
-
-    #: The notification method name.
-    method: str
-
-    #: Method-specific notification parameters.
-    params: Any = None
-
-
-@attrs.frozen(kw_only=True)
 class SessionNotification:
     """Notification containing a session update from the agent.
 
@@ -2919,135 +1697,6 @@ class SessionNotification:
 
     #: The actual update content.
     update: SessionUpdate
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ContentChunk:
-    """A streamed item of content"""
-
-    #: A single item of content
-    content: ContentBlock
-
-    #: A unique identifier for the message this chunk belongs to.
-    #:
-    #: All chunks belonging to the same message share the same `messageId`.
-    #: A change in `messageId` indicates a new message has started.
-    message_id: MessageId | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ToolCall:
-    """Represents a tool call that the language model has requested.
-
-    Tool calls are actions that the agent executes on behalf of the language model,
-    such as reading files, executing code, or fetching data from external sources.
-
-    See protocol docs: [Tool Calls](https://agentclientprotocol.com/protocol/v1/draft/tool-calls)
-    """
-
-    #: Unique identifier for this tool call within the session.
-    tool_call_id: ToolCallId
-
-    #: Human-readable title describing what the tool is doing.
-    title: str
-
-    #: Programmatic name of the tool being invoked.
-    #:
-    #: This field is optional. Omitting it or sending `null` both mean that no
-    #: tool name is available.
-    name: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The category of tool being invoked.
-    #: Helps clients choose appropriate icons and UI treatment.
-    kind: ToolKind | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Current execution status of the tool call.
-    status: ToolCallStatus | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Content produced by the tool call.
-    content: list[ToolCallContent] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: File locations affected by this tool call.
-    #: Enables "follow-along" features in clients.
-    locations: list[ToolCallLocation] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: Raw input parameters sent to the tool.
-    raw_input: Any = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Raw output returned by the tool.
-    raw_output: Any = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class PlanEntry:
-    """A single entry in the execution plan.
-
-    Represents a task or goal that the assistant intends to accomplish
-    as part of fulfilling the user's request.
-    See protocol docs: [Plan Entries](https://agentclientprotocol.com/protocol/v1/draft/agent-plan#plan-entries)
-    """
-
-    #: Human-readable description of what this task aims to accomplish.
-    content: str
-
-    #: The relative importance of this task.
-    #: Used to indicate which tasks are most critical to the overall goal.
-    priority: PlanEntryPriority
-
-    #: Current execution status of this task.
-    status: PlanEntryStatus
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class Plan:
-    """An execution plan for accomplishing complex tasks.
-
-    Plans consist of multiple entries representing individual tasks or goals.
-    Agents report plans to clients to provide visibility into their execution strategy.
-    Plans can evolve during execution as the agent discovers new requirements or completes tasks.
-
-    See protocol docs: [Agent Plan](https://agentclientprotocol.com/protocol/v1/draft/agent-plan)
-    """
-
-    #: The list of tasks to be accomplished.
-    #:
-    #: When updating a plan, the agent must send a complete list of all entries
-    #: with their current status. The client replaces the entire plan with each update.
-    entries: list[PlanEntry] = attrs.field(metadata={"on_error": True, "skip_invalid": True})
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
     #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
@@ -3168,249 +1817,6 @@ class PlanRemoved:
     #: these keys.
     #:
     #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class AvailableCommand:
-    """Information about a command."""
-
-    #: Command name (e.g., `create_plan`, `research_codebase`).
-    name: str
-
-    #: Human-readable description of what the command does.
-    description: str
-
-    #: Input for the command if required
-    input: AvailableCommandInput | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class UnstructuredCommandInput:
-    """All text that was typed after the command name is provided as input."""
-
-    #: A hint to display when the input hasn't been provided yet
-    hint: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class AvailableCommandsUpdate:
-    """Available commands are ready or have changed"""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "available_commands_update")
-
-    #: Commands the agent can execute
-    available_commands: list[AvailableCommand] = attrs.field(
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class CurrentModeUpdate:
-    """The current mode of the session has changed
-
-    See protocol docs: [Session Modes](https://agentclientprotocol.com/protocol/v1/draft/session-modes)
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "current_mode_update")
-
-    #: The ID of the current mode
-    current_mode_id: SessionModeId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ConfigOptionUpdate:
-    """Session configuration options have been updated."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "config_option_update")
-
-    #: The full set of configuration options and their current values.
-    config_options: list[SessionConfigOption] = attrs.field(
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionInfoUpdate:
-    """Update to session metadata. All fields are optional to support partial updates.
-
-    Agents send this notification to update session information like title or custom metadata.
-    Clients can use it to keep session titles and state current.
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "session_info_update")
-
-    #: Human-readable title for the session. Set to null to clear.
-    title: str | None | AbsentType = attrs.field(default=ABSENT, metadata={"on_error": True})
-
-    #: ISO 8601 timestamp of last activity. Set to null to clear.
-    updated_at: str | None | AbsentType = attrs.field(default=ABSENT, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class Cost:
-    """Cost information for a session."""
-
-    #: Total cumulative cost for session.
-    amount: float
-
-    #: Unit of `amount`: an ISO 4217 currency code (e.g., "USD", "EUR") for money, or another
-    #: unit such as "credits".
-    currency: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class UsageUpdate:
-    """Context window and cost update for a session."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "usage_update")
-
-    #: Tokens currently in context.
-    used: int
-
-    #: Total context window size in tokens.
-    size: int
-
-    #: Cumulative session cost (optional).
-    cost: Cost | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class Notice:
-    """Fire-and-forget information for the user.
-
-    Notices are live events rather than session history. Agents must not rely on
-    a notice being received, displayed, or seen by the user.
-    Agents MUST only send notices when the Client advertised
-    the `session.notices` Client capability. Otherwise, Agents may use an agent
-    message when the information should still be surfaced to the user.
-
-    See RFD: [Session Notices](https://agentclientprotocol.com/rfds/session-notices)
-    """
-
-    #: Presentation severity hint.
-    severity: NoticeSeverity
-
-    #: Required non-empty plain-text title that can stand alone.
-    title: str
-
-    #: Optional plain-text detail or guidance.
-    #:
-    #: Omitted and `null` are equivalent and mean no description was supplied.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Metadata scoped to this notice.
-    #:
-    #: Omitted and `null` are equivalent and mean no metadata was supplied.
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class CompactionUpdate:
-    """A context compaction upsert. The first notification fixes the compaction's
-    timeline position. Later updates with the same ID patch that entity in place.
-    Agents MUST only send this update when the Client advertised
-    the `session.compaction` Client capability.
-
-    `summary`, `error`, and `_meta` have patch semantics: omission leaves the
-    stored value unchanged, `null` clears it, and a concrete value replaces it.
-    `summary: []` also clears the summary.
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "compaction_update")
-
-    #: The Agent-owned ID of this compaction, unique within the session.
-    compaction_id: CompactionId
-
-    #: Current lifecycle status.
-    status: CompactionStatus
-
-    #: Complete replacement user-displayable summary content for the compaction.
-    summary: list[ContentBlock] | None = attrs.field(
-        default=None,
-        metadata={"on_error": True, "skip_invalid": True},
-    )
-
-    #: Human-readable error details for the compaction.
-    error: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Extensible metadata patch for this compaction.
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class CompactionSummaryChunk:
-    """A content block appended to a compaction's summary. A first-seen ID creates
-    an in-progress compaction. Chunks append in receive order.
-    Agents MUST only send this update when the Client advertised
-    the `session.compaction` Client capability.
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "compaction_summary_chunk")
-
-    #: ID of the compaction whose summary receives this content.
-    compaction_id: CompactionId
-
-    #: One content block to append.
-    content: ContentBlock
-
-    #: Metadata scoped to this chunk. Omission and `null` both mean absent.
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
@@ -3725,23 +2131,6 @@ class SessionMessageChunk:
 
 
 @attrs.frozen(kw_only=True)
-class CompleteElicitationNotification:
-    """Notification sent by the agent when a URL-based elicitation is complete."""
-
-    #: The ID of the elicitation that completed.
-    elicitation_id: ElicitationId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusUpdateNotification:
     """**UNSTABLE**
 
@@ -3769,65 +2158,6 @@ class AuthStatusUpdateNotification:
         default=None,
         metadata={"on_error": True, "skip_invalid": True},
     )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ClientRequest:
-    """A JSON-RPC request object."""
-
-    #: The request id used to correlate the matching response.
-    id: RequestId
-
-    #: The method name to invoke.
-    method: str
-
-    #: Method-specific request parameters.
-    params: Any = None
-
-
-@attrs.frozen(kw_only=True)
-class AuthCapabilities:
-    """Authentication capabilities supported by the client.
-
-    Advertised during initialization to inform the agent which authentication
-    method types the client can handle. This governs opt-in types that require
-    additional client-side support.
-    """
-
-    #: Whether the client supports `terminal` authentication methods.
-    #:
-    #: The client should set this to `true` only when it can reproduce the
-    #: configured agent invocation in an interactive terminal. When `true`, the
-    #: agent may include `terminal` entries in its authentication methods.
-    terminal: bool = attrs.field(default=False, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class FileSystemCapabilities:
-    """File system capabilities that a client may support.
-
-    See protocol docs: [FileSystem](https://agentclientprotocol.com/protocol/v1/draft/initialization#filesystem)
-    """
-
-    #: Whether the Client supports `fs/read_text_file` requests.
-    read_text_file: bool = attrs.field(default=False, metadata={"on_error": True})
-
-    #: Whether the Client supports `fs/write_text_file` requests.
-    write_text_file: bool = attrs.field(default=False, metadata={"on_error": True})
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
     #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
@@ -3943,88 +2273,6 @@ class InitializeRequest:
 
 
 @attrs.frozen(kw_only=True)
-class ClientSessionCapabilities:
-    """Session-related capabilities supported by the client."""
-
-    #: Support for ID-addressed context compaction updates. Omitted or `null`
-    #: means unsupported. `{}` advertises the complete compaction contract.
-    compaction: CompactionCapabilities | None = attrs.field(
-        default=None,
-        metadata={"on_error": True},
-    )
-
-    #: Config option capabilities supported by the client.
-    #:
-    #: Omitted or `null` both mean the client does not advertise support for any
-    #: config option extensions.
-    config_options: SessionConfigOptionsCapabilities | None = attrs.field(
-        default=None,
-        metadata={"on_error": True},
-    )
-
-    #: Support for live user-facing `notice` session updates.
-    #:
-    #: Optional. Omitted or `null` both mean the client does not advertise support.
-    #: Supplying `{}` means the client can present notices to the user.
-    notices: NoticeCapabilities | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class CompactionCapabilities:
-    """Client support for ID-addressed context compaction updates."""
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigOptionsCapabilities:
-    """Session configuration option capabilities supported by the client."""
-
-    #: Whether the client supports boolean session configuration options.
-    #:
-    #: Optional. Omitted or `null` both mean the client does not advertise support.
-    #: Supplying `{}` means agents may include `type: "boolean"` entries in
-    #: `configOptions`, and the client may send `session/set_config_option`
-    #: requests with `type: "boolean"` and a boolean `value`.
-    boolean: BooleanConfigOptionCapabilities | None = attrs.field(
-        default=None,
-        metadata={"on_error": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class BooleanConfigOptionCapabilities:
-    """Capabilities for boolean session configuration options.
-
-    Supplying `{}` means the client supports boolean session configuration options.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class NoticeCapabilities:
-    """Client support for presenting live notices to the user."""
-
-
-@attrs.frozen(kw_only=True)
 class SubagentCapabilities:
     """**UNSTABLE**
 
@@ -4052,88 +2300,6 @@ class PlanCapabilities:
 
     Capabilities for receiving `plan_update` and `plan_removed` session updates.
     """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationCapabilities:
-    """Elicitation capabilities supported by the client."""
-
-    #: Whether the client supports form-based elicitation.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean form support is not advertised.
-    #: Supplying `{}` explicitly advertises form support.
-    form: ElicitationFormCapabilities | None = attrs.field(
-        default=None,
-        metadata={"on_error": True},
-    )
-
-    #: Whether the client supports URL-based elicitation.
-    #:
-    #: Optional. Omitted or `null` both mean the client does not advertise support.
-    #: Supplying `{}` means the client supports URL-based elicitation.
-    url: ElicitationUrlCapabilities | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationFormCapabilities:
-    """Form-based elicitation capabilities.
-
-    Supplying `{}` means the client supports form-based elicitation.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationUrlCapabilities:
-    """URL-based elicitation capabilities.
-
-    Supplying `{}` means the client supports URL-based elicitation.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class AuthenticateRequest:
-    """Request parameters for the authenticate method.
-
-    Specifies which authentication method to use.
-    """
-
-    #: The ID of the authentication method to use.
-    #: Must be one of the methods advertised in the initialize response.
-    method_id: AuthMethodId
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
     #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
@@ -4213,21 +2379,6 @@ class DisableProviderRequest:
 
 
 @attrs.frozen(kw_only=True)
-class LogoutRequest:
-    """Request parameters for the logout method.
-
-    Terminates the current authenticated session.
-    """
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
 class AuthStatusRequest:
     """**UNSTABLE**
 
@@ -4289,66 +2440,6 @@ class NewSessionRequest:
 
 
 @attrs.frozen(kw_only=True)
-class HttpHeader:
-    """An HTTP header to set when making requests to the MCP server."""
-
-    #: The name of the HTTP header.
-    name: str
-
-    #: The value to set for the HTTP header.
-    value: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class McpServerHttp:
-    """HTTP transport configuration for MCP."""
-
-    #: Human-readable name identifying this MCP server.
-    name: str
-
-    #: URL to the MCP server.
-    url: str
-
-    #: HTTP headers to set when making requests to the MCP server.
-    headers: list[HttpHeader] = attrs.field(metadata={"on_null": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class McpServerSse:
-    """SSE transport configuration for MCP."""
-
-    #: Human-readable name identifying this MCP server.
-    name: str
-
-    #: URL to the MCP server.
-    url: str
-
-    #: HTTP headers to set when making requests to the MCP server.
-    headers: list[HttpHeader] = attrs.field(metadata={"on_null": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
 class McpServerAcp:
     """**UNSTABLE**
 
@@ -4368,30 +2459,6 @@ class McpServerAcp:
     #: Providers MUST NOT reuse an ID for multiple ACP-transport MCP servers that are visible
     #: on the same ACP connection.
     server_id: McpServerAcpId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class McpServerStdio:
-    """Stdio transport configuration for MCP."""
-
-    #: Human-readable name identifying this MCP server.
-    name: str
-
-    #: Absolute path to the MCP server executable.
-    command: str
-
-    #: Command-line arguments to pass to the MCP server.
-    args: list[str] = attrs.field(metadata={"on_null": True})
-
-    #: Environment variables to set when launching the MCP server.
-    env: list[EnvVariable] = attrs.field(metadata={"on_null": True})
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
     #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
@@ -4511,24 +2578,6 @@ class ListSessionsRequest:
     #: the Agent advertises the `sessionCapabilities.archive` capability. The filter combines with `cwd` and
     #: applies before pagination. Clients keep the same value when following `nextCursor`.
     archived: SessionArchiveFilter | None = None
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class DeleteSessionRequest:
-    """Request parameters for deleting an existing session from `session/list`.
-
-    Only available if the Agent supports the `sessionCapabilities.delete` capability.
-    """
-
-    #: The ID of the session to delete.
-    session_id: SessionId
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
     #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
@@ -4755,244 +2804,6 @@ class ResumeSessionRequest:
 
 
 @attrs.frozen(kw_only=True)
-class CloseSessionRequest:
-    """Request parameters for closing an active session.
-
-    If supported, the agent **must** cancel any ongoing work related to the session
-    (treat it as if `session/cancel` was called) and then free up any resources
-    associated with the session.
-
-    Only available if the Agent supports the `sessionCapabilities.close` capability.
-    """
-
-    #: The ID of the session to close.
-    session_id: SessionId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionModeRequest:
-    """Request parameters for setting a session mode."""
-
-    #: The ID of the session to set the mode for.
-    session_id: SessionId
-
-    #: The ID of the mode to set.
-    mode_id: SessionModeId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class PromptRequest:
-    """Request parameters for sending a user prompt to the agent.
-
-    Contains the user's message and any additional context.
-
-    See protocol docs: [User Message](https://agentclientprotocol.com/protocol/v1/draft/prompt-turn#1-user-message)
-    """
-
-    #: The ID of the session to send this user message to
-    session_id: SessionId
-
-    #: The blocks of content that compose the user's message.
-    #:
-    #: As a baseline, the Agent MUST support `text` and `resource_link` content blocks,
-    #: while other variants are optionally enabled via `PromptCapabilities`.
-    #:
-    #: The Client MUST adapt its interface according to `PromptCapabilities`.
-    #:
-    #: The client MAY include referenced pieces of context as either
-    #: `resource` or `resource_link` content blocks.
-    #:
-    #: When available, `resource` is preferred
-    #: as it avoids extra round-trips and allows the message to include
-    #: pieces of context from sources the agent may not have access to.
-    prompt: list[ContentBlock]
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class WriteTextFileResponse:
-    """Response to `fs/write_text_file`"""
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ReadTextFileResponse:
-    """Response containing the contents of a text file."""
-
-    #: Content payload returned by this response.
-    content: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class RequestPermissionResponse:
-    """Response to a permission request."""
-
-    #: The user's decision on the permission request.
-    outcome: RequestPermissionOutcome
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SelectedPermissionOutcome:
-    """The user selected one of the provided options."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("outcome", "selected")
-
-    #: The ID of the option the user selected.
-    option_id: PermissionOptionId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class CreateTerminalResponse:
-    """Response containing the ID of the created terminal."""
-
-    #: The unique identifier for the created terminal.
-    terminal_id: TerminalId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class TerminalOutputResponse:
-    """Response containing the terminal output and exit status."""
-
-    #: The terminal output captured so far.
-    output: str
-
-    #: Whether the output was truncated due to byte limits.
-    truncated: bool
-
-    #: Exit status if the command has completed.
-    exit_status: TerminalExitStatus | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class TerminalExitStatus:
-    """Exit status of a terminal command."""
-
-    #: The process exit code (may be null if terminated by signal).
-    exit_code: int | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The signal that terminated the process (may be null if exited normally).
-    signal: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ReleaseTerminalResponse:
-    """Response to terminal/release method"""
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class WaitForTerminalExitResponse:
-    """Response containing the exit status of a terminal command."""
-
-    #: The process exit code (may be null if terminated by signal).
-    exit_code: int | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The signal that terminated the process (may be null if exited normally).
-    signal: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class KillTerminalResponse:
-    """Response to `terminal/kill` method"""
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class ElicitationAcceptAction:
-    """The user accepted the elicitation and provided content."""
-
-    #: The user-provided content, if any, as an object matching the requested schema.
-    content: dict[str, ElicitationContentValue] | None = None
-
-
-@attrs.frozen(kw_only=True)
 class McpError:
     """**UNSTABLE**
 
@@ -5010,35 +2821,6 @@ class McpError:
 
     #: Optional error data. Explicit null is retained.
     data: Any = None
-
-
-@attrs.frozen(kw_only=True)
-class ClientNotification:
-    """A JSON-RPC notification object."""
-
-    #: The notification method name.
-    method: str
-
-    #: Method-specific notification parameters.
-    params: Any = None
-
-
-@attrs.frozen(kw_only=True)
-class CancelNotification:
-    """Notification to cancel ongoing operations for a session.
-
-    See protocol docs: [Cancellation](https://agentclientprotocol.com/protocol/v1/draft/prompt-turn#cancellation)
-    """
-
-    #: The ID of the session to cancel operations for.
-    session_id: SessionId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
 @attrs.frozen(kw_only=True)
@@ -5066,24 +2848,6 @@ class MessageMcpNotification:
     #:
     #: If omitted or set to `null`, the inner MCP message has no params.
     params: dict[str, Any] | None = None
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class CancelRequestNotification:
-    """Notification to cancel an ongoing request.
-
-    See protocol docs: [Cancellation](https://agentclientprotocol.com/protocol/v1/draft/cancellation)
-    """
-
-    #: The ID of the request to cancel.
-    request_id: RequestId
 
     #: The _meta property is reserved by ACP to allow clients and agents to attach additional
     #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
@@ -5200,472 +2964,6 @@ class ProxySuccessorNotification:
 
 
 @attrs.frozen(kw_only=True)
-class ContentToolCallContent(Content):
-    """Standard content block (text, images, resources)."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "content")
-
-
-@attrs.frozen(kw_only=True)
-class FileEditToolCallContent(Diff):
-    """A diff representing file modifications.
-
-    Shows changes to files in a format suitable for display in the client UI.
-
-    See protocol docs: [Content](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#content)
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "diff")
-
-
-@attrs.frozen(kw_only=True)
-class TerminalToolCallContent(Terminal):
-    """Embed a terminal created with `terminal/create` by its id.
-
-    The terminal must be added before calling `terminal/release`.
-
-    See protocol docs: [Terminal](https://agentclientprotocol.com/protocol/v1/draft/terminals)
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "terminal")
-
-
-@attrs.frozen
-class UnknownToolCallContent:
-    """A ``ToolCallContent`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "type"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class TextContentBlock(TextContent):
-    """Text provided to or from an LLM."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "text")
-
-
-@attrs.frozen(kw_only=True)
-class ImageContentBlock(ImageContent):
-    """An image provided to or from an LLM."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "image")
-
-
-@attrs.frozen(kw_only=True)
-class AudioContentBlock(AudioContent):
-    """Audio provided to or from an LLM."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "audio")
-
-
-@attrs.frozen(kw_only=True)
-class ResourceLinkContentBlock(ResourceLink):
-    """A resource that the server is capable of reading, included in a prompt or tool call result."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "resource_link")
-
-
-@attrs.frozen(kw_only=True)
-class EmbeddedResourceContentBlock(EmbeddedResource):
-    """The contents of a resource, embedded into a prompt or tool call result."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "resource")
-
-
-@attrs.frozen
-class UnknownContentBlock:
-    """A ``ContentBlock`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "type"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class CreateElicitationRequestForm:
-    """Form-based elicitation where the client renders a form from the provided schema."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("mode", "form")
-
-    #: A human-readable message describing what input is needed.
-    message: str
-
-    #: A JSON Schema describing the form fields to present to the user.
-    requested_schema: ElicitationSchema
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The session this elicitation is tied to.
-    session_id: SessionId | None = None
-
-    #: Optional tool call within the session.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean the elicitation is scoped to the
-    #: session without a specific tool call.
-    tool_call_id: ToolCallId | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The request this elicitation is tied to.
-    request_id: RequestId | AbsentType = ABSENT
-
-
-@attrs.frozen(kw_only=True)
-class CreateElicitationRequestUrl:
-    """URL-based elicitation where the client directs the user to a URL."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("mode", "url")
-
-    #: A human-readable message describing what input is needed.
-    message: str
-
-    #: The unique identifier for this elicitation.
-    elicitation_id: ElicitationId
-
-    #: The URL to direct the user to.
-    url: str
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The session this elicitation is tied to.
-    session_id: SessionId | None = None
-
-    #: Optional tool call within the session.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean the elicitation is scoped to the
-    #: session without a specific tool call.
-    tool_call_id: ToolCallId | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The request this elicitation is tied to.
-    request_id: RequestId | AbsentType = ABSENT
-
-
-@attrs.frozen
-class UnknownCreateElicitationRequest:
-    """A ``CreateElicitationRequest`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "mode"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class StringPropertySchemaVariant(StringPropertySchema):
-    """Schema for string properties in an elicitation form.
-
-    When `enum` or `oneOf` is set, this represents a single-select enum
-    with `"type": "string"`.
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "string")
-
-
-@attrs.frozen(kw_only=True)
-class NumberPropertySchemaVariant(NumberPropertySchema):
-    """Schema for number (floating-point) properties in an elicitation form."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "number")
-
-
-@attrs.frozen(kw_only=True)
-class IntegerPropertySchemaVariant(IntegerPropertySchema):
-    """Schema for integer properties in an elicitation form."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "integer")
-
-
-@attrs.frozen(kw_only=True)
-class BooleanPropertySchemaVariant(BooleanPropertySchema):
-    """Schema for boolean properties in an elicitation form."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "boolean")
-
-
-@attrs.frozen(kw_only=True)
-class MultiSelectPropertySchemaVariant(MultiSelectPropertySchema):
-    """Schema for multi-select (array) properties in an elicitation form."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "array")
-
-
-@attrs.frozen
-class UnknownElicitationPropertySchema:
-    """A ``ElicitationPropertySchema`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "type"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class StringMultiSelectItemsVariant(StringMultiSelectItems):
-    """String item schema for multi-select enum properties."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "string")
-
-
-@attrs.frozen
-class UnknownMultiSelectItems:
-    """A ``MultiSelectItems`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "type"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class AgentResponseResult:
-    """A successful JSON-RPC response."""
-
-    #: The id of the request this response answers.
-    id: RequestId
-
-    #: Method-specific response data.
-    result: Any
-
-
-@attrs.frozen(kw_only=True)
-class AgentResponseError:
-    """A failed JSON-RPC response."""
-
-    #: The id of the request this response answers.
-    id: RequestId
-
-    #: Method-specific error data.
-    error: Error
-
-
-@attrs.frozen(kw_only=True)
-class TerminalAuthMethod(AuthMethodTerminal):
-    """Terminal-based authentication method.
-
-    The client runs the configured agent program as a separate interactive
-    process for the user to authenticate via a TUI. Agents MUST advertise this
-    method only when the client enabled its terminal authentication capability.
-    A zero exit status signals success. Any other termination signals failure.
-    The client MUST NOT pass this method to `authenticate`.
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "terminal")
-
-
-@attrs.frozen
-class UnknownAuthMethod:
-    """A ``AuthMethod`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "type"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigOptionSelect:
-    """Single-value selector (dropdown)."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "select")
-
-    #: Unique identifier for the configuration option.
-    id: SessionConfigId
-
-    #: Human-readable label for the option.
-    name: str
-
-    #: The currently selected value.
-    current_value: SessionConfigValueId
-
-    #: The set of selectable options.
-    options: SessionConfigSelectOptions
-
-    #: Optional description for the Client to display to the user.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Optional semantic category for this option (UX only).
-    category: SessionConfigOptionCategory | None = attrs.field(
-        default=None,
-        metadata={"on_error": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SessionConfigOptionBoolean:
-    """Boolean on/off toggle."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "boolean")
-
-    #: Unique identifier for the configuration option.
-    id: SessionConfigId
-
-    #: Human-readable label for the option.
-    name: str
-
-    #: The current value of the boolean option.
-    current_value: bool
-
-    #: Optional description for the Client to display to the user.
-    description: str | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: Optional semantic category for this option (UX only).
-    category: SessionConfigOptionCategory | None = attrs.field(
-        default=None,
-        metadata={"on_error": True},
-    )
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen
-class UnknownSessionConfigOption:
-    """A ``SessionConfigOption`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "type"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class UserMessageChunk(ContentChunk):
-    """A streamed item of content"""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "user_message_chunk")
-
-
-@attrs.frozen(kw_only=True)
-class AgentMessageChunk(ContentChunk):
-    """A streamed item of content"""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "agent_message_chunk")
-
-
-@attrs.frozen(kw_only=True)
-class AgentThoughtChunk(ContentChunk):
-    """A streamed item of content"""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "agent_thought_chunk")
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallStart(ToolCall):
-    """Represents a tool call that the language model has requested.
-
-    Tool calls are actions that the agent executes on behalf of the language model,
-    such as reading files, executing code, or fetching data from external sources.
-
-    See protocol docs: [Tool Calls](https://agentclientprotocol.com/protocol/v1/draft/tool-calls)
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "tool_call")
-
-
-@attrs.frozen(kw_only=True)
-class ToolCallProgress(ToolCallUpdate):
-    """An update to an existing tool call.
-
-    Used to report progress and results as tools execute. All fields except
-    the tool call ID are optional - only changed fields need to be included.
-
-    See protocol docs: [Updating](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#updating)
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "tool_call_update")
-
-
-@attrs.frozen(kw_only=True)
-class AgentPlanUpdate(Plan):
-    """An execution plan for accomplishing complex tasks.
-
-    Plans consist of multiple entries representing individual tasks or goals.
-    Agents report plans to clients to provide visibility into their execution strategy.
-    Plans can evolve during execution as the agent discovers new requirements or completes tasks.
-
-    See protocol docs: [Agent Plan](https://agentclientprotocol.com/protocol/v1/draft/agent-plan)
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "plan")
-
-
-@attrs.frozen(kw_only=True)
 class PlanRemovedSessionUpdate(PlanRemoved):
     """**UNSTABLE**
 
@@ -5678,22 +2976,6 @@ class PlanRemovedSessionUpdate(PlanRemoved):
 
 
 @attrs.frozen(kw_only=True)
-class NoticeUpdate(Notice):
-    """Fire-and-forget information for the user.
-
-    Notices are live events rather than session history. Agents must not rely on
-    a notice being received, displayed, or seen by the user.
-    Agents MUST only send notices when the Client advertised
-    the `session.notices` Client capability. Otherwise, Agents may use an agent
-    message when the information should still be surfaced to the user.
-
-    See RFD: [Session Notices](https://agentclientprotocol.com/rfds/session-notices)
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "notice")
-
-
-@attrs.frozen(kw_only=True)
 class SessionMessageSessionUpdate(SessionMessage):
     """**UNSTABLE**
 
@@ -5703,23 +2985,6 @@ class SessionMessageSessionUpdate(SessionMessage):
     """
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "session_message")
-
-
-@attrs.frozen
-class UnknownSessionUpdate:
-    """A ``SessionUpdate`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "sessionUpdate"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
 
 
 @attrs.frozen(kw_only=True)
@@ -5793,20 +3058,6 @@ class StateUpdateOther:
 
 
 @attrs.frozen(kw_only=True)
-class HttpMcpServer(McpServerHttp):
-    """HTTP transport configuration for MCP."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "http")
-
-
-@attrs.frozen(kw_only=True)
-class SseMcpServer(McpServerSse):
-    """SSE transport configuration for MCP."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "sse")
-
-
-@attrs.frozen(kw_only=True)
 class AcpMcpServer(McpServerAcp):
     """**UNSTABLE**
 
@@ -5819,210 +3070,6 @@ class AcpMcpServer(McpServerAcp):
     """
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "acp")
-
-
-@attrs.frozen
-class UnknownMcpServer:
-    """A ``McpServer`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "type"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionConfigOptionRequestBoolean:
-    """A boolean value (`type: "boolean"`)."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("type", "boolean")
-
-    #: The ID of the session to set the configuration option for.
-    session_id: SessionId
-
-    #: The ID of the configuration option to set.
-    config_id: SessionConfigId
-
-    #: The boolean value.
-    value: bool
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class SetSessionConfigOptionRequestValueId:
-    """A `SessionConfigValueId` string value.
-
-    This is the default when `type` is absent on the wire. Unknown `type`
-    values with string payloads also gracefully deserialize into this
-    variant.
-    """
-
-    #: The ID of the session to set the configuration option for.
-    session_id: SessionId
-
-    #: The ID of the configuration option to set.
-    config_id: SessionConfigId
-
-    #: The value ID.
-    value: SessionConfigValueId
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen
-class UnknownSetSessionConfigOptionRequest:
-    """A ``SetSessionConfigOptionRequest`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "type"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class ClientResponseResult:
-    """A successful JSON-RPC response."""
-
-    #: The id of the request this response answers.
-    id: RequestId
-
-    #: Method-specific response data.
-    result: Any
-
-
-@attrs.frozen(kw_only=True)
-class ClientResponseError:
-    """A failed JSON-RPC response."""
-
-    #: The id of the request this response answers.
-    id: RequestId
-
-    #: Method-specific error data.
-    error: Error
-
-
-@attrs.frozen(kw_only=True)
-class CancelledPermissionOutcome:
-    """The prompt turn was cancelled before the user responded.
-
-    When a client sends a `session/cancel` notification to cancel an ongoing
-    prompt turn, it MUST respond to all pending `session/request_permission`
-    requests with this `cancelled` outcome.
-
-    See protocol docs: [Cancellation](https://agentclientprotocol.com/protocol/v1/draft/prompt-turn#cancellation)
-    """
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("outcome", "cancelled")
-
-
-@attrs.frozen
-class UnknownRequestPermissionOutcome:
-    """A ``RequestPermissionOutcome`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "outcome"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
-
-
-@attrs.frozen(kw_only=True)
-class CreateElicitationResponseAccept:
-    """The user accepted and provided content."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("action", "accept")
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-    #: The user-provided content, if any, as an object matching the requested schema.
-    content: dict[str, ElicitationContentValue] | None = None
-
-
-@attrs.frozen(kw_only=True)
-class CreateElicitationResponseDecline:
-    """The user declined the elicitation."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("action", "decline")
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen(kw_only=True)
-class CreateElicitationResponseCancel:
-    """The elicitation was cancelled."""
-
-    __acp_tag__: ClassVar[tuple[str, str]] = ("action", "cancel")
-
-    #: The _meta property is reserved by ACP to allow clients and agents to attach additional
-    #: metadata to their interactions. Implementations MUST NOT make assumptions about values at
-    #: these keys.
-    #:
-    #: Optional. Omitted and `null` are equivalent and mean no metadata.
-    #:
-    #: See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-    meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
-
-
-@attrs.frozen
-class UnknownCreateElicitationResponse:
-    """A ``CreateElicitationResponse`` variant this version of acpkit does not know.
-
-    ``raw`` is the whole JSON object as received; it is re-encoded unchanged.
-    """
-
-    __acp_unknown__: ClassVar[str] = "action"
-
-    raw: dict[str, Any]
-
-    @property
-    def tag(self) -> Any:
-        """The unrecognised tag value."""
-        return self.raw.get(self.__acp_unknown__)
 
 
 @attrs.frozen(kw_only=True)
@@ -6069,119 +3116,6 @@ class ProxyResponseError:
     error: Error
 
 
-RequestId: TypeAlias = None | int | str
-"""JSON RPC Request Id
-
-An identifier established by the Client that MUST contain a String, Number, or NULL value if included. If it is not included it is assumed to be a notification. The value SHOULD normally not be Null \\[1\\] and Numbers SHOULD NOT contain fractional parts \\[2\\]
-
-The Server MUST reply with the same value in the Response object if included. This member is used to correlate the context between the two objects.
-
-\\[1\\] The use of Null as a value for the id member in a Request object is discouraged, because this specification uses a value of Null for Responses with an unknown id. Also, because JSON-RPC 1.0 uses an id value of Null for Notifications this could cause confusion in handling.
-
-\\[2\\] Fractional parts may be problematic, since many decimal fractions cannot be represented exactly as binary fractions.
-"""
-
-
-SessionId: TypeAlias = str
-"""A unique identifier for a conversation session between a client and agent.
-
-Each session has its own context, conversation history, and state, so one
-agent can run several independent sessions.
-
-See protocol docs: [Session ID](https://agentclientprotocol.com/protocol/v1/draft/session-setup#session-id)
-"""
-
-
-ToolCallId: TypeAlias = str
-"""Unique identifier for a tool call within a session."""
-
-
-ToolCallContent: TypeAlias = (
-    ContentToolCallContent
-    | FileEditToolCallContent
-    | TerminalToolCallContent
-    | UnknownToolCallContent
-)
-"""Content produced by a tool call.
-
-Tool calls can produce different types of content including
-standard content blocks (text, images) or file diffs.
-
-See protocol docs: [Content](https://agentclientprotocol.com/protocol/v1/draft/tool-calls#content)
-"""
-
-
-ContentBlock: TypeAlias = (
-    TextContentBlock
-    | ImageContentBlock
-    | AudioContentBlock
-    | ResourceLinkContentBlock
-    | EmbeddedResourceContentBlock
-    | UnknownContentBlock
-)
-"""Content blocks represent displayable information in the Agent Client Protocol.
-
-Content blocks appear in:
-- User prompts sent via `session/prompt`
-- Language model output streamed through `session/update` notifications
-- Progress updates and results from tool calls
-
-This structure is compatible with the Model Context Protocol (MCP), so agents can
-forward content from MCP tool outputs without transformation.
-
-See protocol docs: [Content](https://agentclientprotocol.com/protocol/v1/draft/content)
-"""
-
-
-EmbeddedResourceResource: TypeAlias = TextResourceContents | BlobResourceContents
-"""Resource content that can be embedded in a message."""
-
-
-TerminalId: TypeAlias = str
-"""Typed identifier used for terminal values on the wire."""
-
-
-PermissionOptionId: TypeAlias = str
-"""Unique identifier for a permission option."""
-
-
-CreateElicitationRequest: TypeAlias = (
-    CreateElicitationRequestForm | CreateElicitationRequestUrl | UnknownCreateElicitationRequest
-)
-"""Request from the agent to elicit structured user input.
-
-The agent sends this to the client to request information from the user,
-either via a form or by directing them to a URL.
-Elicitations are tied to a session (optionally a tool call) or a request.
-"""
-
-
-ElicitationPropertySchema: TypeAlias = (
-    StringPropertySchemaVariant
-    | NumberPropertySchemaVariant
-    | IntegerPropertySchemaVariant
-    | BooleanPropertySchemaVariant
-    | MultiSelectPropertySchemaVariant
-    | UnknownElicitationPropertySchema
-)
-"""Property schema for elicitation form fields.
-
-Each variant corresponds to a JSON Schema `"type"` value.
-Single-select enums use `type: "string"` with `enum` or `oneOf` set.
-Multi-select enums use `type: "array"`.
-"""
-
-
-MultiSelectItems: TypeAlias = (
-    StringMultiSelectItemsVariant | TitledMultiSelectItems | UnknownMultiSelectItems
-)
-"""Items for a multi-select (array) property schema."""
-
-
-ElicitationId: TypeAlias = str
-"""Unique identifier for an elicitation."""
-
-
 McpServerAcpId: TypeAlias = str
 """**UNSTABLE**
 
@@ -6206,82 +3140,12 @@ from the outer ACP JSON-RPC request ID.
 """
 
 
-ExtRequest: TypeAlias = Any
-"""Allows for sending an arbitrary request that is not part of the ACP spec.
-Extension methods provide a way to add custom functionality while maintaining
-protocol compatibility.
-
-See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-"""
-
-
-AgentResponse: TypeAlias = AgentResponseResult | AgentResponseError
-"""A JSON-RPC response object."""
-
-
-ProtocolVersion: TypeAlias = int
-"""Protocol version identifier.
-
-This version is only bumped for breaking changes.
-Non-breaking changes should be introduced via capabilities.
-"""
-
-
-AuthMethod: TypeAlias = TerminalAuthMethod | AuthMethodAgent | UnknownAuthMethod
-"""Describes an available authentication method.
-
-The `type` field acts as the discriminator in the serialized JSON form.
-When no `type` is present, the method is treated as `agent`.
-"""
-
-
-AuthMethodId: TypeAlias = str
-"""Typed identifier used for auth method values on the wire."""
-
-
 ProviderId: TypeAlias = str
 """**UNSTABLE**
 
 This capability is not part of the spec yet, and may be removed or changed at any point.
 
 Unique identifier for a configurable LLM provider.
-"""
-
-
-SessionModeId: TypeAlias = str
-"""Unique identifier for a Session Mode."""
-
-
-SessionConfigOption: TypeAlias = (
-    SessionConfigOptionSelect | SessionConfigOptionBoolean | UnknownSessionConfigOption
-)
-"""A session configuration option selector and its current state."""
-
-
-SessionConfigId: TypeAlias = str
-"""Unique identifier for a session configuration option."""
-
-
-SessionConfigValueId: TypeAlias = str
-"""Unique identifier for a session configuration option value."""
-
-
-SessionConfigSelectOptions: TypeAlias = (
-    list[SessionConfigSelectOption] | list[SessionConfigSelectGroup]
-)
-"""Possible values for a session configuration option."""
-
-
-SessionConfigGroupId: TypeAlias = str
-"""Unique identifier for a session configuration option value group."""
-
-
-ExtResponse: TypeAlias = Any
-"""Allows for sending an arbitrary response to an extension request that is not part of the ACP spec.
-Extension methods provide a way to add custom functionality while maintaining
-protocol compatibility.
-
-See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
 """
 
 
@@ -6315,10 +3179,6 @@ See protocol docs: [Agent Reports Output](https://agentclientprotocol.com/protoc
 """
 
 
-MessageId: TypeAlias = str
-"""Unique identifier for a message within a session."""
-
-
 PlanUpdateContent: TypeAlias = (
     ItemsPlanUpdateContent
     | FilePlanUpdateContent
@@ -6342,14 +3202,6 @@ Unique identifier for a plan within a session.
 """
 
 
-AvailableCommandInput: TypeAlias = UnstructuredCommandInput
-"""The input specification for a command."""
-
-
-CompactionId: TypeAlias = str
-"""Unique identifier for a context compaction within a session."""
-
-
 StateUpdate: TypeAlias = (
     RunningStateUpdate
     | IdleStateUpdate
@@ -6369,15 +3221,6 @@ Background activity may still emit other session updates while idle.
 """
 
 
-ExtNotification: TypeAlias = Any
-"""Allows either side to send an arbitrary notification that is not part of the ACP spec.
-Extension notifications provide a way to send one-way messages for custom functionality
-while maintaining protocol compatibility.
-
-See protocol docs: [Extensibility](https://agentclientprotocol.com/protocol/v1/draft/extensibility)
-"""
-
-
 McpServer: TypeAlias = (
     HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio | UnknownMcpServer
 )
@@ -6388,37 +3231,6 @@ processing prompts.
 
 See protocol docs: [MCP Servers](https://agentclientprotocol.com/protocol/v1/draft/session-setup#mcp-servers)
 """
-
-
-SetSessionConfigOptionRequest: TypeAlias = (
-    SetSessionConfigOptionRequestBoolean
-    | SetSessionConfigOptionRequestValueId
-    | UnknownSetSessionConfigOptionRequest
-)
-"""Request parameters for setting a session configuration option."""
-
-
-ClientResponse: TypeAlias = ClientResponseResult | ClientResponseError
-"""A JSON-RPC response object."""
-
-
-RequestPermissionOutcome: TypeAlias = (
-    CancelledPermissionOutcome | SelectedPermissionOutcome | UnknownRequestPermissionOutcome
-)
-"""The outcome of a permission request."""
-
-
-CreateElicitationResponse: TypeAlias = (
-    CreateElicitationResponseAccept
-    | CreateElicitationResponseDecline
-    | CreateElicitationResponseCancel
-    | UnknownCreateElicitationResponse
-)
-"""Response from the client to an elicitation request."""
-
-
-ElicitationContentValue: TypeAlias = str | int | float | bool | list[str]
-"""Allowed wire representations for `ElicitationContentValue`."""
 
 
 MessageMcpResponse: TypeAlias = MessageMcpResponseResult | MessageMcpResponseError

@@ -3,6 +3,12 @@
 Writes ``acpkit/schema.py`` and ``acpkit/unstable.py`` (ACP v1, ``acpkit/schemas/v1``) and
 ``acpkit/mcp/schema.py`` (MCP, ``acpkit/schemas/mcp/<revision>``).
 
+``acpkit/unstable.py`` is a delta over ``acpkit/schema.py``: every definition of
+``schema.unstable.json`` whose code is the same as its ``schema.json`` namesake (documentation
+aside) and that refers only to such definitions is imported from ``acpkit.schema``, so
+``unstable.X is schema.X``; the others (changed, new, or referring to one of those, directly
+or through other definitions) are defined in ``acpkit/unstable.py``.
+
 Usage::
 
     python tools/generate_schema.py           # rewrite the three modules
@@ -21,6 +27,7 @@ The output is deterministic and already in ``ruff format`` style. The mapping ru
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import keyword
 import re
@@ -804,18 +811,9 @@ class Method:
     """The result model (class or union alias); ``None`` for notifications."""
 '''
 
-UNSTABLE_RUNTIME = """
-from acpkit.schema import (
-    PROTOCOL_VERSION,
-    ABSENT,
-    AbsentType,
-    Method,
-    OpenIntEnum,
-    OpenStrEnum,
-)
+RUNTIME_NAMES = ("ABSENT", "PROTOCOL_VERSION", "AbsentType", "Method", "OpenIntEnum", "OpenStrEnum")
+"""The names ``STABLE_RUNTIME`` defines (``acpkit/unstable.py`` imports them from ``schema``)."""
 
-__all__ = ["ABSENT", "PROTOCOL_VERSION", "AbsentType", "Method", "OpenIntEnum", "OpenStrEnum"]
-"""
 
 MCP_RUNTIME = """
 from acpkit.schema import OpenStrEnum
@@ -836,6 +834,73 @@ class Method:
     result: Any
     \"\"\"The result model; ``None`` for notifications.\"\"\"
 """
+
+
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def references(item: Any, names: set[str]) -> set[str]:
+    """The *names* one generated item's code refers to (field types, defaults, base, alias)."""
+    if isinstance(item, ClassDef):
+        parts = [item.base or ""]
+        parts += [f.type_expr for f in item.fields] + [f.default or "" for f in item.fields]
+        text = " ".join(parts)
+    elif isinstance(item, AliasDef):
+        text = item.expr
+    else:
+        return set()
+    return set(IDENTIFIER.findall(text)) & names
+
+
+def shape(item: Any) -> Any:
+    """One generated item with its documentation blanked: what its code is made of."""
+    if isinstance(item, ClassDef):
+        fields = [dataclasses.replace(f, doc="") for f in item.fields]
+        return dataclasses.replace(item, doc="", fields=fields)
+    if isinstance(item, EnumDef):
+        members = [(member, value, "") for member, value, _ in item.members]
+        return dataclasses.replace(item, doc="", members=members)
+    if isinstance(item, AliasDef):
+        return dataclasses.replace(item, doc="")
+    return item
+
+
+def shared_names(stable: Model, unstable: Model) -> frozenset[str]:
+    """Names *unstable* can import from the stable module instead of defining again.
+
+    An item is shared when its code equals its stable namesake's (documentation aside: the
+    unstable schema's links point at the draft pages) and every item it refers to is shared,
+    so that the stable class, resolving its annotations in ``acpkit.schema``, decodes
+    exactly as an unstable one would.
+    """
+    before = {item.name: shape(item) for item in stable.items}
+    items = {item.name: item for item in unstable.items}
+    names = set(items)
+    shared = {name for name, item in items.items() if before.get(name) == shape(item)}
+    while True:
+        dropped = {name for name in shared if not references(items[name], names) <= shared}
+        if not dropped:
+            return frozenset(shared)
+        shared -= dropped
+
+
+def public_names(model: Model) -> list[str]:
+    """``__all__`` of an ACP module: the runtime names, every generated item, method tables."""
+    tables = ["AGENT_METHODS", "CLIENT_METHODS", "PROTOCOL_METHODS"]
+    if any(m[1] == "proxy" for m in model.methods):
+        tables.append("PROXY_METHODS")
+    return sorted({*RUNTIME_NAMES, *(item.name for item in model.items), *tables})
+
+
+def render_all(names: list[str]) -> str:
+    """The ``__all__`` list of a module."""
+    return "\n__all__ = [\n" + "".join(f'    "{name}",\n' for name in names) + "]"
+
+
+def render_reexports(names: frozenset[str]) -> str:
+    """The import of the stable names ``acpkit/unstable.py`` shares with ``acpkit/schema.py``."""
+    body = "".join(f"    {name},\n" for name in sorted(names))
+    return "\nfrom acpkit.schema import (\n" + body + ")"
 
 
 def ordered(items: list[Any]) -> list[Any]:
@@ -875,9 +940,17 @@ def ordered(items: list[Any]) -> list[Any]:
 
 
 def render(
-    model: Model, title: str, source: str, stable: bool, mcp_revision: str | None = None
+    model: Model,
+    title: str,
+    source: str,
+    stable: bool,
+    mcp_revision: str | None = None,
+    shared: frozenset[str] = frozenset(),
 ) -> str:
-    """The Python source of one generated module (an MCP one when *mcp_revision* is given)."""
+    """The Python source of one generated module (an MCP one when *mcp_revision* is given).
+
+    *shared* names (unstable module only) are imported from ``acpkit.schema``, not defined.
+    """
     table = []
     for item in model.items:
         if isinstance(item, ClassDef) and item.tag is not None:
@@ -898,12 +971,14 @@ def render(
     )
     out = [HEADER.format(title=title, source=source, body=body).rstrip("\n")]
     if stable:
+        out.append(render_all(public_names(model)))
         out.append(STABLE_RUNTIME.rstrip("\n"))
     elif mcp_revision is not None:
         out.append(MCP_RUNTIME.replace("{revision}", mcp_revision).rstrip("\n"))
     else:
-        out[-1] = out[-1] + "\n" + UNSTABLE_RUNTIME.rstrip("\n")
-    for item in ordered(model.items):
+        out[-1] = out[-1] + "\n" + render_reexports(shared | frozenset(RUNTIME_NAMES))
+        out.append(render_all(public_names(model)))
+    for item in ordered([item for item in model.items if item.name not in shared]):
         out.append("")
         out.append("")
         if isinstance(item, EnumDef):
@@ -1014,12 +1089,24 @@ def ruff_format(source: str) -> str:
     return done.stdout.decode("utf-8")
 
 
-def generate(schema_path: Path, title: str, stable: bool) -> str:
-    """Generate one module's source from one schema file."""
+def load_model(schema_path: Path) -> Model:
+    """The generated items of one ACP schema file."""
     schema = json.loads(schema_path.read_text(encoding="utf-8"))
-    model = Generator(schema).run()
+    return Generator(schema).run()
+
+
+def generate(schema_path: Path, title: str, stable: bool) -> str:
+    """Generate one module's source from one schema file.
+
+    The unstable module (``stable=False``) is generated as a delta over the stable one,
+    ``schema.json`` beside *schema_path* (see :func:`shared_names`).
+    """
+    model = load_model(schema_path)
     source = f"acpkit/schemas/v1/{schema_path.name}"
-    return render(model, title, source, stable)
+    if stable:
+        return render(model, title, source, stable)
+    shared = shared_names(load_model(schema_path.with_name("schema.json")), model)
+    return render(model, title, source, stable, shared=shared)
 
 
 def generate_mcp(revision: str = MCP_REVISION) -> str:
