@@ -5,4 +5,37 @@
 (``acpkit/schemas/mcp/<revision>/schema.json``); :mod:`acpkit.codec` decodes and encodes
 them like the ACP models. Nothing here is imported by ``acpkit.codec`` or
 ``acpkit.schema``: the MCP models load only when this package is imported.
+
+:mod:`acpkit.mcp.client` is the MCP client (:class:`~acpkit.mcp.client.McpClient`) on
+acpkit's JSON-RPC engine; :mod:`acpkit.mcp.stdio` starts a server as a child process
+(:func:`~acpkit.mcp.stdio.connect_stdio`).  Their names are exported here lazily, so
+``import acpkit.mcp.schema`` does not load the engine.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "McpClient": "acpkit.mcp.client",
+    "McpError": "acpkit.mcp.client",
+    "McpHandshakeError": "acpkit.mcp.client",
+    "McpHandshakeTimeout": "acpkit.mcp.client",
+    "McpProtocolError": "acpkit.mcp.client",
+    "McpServerGone": "acpkit.mcp.client",
+    "McpVersionError": "acpkit.mcp.client",
+    "ServerClosed": "acpkit.mcp.client",
+    "SUPPORTED_VERSIONS": "acpkit.mcp.client",
+    "McpServerNotStarted": "acpkit.mcp.stdio",
+    "connect_stdio": "acpkit.mcp.stdio",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
