@@ -4,15 +4,21 @@ Only what reads better than the raw classes of :mod:`acpkit.schema`::
 
     from acpkit import builders as b
 
-    b.agent_message(session_id, "Hello")                 # session/update params
-    b.tool_call_start(session_id, "call_1", "bash: ls", kind="execute")
-    b.tool_call_update(session_id, "call_1", status="completed",
-                       content=[b.tool_text("file.txt")], raw_output={"output": "file.txt"})
-    b.update_plan(session_id, [b.plan_entry("Read"), b.plan_entry("Fix", status="in_progress")])
+    conn.session_update(session_id, b.agent_message("Hello"))
+    conn.session_update(session_id, b.tool_call_start("call_1", "bash: ls", kind="execute"))
+    conn.session_update(
+        session_id,
+        b.tool_call_update("call_1", status="completed",
+                           content=[b.tool_text("file.txt")], raw_output={"output": "file.txt"}),
+    )
+    conn.session_update(session_id, b.update_plan([b.plan_entry("Read"), b.plan_entry("Fix")]))
 
-Session-update builders return the whole :class:`~acpkit.schema.SessionNotification`
-(the ``session/update`` params); string arguments for enum fields are converted to the
-enum (unknown strings are kept, as on decode).
+Session-update builders return one :data:`~acpkit.schema.SessionUpdate` variant: the
+``update`` argument of :meth:`~acpkit.connection.AgentConnection.session_update`.
+:func:`session_notification` wraps one in the whole ``session/update`` params
+(:class:`~acpkit.schema.SessionNotification`: what a client's ``session_update`` handler
+receives, and what a test builds to feed one). String arguments for enum fields are
+converted to the enum (unknown strings are kept, as on decode).
 """
 
 from __future__ import annotations
@@ -62,10 +68,10 @@ __all__ = [
     "command",
     "embedded_text_block",
     "image_block",
-    "notification",
     "permission_option",
     "plan_entry",
     "resource_link_block",
+    "session_notification",
     "text_block",
     "thought",
     "tool_call_start",
@@ -115,9 +121,14 @@ def image_block(data: str, mime_type: str, *, uri: str | None = None) -> ImageCo
 
 
 # ------------------------------------------------------------------ session updates
-def notification(session_id: str, update: SessionUpdate) -> SessionNotification:
-    """The ``session/update`` params carrying one update."""
-    return SessionNotification(session_id=session_id, update=update)
+def session_notification(
+    session_id: str, update: SessionUpdate, *, meta: dict[str, Any] | None = None
+) -> SessionNotification:
+    """The whole ``session/update`` params carrying one update (what a client receives).
+
+    An agent does not need it: ``conn.session_update(session_id, update)`` builds it.
+    """
+    return SessionNotification(session_id=session_id, update=update, meta=meta)
 
 
 def _block(content: str | ContentBlock) -> ContentBlock:
@@ -125,27 +136,20 @@ def _block(content: str | ContentBlock) -> ContentBlock:
 
 
 def agent_message(
-    session_id: str, content: str | ContentBlock, *, message_id: str | None = None
-) -> SessionNotification:
+    content: str | ContentBlock, *, message_id: str | None = None
+) -> AgentMessageChunk:
     """An ``agent_message_chunk`` (a string becomes a text block)."""
-    update = AgentMessageChunk(content=_block(content), message_id=message_id)
-    return SessionNotification(session_id=session_id, update=update)
+    return AgentMessageChunk(content=_block(content), message_id=message_id)
 
 
-def user_message(
-    session_id: str, content: str | ContentBlock, *, message_id: str | None = None
-) -> SessionNotification:
+def user_message(content: str | ContentBlock, *, message_id: str | None = None) -> UserMessageChunk:
     """A ``user_message_chunk`` (used when replaying a loaded session)."""
-    update = UserMessageChunk(content=_block(content), message_id=message_id)
-    return SessionNotification(session_id=session_id, update=update)
+    return UserMessageChunk(content=_block(content), message_id=message_id)
 
 
-def thought(
-    session_id: str, content: str | ContentBlock, *, message_id: str | None = None
-) -> SessionNotification:
+def thought(content: str | ContentBlock, *, message_id: str | None = None) -> AgentThoughtChunk:
     """An ``agent_thought_chunk``."""
-    update = AgentThoughtChunk(content=_block(content), message_id=message_id)
-    return SessionNotification(session_id=session_id, update=update)
+    return AgentThoughtChunk(content=_block(content), message_id=message_id)
 
 
 def tool_text(text: str) -> ContentToolCallContent:
@@ -172,7 +176,6 @@ def _locations(paths: Iterable[str | ToolCallLocation] | None) -> list[ToolCallL
 
 
 def tool_call_start(
-    session_id: str,
     tool_call_id: str,
     title: str,
     *,
@@ -181,9 +184,9 @@ def tool_call_start(
     content: Sequence[ToolCallContent] | None = None,
     locations: Iterable[str | ToolCallLocation] | None = None,
     raw_input: Any = None,
-) -> SessionNotification:
+) -> ToolCallStart:
     """A ``tool_call`` update announcing a tool call (``pending`` unless told otherwise)."""
-    update = ToolCallStart(
+    return ToolCallStart(
         tool_call_id=tool_call_id,
         title=title,
         kind=ToolKind(kind) if kind is not None else None,
@@ -192,11 +195,9 @@ def tool_call_start(
         locations=_locations(locations),
         raw_input=raw_input,
     )
-    return SessionNotification(session_id=session_id, update=update)
 
 
 def tool_call_update(
-    session_id: str,
     tool_call_id: str,
     *,
     status: ToolCallStatus | str | None = None,
@@ -206,9 +207,9 @@ def tool_call_update(
     locations: Iterable[str | ToolCallLocation] | None = None,
     raw_input: Any = None,
     raw_output: Any = None,
-) -> SessionNotification:
+) -> ToolCallProgress:
     """A ``tool_call_update``: only the fields given are sent (the others are unchanged)."""
-    update = ToolCallProgress(
+    return ToolCallProgress(
         tool_call_id=tool_call_id,
         status=ToolCallStatus(status) if status is not None else None,
         title=title,
@@ -218,7 +219,6 @@ def tool_call_update(
         raw_input=raw_input,
         raw_output=raw_output,
     )
-    return SessionNotification(session_id=session_id, update=update)
 
 
 def plan_entry(
@@ -233,10 +233,9 @@ def plan_entry(
     )
 
 
-def update_plan(session_id: str, entries: Iterable[PlanEntry]) -> SessionNotification:
+def update_plan(entries: Iterable[PlanEntry]) -> AgentPlanUpdate:
     """A ``plan`` update (the whole plan, replacing the previous one)."""
-    update = AgentPlanUpdate(entries=list(entries))
-    return SessionNotification(session_id=session_id, update=update)
+    return AgentPlanUpdate(entries=list(entries))
 
 
 def command(name: str, description: str, *, hint: str | None = None) -> AvailableCommand:
@@ -248,29 +247,24 @@ def command(name: str, description: str, *, hint: str | None = None) -> Availabl
     )
 
 
-def available_commands(
-    session_id: str, commands: Iterable[AvailableCommand]
-) -> SessionNotification:
-    """An ``available_commands_update``."""
-    update = AvailableCommandsUpdate(available_commands=list(commands))
-    return SessionNotification(session_id=session_id, update=update)
+def available_commands(commands: Iterable[AvailableCommand]) -> AvailableCommandsUpdate:
+    """An ``available_commands_update`` (the whole list, replacing the previous one)."""
+    return AvailableCommandsUpdate(available_commands=list(commands))
 
 
 def usage_update(
-    session_id: str,
     used: int,
     size: int,
     *,
     cost: float | None = None,
     currency: str = "USD",
-) -> SessionNotification:
+) -> UsageUpdate:
     """A ``usage_update``: context tokens used out of the window ``size``, optional cost."""
-    update = UsageUpdate(
+    return UsageUpdate(
         used=used,
         size=size,
         cost=Cost(amount=cost, currency=currency) if cost is not None else None,
     )
-    return SessionNotification(session_id=session_id, update=update)
 
 
 def permission_option(

@@ -422,17 +422,18 @@ def test_diff_new_file_keeps_null() -> None:
 
 
 def test_builders_produce_seed_messages() -> None:
-    """The builders produce exactly the seed messages above."""
+    """The builders produce exactly the seed messages above (session updates wrapped in
+    their ``session/update`` params by ``session_notification``)."""
     by_id = {c[0]: c[3] for c in CASES}
+
+    def note(update: Any) -> Any:
+        return encode(b.session_notification(SID, update))
+
+    assert note(b.agent_message("  Hello,\n")) == by_id["agent_message_chunk with preserved spaces"]
+    assert note(b.user_message("hi")) == by_id["user_message_chunk (session/load replay)"]
     assert (
-        encode(b.agent_message(SID, "  Hello,\n"))
-        == by_id["agent_message_chunk with preserved spaces"]
-    )
-    assert encode(b.user_message(SID, "hi")) == by_id["user_message_chunk (session/load replay)"]
-    assert (
-        encode(
+        note(
             b.available_commands(
-                SID,
                 [
                     b.command("compact", "Compress the history now, keeping the last turns"),
                     b.command("new", "Clear the history and start a new session"),
@@ -447,9 +448,8 @@ def test_builders_produce_seed_messages() -> None:
         == by_id["available_commands_update with skills"]
     )
     assert (
-        encode(
+        note(
             b.tool_call_start(
-                SID,
                 "call_01",
                 "read_file: /home/me/project/src/app.py",
                 kind="read",
@@ -460,13 +460,12 @@ def test_builders_produce_seed_messages() -> None:
         == by_id["tool_call pending with locations"]
     )
     assert (
-        encode(b.tool_call_update(SID, "call_01", status="in_progress"))
+        note(b.tool_call_update("call_01", status="in_progress"))
         == by_id["tool_call_update in_progress"]
     )
     assert (
-        encode(
+        note(
             b.tool_call_update(
-                SID,
                 "call_03",
                 status="completed",
                 content=[b.tool_diff("/tmp/new.txt", "x\n", old_text=None)],
@@ -475,11 +474,10 @@ def test_builders_produce_seed_messages() -> None:
         )
         == by_id["tool_call_update completed, diff of a new file (oldText null)"]
     )
-    assert encode(b.usage_update(SID, 5120, 32768)) == by_id["usage_update without cost"]
+    assert note(b.usage_update(5120, 32768)) == by_id["usage_update without cost"]
     assert (
-        encode(
+        note(
             b.update_plan(
-                SID,
                 [
                     b.plan_entry("Read the failing test", priority="high", status="completed"),
                     b.plan_entry("Fix the import", status="in_progress"),
@@ -506,9 +504,9 @@ def test_builders_content_blocks() -> None:
         "data": "AAAA",
         "mimeType": "image/png",
     }
-    assert encode(b.thought(SID, "hmm"))["update"]["sessionUpdate"] == "agent_thought_chunk"
+    assert encode(b.thought("hmm"))["sessionUpdate"] == "agent_thought_chunk"
     assert encode(b.tool_terminal("term_1")) == {"type": "terminal", "terminalId": "term_1"}
-    assert encode(b.usage_update(SID, 1, 2, cost=0.5))["update"]["cost"] == {
+    assert encode(b.usage_update(1, 2, cost=0.5))["cost"] == {
         "amount": 0.5,
         "currency": "USD",
     }
