@@ -54,6 +54,13 @@ key                         type      default                       meaning
                                                                     ``headers``, plus
                                                                     ``permissions``, ``tools``;
                                                                     see :mod:`.mcp_config`
+``[lsp.servers.<name>]``    tables    none                          language servers (per
+                                                                    process): ``command``,
+                                                                    ``args``, ``files``,
+                                                                    ``languageId``,
+                                                                    ``initializationOptions``,
+                                                                    ``env``; see
+                                                                    :mod:`.lsp_config`
 ==========================  ========  ============================  =======================
 """
 
@@ -67,6 +74,7 @@ from typing import Any
 import attrs
 
 from acpkit_agent.hooks import HookCommand, parse_hooks
+from acpkit_agent.lsp_config import LspServerConfig, merge_lsp_tables, parse_lsp
 from acpkit_agent.mcp_config import McpServerConfig, merge_mcp_tables, parse_mcp
 
 __all__ = [
@@ -114,6 +122,8 @@ class AgentConfig:
     """The configured hooks by event (``preToolCall``, ``postAsk``)."""
     mcp_servers: tuple[McpServerConfig, ...] = ()
     """The ``[mcp.servers.<name>]`` tables, validated, in file order (per process)."""
+    lsp_servers: tuple[LspServerConfig, ...] = ()
+    """The ``[lsp.servers.<name>]`` tables, validated, in file order (per process)."""
     path: str | None = None
     """The most specific file this came from (the project file if any), None: defaults."""
     sources: tuple[str, ...] = attrs.field(default=(), eq=False)
@@ -146,7 +156,7 @@ _SCALARS: dict[str, tuple[tuple[type, ...], str]] = {
     "sessions.dir": ((str,), "sessions_dir"),
     "skills.dirs": ((list,), "skills_dirs"),
 }
-_TABLES = ("acp", "context", "sessions", "skills", "engine", "hooks", "mcp")
+_TABLES = ("acp", "context", "sessions", "skills", "engine", "hooks", "mcp", "lsp")
 _TYPE_NAMES = {
     str: "a string",
     bool: "a boolean",
@@ -188,6 +198,12 @@ def parse_config(data: Mapping[str, Any], path: str) -> AgentConfig:
             if top == "mcp":
                 try:
                     values["mcp_servers"] = parse_mcp(value)
+                except ValueError as error:
+                    raise _fail(path, str(error)) from None
+                continue
+            if top == "lsp":
+                try:
+                    values["lsp_servers"] = parse_lsp(value)
                 except ValueError as error:
                     raise _fail(path, str(error)) from None
                 continue
@@ -248,6 +264,7 @@ _PROCESS_KEYS: dict[str, str] = {
     "skills.dirs": "skills_dirs",
     "engine": "engine_name",
     "mcp": "mcp_servers",
+    "lsp": "lsp_servers",
 }
 
 
@@ -326,6 +343,8 @@ def merge_documents(lower: Mapping[str, Any], upper: Mapping[str, Any]) -> dict[
         below = merged.get(key)
         if key == "mcp" and isinstance(value, dict) and isinstance(below, dict):
             merged[key] = merge_mcp_tables(below, value)
+        elif key == "lsp" and isinstance(value, dict) and isinstance(below, dict):
+            merged[key] = merge_lsp_tables(below, value)
         elif key != "engine" and isinstance(value, dict) and isinstance(below, dict):
             merged[key] = {**below, **value}
         else:

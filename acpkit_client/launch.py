@@ -59,7 +59,7 @@ MISSING_EXTRA_EXIT_STATUS = 2
 #: Each extra a command may need, and the top-level modules its distributions provide
 #: (setup.cfg's ``[options.extras_require]``; tests/test_extras.py keeps them in step).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "agent": ("treq", "yaml"),
+    "agent": ("treq", "yaml", "lsprotocol"),
     "client": ("urwid", "pygments", "pathspec"),
     "conformance": ("hypothesis", "jsonschema"),
 }
