@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from acpkit._version import __version__
 
 if TYPE_CHECKING:
-    from acpkit import codec, schema
+    from acpkit import builders, codec, schema
     from acpkit.connection import (
         Agent,
         AgentConnection,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 #: Public name → the module that defines it.
 _WHERE: dict[str, str] = {
+    "builders": "acpkit.builders",
     "codec": "acpkit.codec",
     "schema": "acpkit.schema",
     "Agent": "acpkit.connection",
@@ -89,6 +90,7 @@ __all__ = [
     "RequestCancelled",
     "Tracer",
     "__version__",
+    "builders",
     "codec",
     "connect",
     "negotiate_version",
@@ -97,6 +99,11 @@ __all__ = [
     "serve_stdio",
     "spawn_agent",
 ]
+
+
+def __dir__() -> list[str]:
+    """The module's attributes, the lazily imported public names included."""
+    return sorted({*globals(), *__all__})
 
 
 def __getattr__(name: str) -> Any:
