@@ -605,7 +605,7 @@ class McpClient:
 
         def failed(f: Failure) -> None:
             self._relisting = False
-            if not f.check(CancelledError):
+            if not f.check(CancelledError) and not self._closing:
                 _log.warn(
                     "{server}: listing tools after list_changed failed: {why}",
                     server=self.name,
