@@ -46,7 +46,7 @@ from acpkit_agent.compaction import is_summary, summary_text
 from acpkit_agent.session import LIVE_ID_KEY, Session, repair_history, tool_results_of
 from acpkit_agent.store import DiskSessionStore, SessionFileError
 from acpkit_agent.tools.base import Tool
-from acpkit_agent.turn import send_update, tool_kind
+from acpkit_agent.turn import call_kind, send_update, tool_kind
 
 __all__ = ["load_and_replay", "replay_updates"]
 
@@ -115,7 +115,11 @@ def _tool_call(
     if tool is None:
         title, kind, paths = name or "unknown tool", schema.ToolKind.EXECUTE, []
     else:
-        title, kind, paths = tool.title(args), tool_kind(tool.kind), tool.locations(args, cwd)
+        title, kind, paths = (
+            tool.title(args),
+            tool_kind(call_kind(tool, args)),
+            tool.locations(args, cwd),
+        )
     locations = [schema.ToolCallLocation(path=p) for p in paths] or None
     if answers.get(model_id):
         output = answers[model_id].pop(0)

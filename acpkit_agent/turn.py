@@ -64,6 +64,7 @@ __all__ = [
     "TurnLock",
     "TurnOutcome",
     "TurnRunner",
+    "call_kind",
     "send_update",
     "tool_kind",
 ]
@@ -93,6 +94,12 @@ def send_update(conn: Any, session_id: str, update: object) -> Deferred[None]:
         return succeed(None)
     d.addErrback(_ignore_connection_lost)
     return d
+
+
+def call_kind(tool: Tool, args: Mapping[str, Any]) -> str:
+    """A call's kind string: the tool's ``kind_for(args)`` when it has one, else ``kind``."""
+    kind_for = getattr(tool, "kind_for", None)
+    return str(kind_for(args)) if callable(kind_for) else tool.kind
 
 
 def tool_kind(kind: str) -> schema.ToolKind:
@@ -434,7 +441,7 @@ class TurnRunner:
             title, kind, locations = call.name or "unknown tool", schema.ToolKind.EXECUTE, []
         else:
             title = tool.title(args)
-            kind = tool_kind(tool.kind)
+            kind = tool_kind(call_kind(tool, args))
             locations = [schema.ToolCallLocation(path=p) for p in tool.locations(args, session.cwd)]
         raw_input: Any = args if call.error is None else call.raw_arguments
         self._update(

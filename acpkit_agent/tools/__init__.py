@@ -20,6 +20,7 @@ from acpkit_agent.tools.base import (
 from acpkit_agent.tools.bash import BashTool
 from acpkit_agent.tools.fetch import FetchContentTool
 from acpkit_agent.tools.files import EditFileTool, ReadFileTool, WriteFileTool
+from acpkit_agent.tools.lsp import ILanguageServers, LspTool
 from acpkit_agent.tools.plan import PlanEntry, PlanState, PlanTool
 from acpkit_agent.tools.skill import ReadSkillTool
 
@@ -32,6 +33,7 @@ __all__ = [
     "EditFileTool",
     "FetchContentTool",
     "IFileAccess",
+    "LspTool",
     "PlanEntry",
     "PlanState",
     "PlanTool",
@@ -46,11 +48,14 @@ __all__ = [
 ]
 
 
-def builtin_tools(skills: SkillLibrary | None = None) -> dict[str, Tool]:
+def builtin_tools(
+    skills: SkillLibrary | None = None, language_servers: ILanguageServers | None = None
+) -> dict[str, Tool]:
     """
     Fresh instances of bash, read_file, write_file, edit_file, fetch_content, plan,
     read_skill (reading the skills of ``skills``, default: the standard directories),
-    ask_user and ask_agent.
+    ask_user and ask_agent, then ``lsp`` on ``language_servers`` when given (bob gives
+    it when ``[lsp.servers]`` names at least one server).
     """
     tools: list[Tool] = [
         BashTool(),
@@ -63,4 +68,6 @@ def builtin_tools(skills: SkillLibrary | None = None) -> dict[str, Tool]:
         AskUserTool(),
         AskAgentTool(),
     ]
+    if language_servers is not None:
+        tools.append(LspTool(language_servers))
     return {tool.name: tool for tool in tools}

@@ -166,6 +166,9 @@ class Tool(Protocol):
     #                             configured with ``permissions = "ask"``); default False
     #   permission_key: str    -- the name the "always"/"never" answers are remembered
     #                             under (``lsp`` rename shares ``edit_file``'s); default name
+    #   kind_for(args) -> str  -- the kind of one call, when it depends on the arguments
+    #                             (``lsp``: ``edit`` for rename, ``read``/``search``
+    #                             otherwise); default ``kind``
 
     def title(self, args: Mapping[str, Any]) -> str:
         """The tool-call title, e.g. ``"bash: ls -l"``; never raises."""
