@@ -8,7 +8,8 @@ them like the ACP models. Nothing here is imported by ``acpkit.codec`` or
 
 :mod:`acpkit.mcp.client` is the MCP client (:class:`~acpkit.mcp.client.McpClient`) on
 acpkit's JSON-RPC engine; :mod:`acpkit.mcp.stdio` starts a server as a child process
-(:func:`~acpkit.mcp.stdio.connect_stdio`).  Their names are exported here lazily, so
+(:func:`~acpkit.mcp.stdio.connect_stdio`); :mod:`acpkit.mcp.http` reaches one over
+Streamable HTTP (:func:`~acpkit.mcp.http.connect_http`).  Their names are exported here lazily, so
 ``import acpkit.mcp.schema`` does not load the engine.
 """
 
@@ -29,6 +30,9 @@ _EXPORTS = {
     "SUPPORTED_VERSIONS": "acpkit.mcp.client",
     "McpServerNotStarted": "acpkit.mcp.stdio",
     "connect_stdio": "acpkit.mcp.stdio",
+    "McpServerUnreachable": "acpkit.mcp.http",
+    "McpSessionExpired": "acpkit.mcp.http",
+    "connect_http": "acpkit.mcp.http",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,956 @@
+"""
+MCP's Streamable HTTP transport, client side (MCP 2025-11-25, "Transports").
+
+The JSON-RPC engine and MCP's cancellation policy are the same as over stdio
+(:class:`acpkit.jsonrpc.JSONRPCProtocol` with
+:data:`acpkit.rpc_cancel.MCP_CANCELLATION`): :class:`StreamableHTTPTransport` is the
+engine's transport.  Each message the engine writes becomes one HTTP POST to the MCP
+endpoint, and every message the server sends back (a JSON body, or the events of an SSE
+stream) is fed into the engine as if it had been read from a pipe.  Nothing of MCP
+itself is re-implemented here: the transport only looks at a message's ``id`` and
+``method`` to know which HTTP exchange it belongs to.
+
+==========================================  =============================================
+situation                                   what the transport does
+==========================================  =============================================
+any message we send                         ``POST`` to the URL, ``Content-Type:
+                                            application/json``, ``Accept:
+                                            application/json, text/event-stream``, the
+                                            configured ``headers`` (never logged)
+answer ``application/json``                 its message is fed to the engine
+answer ``text/event-stream``                each ``message`` event is fed in order
+                                            (server requests and notifications before
+                                            the response included); empty events
+                                            (priming) are skipped
+a notification or response we POST         202 (or any 2xx) expected; an error status
+                                            is logged
+the ``initialize`` answer's                 kept and sent as ``Mcp-Session-Id`` on every
+``Mcp-Session-Id``                          later request (must be visible ASCII)
+after ``initialize``                        ``MCP-Protocol-Version: <negotiated>`` on every
+                                            request
+``notifications/initialized`` accepted      ``GET`` opens the server's stream for
+                                            server-initiated messages; 405: the server
+                                            has none (:attr:`get_stream` ``"none"``)
+an SSE stream ends before the response,     resumed with ``GET`` + ``Last-Event-ID`` after
+an event id was seen                        the server's ``retry`` ms (default 1 s), at
+                                            most ``max_resumes`` times in a row without
+                                            a new event
+an SSE stream ends before the response,     that request fails (:data:`HTTP_TRANSPORT_ERROR`,
+no event id                                 ``data.reason``)
+the GET stream ends, an event id was seen   reopened the same way; else left closed
+an error status (4xx, 5xx, 3xx: redirects   that request fails with
+are not followed) for a request             :data:`HTTP_TRANSPORT_ERROR`, ``data.status``,
+                                            and the server's JSON-RPC error message if
+                                            the body holds one
+404 while a session id is held              the session is gone: the connection is lost
+                                            (:class:`McpSessionExpired`), every pending
+                                            request fails with ``ConnectionLost``
+the server cannot be reached (connect or    the connection is lost
+DNS failure)                                (:class:`McpServerUnreachable`)
+a JSON body or SSE event longer than        that request fails with
+``max_message_size``                        :class:`acpkit.errors.MessageTooLarge`
+                                            (-32600, ``data.limit``); the body is not
+                                            read further
+the connection drops mid-body               resumed if an event id was seen, else that
+                                            request fails with the reason
+we cancel a request                         ``notifications/cancelled`` is POSTed, then
+                                            the request's stream is closed
+``close()``                                 streams are closed, ``DELETE`` with the
+                                            session id (405 accepted), then the engine
+                                            sees the connection end
+==========================================  =============================================
+
+A failed request fails with :class:`acpkit.errors.RPCError` of code
+:data:`HTTP_TRANSPORT_ERROR` (or ``MessageTooLarge``): the transport reports through the
+engine's public input, as an error response for that request's id.
+
+``treq`` (the ``agent`` extra) is imported only when a transport is created.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import attrs
+from twisted.internet.address import HostnameAddress
+from twisted.internet.defer import CancelledError, Deferred, DeferredList, succeed
+from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
+from twisted.internet.interfaces import IDelayedCall, IProtocol, IReactorTime, ITransport
+from twisted.internet.protocol import Protocol, connectionDone
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from acpkit.errors import clip
+from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient
+from acpkit.mcp.schema import Implementation
+from acpkit.mcp.sse import SSEEventTooLarge, SSEParser
+from acpkit.rpc_cancel import MCP_CANCELLATION
+
+if TYPE_CHECKING:
+    from twisted.web.iweb import IResponse
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_SIZE",
+    "HTTP_TRANSPORT_ERROR",
+    "McpHttpError",
+    "McpServerUnreachable",
+    "McpSessionExpired",
+    "StreamableHTTPTransport",
+    "connect_http",
+    "mcp_http_protocol",
+]
+
+#: Error code of a request that failed in the HTTP transport (JSON-RPC's range for
+#: implementation-defined errors); ``data`` holds ``reason`` and, for an HTTP error
+#: status, ``status``.
+HTTP_TRANSPORT_ERROR = -32080
+
+#: Default largest JSON body or SSE event accepted (the engine's default line limit).
+DEFAULT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024
+
+#: Wait before resuming a stream when the server gave no ``retry`` (ms).
+DEFAULT_RETRY_MS = 1000
+
+#: How much of an error body is read to explain an HTTP error status.
+ERROR_BODY_KEPT = 4096
+
+_ACCEPT_BOTH = b"application/json, text/event-stream"
+_SESSION_HEADER = b"Mcp-Session-Id"
+_VERSION_HEADER = b"MCP-Protocol-Version"
+
+
+class McpHttpError(Exception):
+    """The MCP Streamable HTTP connection cannot go on."""
+
+
+class McpSessionExpired(McpHttpError):
+    """The server answered 404 to a request carrying our session id: the session is gone."""
+
+
+class McpServerUnreachable(McpHttpError):
+    """The MCP server's URL could not be reached (connection or DNS failure)."""
+
+
+@attrs.define(eq=False)
+class _Pending:
+    """One request of ours whose response has not been fed to the engine yet."""
+
+    id: Any
+    method: str
+    cancelled: bool = False
+    resumes: int = 0
+    #: The body reader currently streaming this request's answer, if any.
+    reader: _BodyReader | None = None
+
+
+class _BodyReader(Protocol):
+    """Receives one HTTP response body; ``abort()`` stops reading it."""
+
+    _log = Logger()
+
+    def __init__(
+        self,
+        on_data: Callable[[bytes], None],
+        on_end: Callable[[Failure], None],
+    ) -> None:
+        self._on_data = on_data
+        self._on_end = on_end
+        self.done: Deferred[None] = Deferred()
+        self.aborted = False
+        self.ended = False
+
+    def dataReceived(self, data: bytes) -> None:
+        if self.aborted:
+            return
+        try:
+            self._on_data(data)
+        except Exception:
+            self._log.failure("reading an MCP HTTP response body failed")
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop reading (the connection is dropped); ``on_end`` is not called after."""
+        if self.aborted or self.ended:
+            return
+        self.aborted = True
+        if self.transport is not None:
+            self.transport.stopProducing()  # type: ignore[attr-defined]
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self.ended = True
+        try:
+            if not self.aborted:
+                self._on_end(reason)
+        finally:
+            self.done.callback(None)
+
+
+def _body_ended_cleanly(reason: Failure) -> bool:
+    from twisted.web.client import ResponseDone
+    from twisted.web.http import PotentialDataLoss
+
+    return reason.check(ResponseDone, PotentialDataLoss) is not None
+
+
+def _content_type(response: IResponse) -> str:
+    values: list[bytes] = response.headers.getRawHeaders(b"content-type") or [b""]
+    main: bytes = values[0].split(b";", 1)[0].strip().lower()
+    return main.decode("latin-1")
+
+
+def _visible_ascii(value: bytes) -> bool:
+    return bool(value) and all(0x21 <= b <= 0x7E for b in value)
+
+
+@implementer(ITransport)
+class StreamableHTTPTransport:
+    """
+    The engine's transport over MCP Streamable HTTP (see the module docstring).
+
+    ``headers`` are sent with every request (for example ``Authorization``) and never
+    logged.  ``http_client``: a ``treq.client.HTTPClient`` to use instead of the one made
+    here (its connection pool is then the caller's to close).
+    """
+
+    _log = Logger()
+
+    def __init__(
+        self,
+        reactor: Any,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        connect_timeout: float = 30.0,
+        max_resumes: int = 3,
+        name: str = "mcp",
+        http_client: Any = None,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"an MCP Streamable HTTP URL must be http(s)://host/...: {url!r}")
+        if max_message_size < 1:
+            raise ValueError("max_message_size must be positive")
+        self.url = url
+        self.name = name
+        self.max_message_size = max_message_size
+        self.max_resumes = max_resumes
+        self._reactor = reactor
+        self._clock: IReactorTime = reactor
+        self._extra_headers = dict(headers or {})
+        self._host = parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._pool: Any = None
+        if http_client is None:
+            from treq.client import HTTPClient
+            from twisted.web.client import Agent, HTTPConnectionPool
+
+            self._pool = HTTPConnectionPool(reactor, persistent=True)
+            # Below Node's 5 s keep-alive: a POST is never retried on a connection the
+            # server closed meanwhile (POST is not idempotent).
+            self._pool.cachedConnectionTimeout = 4
+            agent = Agent(reactor, connectTimeout=connect_timeout, pool=self._pool)
+            http_client = HTTPClient(agent)
+        self._http = http_client
+        self.protocol: IProtocol | None = None
+        self.disconnecting = False
+        self._lost = False
+        #: The session id the server gave with its ``initialize`` answer, if any.
+        self.session_id: str | None = None
+        #: The protocol version the ``initialize`` answer negotiated, if any.
+        self.protocol_version: str | None = None
+        #: The server's own stream (GET): ``"unopened"``, ``"open"``, ``"none"`` (405),
+        #: ``"failed"`` or ``"closed"``.
+        self.get_stream = "unopened"
+        self._init_id: Any = None
+        self._out = bytearray()
+        self._pending: dict[Any, _Pending] = {}
+        self._calls: set[Deferred[Any]] = set()
+        self._readers: set[_BodyReader] = set()
+        self._timers: set[IDelayedCall] = set()
+        self._get_reader: _BodyReader | None = None
+        self._get_last_event_id: str | None = None
+
+    # -- ITransport, as the engine sees it ---------------------------------------------
+
+    def connect(self, protocol: IProtocol) -> None:
+        """Attach the engine: ``protocol.makeConnection(self)``."""
+        self.protocol = protocol
+        protocol.makeConnection(self)
+
+    def write(self, data: bytes) -> None:
+        """Take the engine's framed output: each complete line is one message to POST."""
+        out = self._out
+        out += data
+        start = 0
+        while (end := out.find(b"\n", start)) != -1:
+            line = bytes(out[start:end])
+            start = end + 1
+            if line:
+                self._send(line)
+        if start:
+            del out[:start]
+
+    def writeSequence(self, data: Any) -> None:
+        """``write`` of the joined pieces."""
+        self.write(b"".join(data))
+
+    def loseConnection(self) -> None:
+        """Close: stop every stream, DELETE the session, then end the engine's connection."""
+        if self.disconnecting or self._lost:
+            return
+        self.disconnecting = True
+        closed = self._abort_all()
+        if self.session_id is not None:
+            deleted = self._request(b"DELETE", self._headers(b"application/json"), timeout=5)
+            deleted.addCallback(self._after_delete)
+            deleted.addErrback(
+                lambda f: self._log.info(
+                    "{peer}: DELETE of the MCP session failed: {why}",
+                    peer=self.name,
+                    why=f.getErrorMessage(),
+                )
+            )
+            closed.append(deleted)
+        DeferredList(closed).addBoth(lambda _: self._finish(Failure(ConnectionDone())))
+
+    def abortConnection(self) -> None:
+        """Close without the DELETE."""
+        if self._lost:
+            return
+        self.disconnecting = True
+        DeferredList(self._abort_all()).addBoth(lambda _: self._finish(Failure(ConnectionDone())))
+
+    def getPeer(self) -> HostnameAddress:
+        """The server's host and port."""
+        return HostnameAddress(self._host.encode("idna"), self._port)
+
+    def getHost(self) -> HostnameAddress:
+        """Not known for HTTP: the server's address too."""
+        return self.getPeer()
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _headers(self, accept: bytes, *, content: bool = False) -> dict[bytes, list[bytes]]:
+        headers: dict[bytes, list[bytes]] = {
+            k.encode("latin-1"): [v.encode("latin-1")] for k, v in self._extra_headers.items()
+        }
+        headers[b"Accept"] = [accept]
+        if content:
+            headers[b"Content-Type"] = [b"application/json"]
+        if self.session_id is not None:
+            headers[_SESSION_HEADER] = [self.session_id.encode("ascii")]
+        if self.protocol_version is not None:
+            headers[_VERSION_HEADER] = [self.protocol_version.encode("latin-1")]
+        return headers
+
+    def _request(
+        self,
+        method: bytes,
+        headers: dict[bytes, list[bytes]],
+        data: bytes | None = None,
+        timeout: float | None = None,
+    ) -> Deferred[Any]:
+        d: Deferred[Any] = self._http.request(
+            method.decode("ascii"),
+            self.url,
+            headers=headers,
+            data=data,
+            unbuffered=True,
+            allow_redirects=False,
+            timeout=timeout,
+        )
+        self._calls.add(d)
+
+        def done(result: object) -> object:
+            self._calls.discard(d)
+            return result
+
+        d.addBoth(done)
+        return d
+
+    def _send(self, line: bytes) -> None:
+        if self.disconnecting or self._lost:
+            return
+        message = json.loads(line)
+        method = message.get("method") if isinstance(message, dict) else None
+        pending: _Pending | None = None
+        if isinstance(method, str) and "id" in message:
+            pending = _Pending(message["id"], method)
+            self._pending[pending.id] = pending
+            if method == "initialize":
+                self._init_id = pending.id
+        cancels: _Pending | None = None
+        if method == "notifications/cancelled":
+            params = message.get("params")
+            target = params.get("requestId") if isinstance(params, dict) else None
+            cancels = self._pending.pop(target, None) if _hashable(target) else None
+            if cancels is not None:
+                cancels.cancelled = True
+        d = self._request(b"POST", self._headers(_ACCEPT_BOTH, content=True), line)
+        d.addCallback(self._posted, pending, method, cancels)
+        d.addErrback(self._post_failed, pending, method)
+        d.addErrback(self._bug)
+
+    def _bug(self, failure: Failure) -> None:
+        self._log.failure("{peer}: MCP HTTP transport error", failure, peer=self.name)
+
+    # -- answers to POST -----------------------------------------------------------------
+
+    def _posted(
+        self,
+        response: IResponse,
+        pending: _Pending | None,
+        method: str | None,
+        cancels: _Pending | None,
+    ) -> None:
+        if self._lost:
+            self._discard(response)
+            return
+        status = response.code
+        if pending is not None and pending.id == self._init_id and 200 <= status < 300:
+            if not self._take_session_id(response, pending):
+                return
+        if status == 404 and self.session_id is not None:
+            self._discard(response)
+            self._fatal(
+                McpSessionExpired(
+                    f"the MCP server at {self.url} answered 404 to our session: the session "
+                    "has ended (a new connection starts a new session)"
+                )
+            )
+            return
+        if cancels is not None and cancels.reader is not None:
+            cancels.reader.abort()
+        if not 200 <= status < 300:
+            self._error_status(response, pending, f"POST ({method or 'response'})")
+            return
+        if pending is None:
+            if method == "notifications/initialized":
+                self._open_get_stream()
+            if status == 202:
+                self._discard(response)
+                return
+        ctype = _content_type(response)
+        if ctype == "text/event-stream":
+            self._read_stream(response, pending, SSEParser(self.max_message_size))
+        elif ctype == "application/json":
+            self._read_json(response, pending)
+        else:
+            self._discard(response)
+            if pending is not None:
+                self._fail(
+                    pending,
+                    f"HTTP {status} answered {pending.method} with Content-Type "
+                    f"{ctype or '(none)'}; Streamable HTTP answers a request with "
+                    "application/json or text/event-stream",
+                    status=status,
+                )
+
+    def _take_session_id(self, response: IResponse, pending: _Pending) -> bool:
+        values = response.headers.getRawHeaders(_SESSION_HEADER)
+        if not values:
+            return True
+        value = values[0].strip()
+        if not _visible_ascii(value):
+            self._discard(response)
+            self._fail(
+                pending,
+                "the server's Mcp-Session-Id is not visible ASCII (0x21-0x7E), as the "
+                "MCP specification requires",
+            )
+            return False
+        self.session_id = value.decode("ascii")
+        return True
+
+    def _post_failed(self, failure: Failure, pending: _Pending | None, method: str | None) -> None:
+        if self._lost or self.disconnecting:
+            return
+        if failure.check(CancelledError) and pending is not None and pending.cancelled:
+            return
+        why = _failure_text(failure)
+        if failure.check(ConnectError, DNSLookupError):
+            self._fatal(McpServerUnreachable(f"cannot reach the MCP server at {self.url}: {why}"))
+            return
+        if pending is not None:
+            self._fail(pending, f"POST of {pending.method} to {self.url} failed: {why}")
+        else:
+            self._log.warn(
+                "{peer}: POST of {method} to {url} failed: {why}",
+                peer=self.name,
+                method=method or "a response",
+                url=self.url,
+                why=why,
+            )
+
+    def _error_status(self, response: IResponse, pending: _Pending | None, what: str) -> None:
+        status = response.code
+        phrase = response.phrase.decode("latin-1", errors="replace")
+        head = bytearray()
+
+        def on_data(chunk: bytes) -> None:
+            head.extend(chunk[: ERROR_BODY_KEPT - len(head)])
+            if len(head) >= ERROR_BODY_KEPT:
+                reader.abort()
+                report()
+
+        def on_end(_: Failure) -> None:
+            report()
+
+        reported: list[bool] = []
+
+        def report() -> None:
+            if reported:
+                return
+            reported.append(True)
+            detail = _error_detail(bytes(head))
+            text = f"HTTP {status} {phrase} from {what} to {self.url}"
+            if 300 <= status < 400:
+                text += " (redirects are not followed)"
+            if status in (401, 403):
+                text += " (check the configured headers)"
+            if detail:
+                text += f": {detail}"
+            if pending is not None:
+                self._fail(pending, text, status=status)
+            else:
+                self._log.warn("{peer}: {text}", peer=self.name, text=text)
+
+        reader = self._reader(on_data, on_end)
+        response.deliverBody(reader)
+
+    def _reader(
+        self, on_data: Callable[[bytes], None], on_end: Callable[[Failure], None]
+    ) -> _BodyReader:
+        """A body reader, tracked until its body ends (give it to ``deliverBody``)."""
+        reader = _BodyReader(on_data, on_end)
+        self._readers.add(reader)
+        reader.done.addBoth(lambda _: self._readers.discard(reader))
+        return reader
+
+    def _discard(self, response: IResponse) -> None:
+        reader = self._reader(lambda _: None, lambda _: None)
+        response.deliverBody(reader)
+        if self._lost:
+            reader.abort()
+
+    def _read_json(self, response: IResponse, pending: _Pending | None) -> None:
+        limit = self.max_message_size
+        body = bytearray()
+        length = response.length
+        if isinstance(length, int) and length > limit:
+            self._discard_too_large(response, pending)
+            return
+
+        def on_data(chunk: bytes) -> None:
+            body.extend(chunk)
+            if len(body) > limit:
+                reader.abort()
+                self._too_large(pending)
+
+        def on_end(reason: Failure) -> None:
+            if self._lost or self.disconnecting:
+                return
+            if not _body_ended_cleanly(reason):
+                if pending is not None:
+                    self._fail(
+                        pending,
+                        f"the connection dropped while reading the answer to "
+                        f"{pending.method}: {_failure_text(reason)}",
+                    )
+                return
+            self._deliver_json(bytes(body))
+            if pending is not None and pending.id in self._pending:
+                self._fail(
+                    pending,
+                    f"the JSON body answering {pending.method} held no response to it",
+                )
+
+        reader = self._reader(on_data, on_end)
+        if pending is not None:
+            pending.reader = reader
+        response.deliverBody(reader)
+
+    def _discard_too_large(self, response: IResponse, pending: _Pending | None) -> None:
+        reader = self._reader(lambda _: None, lambda _: None)
+        response.deliverBody(reader)
+        reader.abort()
+        self._too_large(pending)
+
+    def _too_large(self, pending: _Pending | None) -> None:
+        limit = self.max_message_size
+        if pending is None:
+            self._log.warn(
+                "{peer}: a message from {url} exceeded the {limit}-byte limit and was dropped",
+                peer=self.name,
+                url=self.url,
+                limit=limit,
+            )
+            return
+        self._fail(
+            pending,
+            f"Message too large: the answer to {pending.method} exceeded the {limit}-byte "
+            "limit of this connection and was not read",
+            code=-32600,
+            data={"limit": limit},
+        )
+
+    def _deliver_json(self, body: bytes) -> None:
+        try:
+            value = json.loads(body)
+        except ValueError:
+            self._feed(body, None)
+            return
+        if isinstance(value, list):  # a batch (MCP 2025-03-26): each message in order
+            for item in value:
+                self._feed(json.dumps(item).encode(), item)
+        else:
+            self._feed(body, value)
+
+    # -- SSE streams ---------------------------------------------------------------------
+
+    def _read_stream(
+        self, response: IResponse, pending: _Pending | None, parser: SSEParser
+    ) -> None:
+        progressed: list[bool] = []
+
+        def on_data(chunk: bytes) -> None:
+            try:
+                events = parser.feed(chunk)
+            except SSEEventTooLarge:
+                reader.abort()
+                self._too_large(pending)
+                if pending is None:
+                    self.get_stream = "failed"
+                return
+            for event in events:
+                progressed.append(True)
+                if event.type != "message" or not event.data.strip():
+                    continue  # priming events, other event types
+                self._deliver_json(event.data)
+                if self._lost:
+                    return
+
+        def on_end(reason: Failure) -> None:
+            if self._lost or self.disconnecting:
+                return
+            if pending is None:
+                self._get_stream_ended(parser, reason)
+                return
+            if pending.id not in self._pending:
+                return  # answered (or cancelled)
+            if progressed:
+                pending.resumes = 0
+            how = "ended" if _body_ended_cleanly(reason) else f"dropped ({_failure_text(reason)})"
+            if parser.last_event_id is None:
+                self._fail(
+                    pending,
+                    f"the server's SSE stream for {pending.method} {how} before its response "
+                    "(no event id to resume from)",
+                )
+                return
+            if pending.resumes >= self.max_resumes:
+                self._fail(
+                    pending,
+                    f"the server's SSE stream for {pending.method} {how} before its response, "
+                    f"{pending.resumes} resumptions in a row brought nothing",
+                )
+                return
+            pending.resumes += 1
+            self._later(parser.retry, self._resume, pending, parser)
+
+        reader = self._reader(on_data, on_end)
+        if pending is not None:
+            pending.reader = reader
+        else:
+            self._get_reader = reader
+        response.deliverBody(reader)
+
+    def _later(self, retry: int | None, f: Callable[..., None], *args: Any) -> None:
+        delay = (DEFAULT_RETRY_MS if retry is None else retry) / 1000
+
+        def run() -> None:
+            self._timers.discard(call)
+            if not (self._lost or self.disconnecting):
+                f(*args)
+
+        call = self._clock.callLater(delay, run)
+        self._timers.add(call)
+
+    def _resume(self, pending: _Pending, old: SSEParser) -> None:
+        """GET with ``Last-Event-ID``: the server replays the rest of the stream."""
+        if pending.id not in self._pending:
+            return
+        assert old.last_event_id is not None
+        headers = self._headers(b"text/event-stream")
+        headers[b"Last-Event-ID"] = [old.last_event_id.encode("utf-8")]
+        d = self._request(b"GET", headers)
+
+        def got(response: IResponse) -> None:
+            if self._lost or self.disconnecting:
+                self._discard(response)
+                return
+            if response.code == 404 and self.session_id is not None:
+                self._discard(response)
+                self._fatal(McpSessionExpired(f"the MCP server at {self.url} ended our session"))
+                return
+            if response.code != 200 or _content_type(response) != "text/event-stream":
+                self._error_status(response, pending, f"GET (resuming {pending.method})")
+                return
+            parser = SSEParser(self.max_message_size)
+            parser.last_event_id, parser.retry = old.last_event_id, old.retry
+            self._read_stream(response, pending, parser)
+
+        d.addCallback(got)
+        d.addErrback(self._post_failed, pending, pending.method)
+        d.addErrback(self._bug)
+
+    def _open_get_stream(self, last_event_id: str | None = None, retry: int | None = None) -> None:
+        """GET: the stream on which the server sends messages of its own."""
+        headers = self._headers(b"text/event-stream")
+        if last_event_id is not None:
+            headers[b"Last-Event-ID"] = [last_event_id.encode("utf-8")]
+        d = self._request(b"GET", headers)
+
+        def got(response: IResponse) -> None:
+            if self._lost or self.disconnecting:
+                self._discard(response)
+                return
+            if response.code == 405:
+                self.get_stream = "none"
+                self._discard(response)
+                return
+            if response.code == 404 and self.session_id is not None:
+                self._discard(response)
+                self._fatal(McpSessionExpired(f"the MCP server at {self.url} ended our session"))
+                return
+            if response.code != 200 or _content_type(response) != "text/event-stream":
+                self.get_stream = "failed"
+                self._error_status(response, None, "GET (server stream)")
+                return
+            self.get_stream = "open"
+            parser = SSEParser(self.max_message_size)
+            parser.last_event_id, parser.retry = last_event_id, retry
+            self._read_stream(response, None, parser)
+
+        def failed(failure: Failure) -> None:
+            if self._lost or self.disconnecting:
+                return
+            self.get_stream = "failed"
+            self._log.warn(
+                "{peer}: GET stream from {url} failed: {why}",
+                peer=self.name,
+                url=self.url,
+                why=_failure_text(failure),
+            )
+
+        d.addCallbacks(got, failed)
+        d.addErrback(self._bug)
+
+    def _get_stream_ended(self, parser: SSEParser, reason: Failure) -> None:
+        self._get_reader = None
+        if parser.last_event_id is None:
+            self.get_stream = "closed"
+            self._log.info(
+                "{peer}: the server closed its GET stream ({why})",
+                peer=self.name,
+                why=_failure_text(reason),
+            )
+            return
+        self._later(parser.retry, self._open_get_stream, parser.last_event_id, parser.retry)
+
+    # -- into the engine -----------------------------------------------------------------
+
+    def _feed(self, data: bytes, message: object) -> None:
+        """Give one message to the engine, as one line."""
+        if self.protocol is None or self._lost:
+            return
+        if isinstance(message, dict) and ("result" in message or "error" in message):
+            answered = (
+                self._pending.pop(message.get("id"), None) if _hashable(message.get("id")) else None
+            )
+            if answered is not None and answered.id == self._init_id:
+                result = message.get("result")
+                version = result.get("protocolVersion") if isinstance(result, dict) else None
+                if isinstance(version, str) and version.isprintable() and version.isascii():
+                    self.protocol_version = version
+        if b"\n" in data or b"\r" in data:
+            if message is not None:
+                # Valid JSON holds line breaks only as whitespace between tokens.
+                data = data.replace(b"\r", b" ").replace(b"\n", b" ")
+            else:
+                # Not JSON: keep it invalid (NUL is never valid JSON) for the engine's error.
+                data = b"\x00".join(data.splitlines())
+        self.protocol.dataReceived(data + b"\n")
+
+    def _fail(
+        self,
+        pending: _Pending,
+        reason: str,
+        *,
+        status: int | None = None,
+        code: int = HTTP_TRANSPORT_ERROR,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """Fail one request of ours: an error response for its id, fed to the engine."""
+        if self._pending.pop(pending.id, None) is None or pending.cancelled:
+            return
+        if pending.reader is not None:
+            pending.reader.abort()
+        if data is None:
+            data = {"reason": clip(reason, 1000)}
+            if status is not None:
+                data["status"] = status
+        self._log.warn("{peer}: {reason}", peer=self.name, reason=reason)
+        error = {"code": code, "message": reason, "data": data}
+        message = {"jsonrpc": "2.0", "id": pending.id, "error": error}
+        self._feed(json.dumps(message).encode(), None)
+
+    # -- the end -------------------------------------------------------------------------
+
+    def _abort_all(self) -> list[Deferred[Any]]:
+        """Stop every timer, request and stream; Deferreds firing when each is gone."""
+        for call in list(self._timers):
+            if call.active():
+                call.cancel()
+        self._timers.clear()
+        for d in list(self._calls):
+            d.cancel()
+        waits: list[Deferred[Any]] = []
+        for reader in list(self._readers):
+            reader.abort()
+            waits.append(reader.done)
+        return waits
+
+    def _fatal(self, error: McpHttpError) -> None:
+        """The connection cannot go on: stop everything and end the engine's connection."""
+        if self._lost or self.disconnecting:
+            return
+        self.disconnecting = True
+        self._log.warn("{peer}: {error}", peer=self.name, error=error)
+        DeferredList(self._abort_all()).addBoth(lambda _: self._finish(Failure(error)))
+
+    def _after_delete(self, response: IResponse) -> Deferred[None]:
+        """Note an unexpected status; fires once the answer's body is read."""
+        if response.code not in (200, 202, 204, 405):
+            self._log.info(
+                "{peer}: DELETE of the MCP session answered HTTP {status}",
+                peer=self.name,
+                status=response.code,
+            )
+        reader = self._reader(lambda _: None, lambda _: None)
+        response.deliverBody(reader)
+        return reader.done
+
+    def _finish(self, reason: Failure) -> None:
+        if self._lost:
+            return
+        self._lost = True
+        self._pending.clear()
+        pool = self._pool
+        closing = pool.closeCachedConnections() if pool is not None else succeed(None)
+
+        def lost(_: object) -> None:
+            if self.protocol is not None:
+                self.protocol.connectionLost(reason)
+
+        closing.addBoth(lost)
+
+
+#: Seconds a server has to answer ``initialize``.
+DEFAULT_HANDSHAKE_TIMEOUT = 30.0
+
+
+def mcp_http_protocol(
+    reactor: Any, name: str, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+) -> JSONRPCProtocol:
+    """The JSON-RPC engine for MCP over HTTP: the stdio one, its limit the transport's."""
+    return JSONRPCProtocol(
+        MethodRegistry(),
+        clock=reactor,
+        name=name,
+        cancellation=MCP_CANCELLATION,
+        max_line_length=max_message_size,
+    )
+
+
+def connect_http(
+    reactor: Any,
+    url: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    name: str,
+    handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+    client_info: Implementation = DEFAULT_CLIENT_INFO,
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+    connect_timeout: float = 30.0,
+    max_resumes: int = 3,
+) -> Deferred[McpClient]:
+    """
+    Connect to the MCP server at ``url`` (Streamable HTTP) and initialize it; fires with
+    the started :class:`McpClient` (its :meth:`McpClient.close` DELETEs the session).
+
+    ``headers`` go with every HTTP request (for example ``{"Authorization": "Bearer
+    ..."}``) and are never logged.  Fails like :func:`acpkit.mcp.stdio.connect_stdio`'s
+    handshake (:class:`acpkit.mcp.client.McpHandshakeError` and its subclasses), the
+    reason naming an unreachable server or an HTTP error status; ``ValueError`` at once
+    for a URL that is not ``http(s)://host...``.
+    """
+    transport = StreamableHTTPTransport(
+        reactor,
+        url,
+        headers,
+        max_message_size=max_message_size,
+        connect_timeout=connect_timeout,
+        max_resumes=max_resumes,
+        name=name,
+    )
+    protocol = mcp_http_protocol(reactor, name, max_message_size)
+    client = McpClient(protocol, name=name, clock=reactor, client_info=client_info)
+    transport.connect(protocol)
+    done: Deferred[McpClient] = Deferred()
+
+    def started(_: object) -> None:
+        done.callback(client)
+
+    def failed(f: Failure) -> None:
+        # Wait until the transport is gone (its connections closed), then fail.
+        protocol.close()
+        protocol.when_closed().addBoth(lambda _: done.errback(f))
+
+    client.start(timeout=handshake_timeout).addCallbacks(started, failed)
+    return done
+
+
+def _hashable(value: object) -> bool:
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+def _failure_text(failure: Failure) -> str:
+    """A one-line reason for a failure (ResponseFailed's nested reasons unwrapped)."""
+    value = failure.value
+    reasons = getattr(value, "reasons", None)
+    if reasons:
+        return "; ".join(_failure_text(r) for r in reasons)
+    text = failure.getErrorMessage()
+    return f"{type(value).__name__}: {text}" if text else type(value).__name__
+
+
+def _error_detail(body: bytes) -> str:
+    """The message of a JSON-RPC error in an error body, else the body's first line."""
+    if not body:
+        return ""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        text = body.decode("utf-8", errors="replace").strip().splitlines()
+        return clip(text[0], 200) if text else ""
+    error = value.get("error") if isinstance(value, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return clip(f"{error['message']} (code {error.get('code')})", 300)
+    return clip(json.dumps(value), 200)
