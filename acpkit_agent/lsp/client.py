@@ -147,6 +147,8 @@ class LanguageServer:
         self.capabilities = lsp.ServerCapabilities()
         #: The ``serverInfo`` of its ``initialize`` answer, if it sent one.
         self.server_info: lsp.ServerInfo | None = None
+        #: The server process's id (also its process group's), when known.
+        self.pid: int | None = None
         self.request_timeout = request_timeout
         self._protocol = protocol
         self._clock = clock
@@ -168,6 +170,8 @@ class LanguageServer:
     @property
     def end_reason(self) -> str | None:
         """One line saying how the server ended (None while it runs)."""
+        if self._end is None and self._protocol.closed_reason is not None:
+            return describe_end(self.name, self._protocol.closed_reason)
         return self._end
 
     def when_closed(self) -> Deferred[str]:
@@ -342,7 +346,7 @@ class LanguageServer:
 
     def _ended_text(self, method: str) -> str:
         """``<how it ended> (during <method>)``; the connection may still be closing."""
-        end = self._end or describe_end(self.name, self._protocol.closed_reason)
+        end = self.end_reason or describe_end(self.name, None)
         return f"{end} (during {method})"
 
     # -- diagnostics ------------------------------------------------------------------

@@ -255,6 +255,7 @@ class LanguageServers:
             ) from None
         slot.starts += 1
         slot.process = process
+        server.pid = process.pid
         _log.info(
             "lsp {name}: started (pid {pid}) for {root}",
             name=config.name,
@@ -290,11 +291,9 @@ class LanguageServers:
             slot.last_end = server.end_reason or str(error)
             if not server.closed:
                 process.stop(self.shutdown_grace)
-            text = _strip_name(str(error), config.name)
-            if server.closed:
-                text = _strip_name(server.end_reason or str(error), config.name)
             raise NoLanguageServer(
-                f"language server {config.name} crashed while starting: {text}"
+                "language server "
+                f"{config.name} crashed while starting: {_strip_name(slot.last_end, config.name)}"
             ) from None
         if not isinstance(result, lsp.InitializeResult):
             process.stop(self.shutdown_grace)
