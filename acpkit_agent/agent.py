@@ -14,7 +14,9 @@ method                    behaviour
                           directory, else ``-32602`` at ``$.params.cwd``), the session's
                           configuration (:func:`acpkit_agent.config.session_config`; an
                           unusable project file is ``-32602`` at ``$.params.cwd`` naming
-                          it), a fresh history; counts ``mcpServers`` (ignored); logs the
+                          it), a fresh history; counts ``mcpServers`` (ignored, unless
+                          ``mcp.useClientServers``: then connected to for this session,
+                          :mod:`acpkit_agent.mcp_servers`); logs the
                           configuration files and the policy; then
                           ``available_commands_update`` (the commands, then the skills:
                           :mod:`acpkit_agent.commands`)
@@ -22,7 +24,8 @@ method                    behaviour
                           then :mod:`acpkit_agent.replay`
 ``session/prompt``        a slash command of the :class:`CommandRegistry`, or a model turn
                           (:mod:`acpkit_agent.turn`; ``/skill`` rewritten to ``$skill``,
-                          automatic compaction first); turns serialized process-wide
+                          automatic compaction first; a model turn first waits for the
+                          MCP servers still starting); turns serialized process-wide
 ``session/cancel``        the connection cancels the running turn
 others                    ``-32601`` (the :class:`acpkit.connection.Agent` base)
 ========================  ================================================================
@@ -46,6 +49,7 @@ from acpkit.interfaces import IAgent
 from acpkit_agent.commands import advertised_commands, builtin_commands, skill_library_for
 from acpkit_agent.compaction import maybe_compact
 from acpkit_agent.config import AgentConfig, ConfigError, session_config
+from acpkit_agent.mcp_servers import McpServerSet, McpToolbox, client_server_configs
 from acpkit_agent.prompt_content import flatten_prompt
 from acpkit_agent.replay import load_and_replay
 from acpkit_agent.session import (
@@ -178,6 +182,9 @@ class BobAgent(Agent):
         self.skills = skill_library_for(runtime)
         self.system_prompt = system_prompt
         self.turns = TurnRunner(runtime, conn)
+        #: The client's MCP servers of each session (``mcp.useClientServers``) and the
+        #: toolbox that adds their tools to the process's.
+        self._client_mcp: dict[str, tuple[McpServerSet, McpToolbox]] = {}
         #: Whether the client advertised ``elicitation.form`` (for ``ask_user``, part 2).
         self.elicitation_form = False
         if not self._sessions_on_disk():
@@ -207,7 +214,10 @@ class BobAgent(Agent):
         config = self.runtime.config
         return schema.InitializeResponse(
             protocol_version=version,
-            agent_capabilities=schema.AgentCapabilities(load_session=config.sessions_enabled),
+            agent_capabilities=schema.AgentCapabilities(
+                load_session=config.sessions_enabled,
+                mcp_capabilities=schema.McpCapabilities(http=config.mcp_use_client_servers),
+            ),
             agent_info=schema.Implementation(
                 name=config.name, title=config.title or None, version=AGENT_VERSION
             ),
@@ -230,10 +240,10 @@ class BobAgent(Agent):
         self.sessions.add(session)
         self._save(session)
         _log.info(
-            "[acp] session {sid}: new in {cwd} ({mcp} MCP server(s) ignored)",
+            "[acp] session {sid}: new in {cwd} ({mcp})",
             sid=session_id,
             cwd=params.cwd,
-            mcp=len(params.mcp_servers or []),
+            mcp=self._client_servers(session_id, params.cwd, params.mcp_servers or []),
         )
         self._log_config(session)
         # The connection holds updates for a session until its session/new response is
@@ -264,6 +274,9 @@ class BobAgent(Agent):
             )
             session.config = config
             self._skip_replayed_call_ids(session)
+            mcp = self._client_servers(session.id, params.cwd, params.mcp_servers or [])
+            if self.runtime.config.mcp_use_client_servers:
+                _log.info("[acp] session {sid}: loaded ({mcp})", sid=session.id, mcp=mcp)
             store.add(session)
             self._log_config(session)
             send_update(
@@ -333,11 +346,66 @@ class BobAgent(Agent):
     def _runtime_of(self, session: Session) -> AgentRuntime:
         """
         The runtime as ``session`` sees it: the process's engine, tools, turn lock and
-        ``call_N`` counter (shared objects), with the session's configuration.
+        ``call_N`` counter (shared objects), with the session's configuration and the
+        tools of its client MCP servers.
         """
-        if session.config is None or session.config is self.runtime.config:
+        changes: dict[str, Any] = {}
+        if session.config is not None and session.config is not self.runtime.config:
+            changes["config"] = session.config
+        client = self._client_mcp.get(session.id)
+        if client is not None:
+            changes["tools"] = client[1]
+        if not changes:
             return self.runtime
-        return attrs.evolve(self.runtime, config=session.config)
+        return attrs.evolve(self.runtime, **changes)
+
+    # -- MCP ----------------------------------------------------------------------------
+
+    def _client_servers(self, session_id: str, cwd: str, servers: list[Any]) -> str:
+        """
+        Connect to the client's ``mcpServers`` for this session when
+        ``mcp.useClientServers`` is true (else they are ignored); the log's words for them.
+        """
+        count = len(servers)
+        tools = self.runtime.tools
+        if not (self.runtime.config.mcp_use_client_servers and isinstance(tools, McpToolbox)):
+            return f"{count} MCP server(s) ignored"
+        previous = self._client_mcp.pop(session_id, None)
+        if previous is not None:
+            previous[0].close()
+        configs, skipped = client_server_configs(servers, cwd)
+        for line in skipped:
+            _log.warn("[mcp] session {sid}: {line}: not used", sid=session_id, line=line)
+        if not configs:
+            return f"{count} MCP server(s) from the client, none usable"
+        if not self._client_mcp:
+            # closed with the connection (bob's exit closes them too)
+            self.conn.protocol.when_closed().addBoth(self._close_client_servers)
+
+        def settled(server: Any) -> None:
+            _log.info(
+                "[mcp] session {sid}: {server}: {summary}",
+                sid=session_id,
+                server=server.label,
+                summary=server.summary(),
+            )
+
+        client_set = tools.new_set(configs, self.runtime.reactor, settled)
+        self._client_mcp[session_id] = (client_set, tools.with_set(client_set))
+        client_set.start()
+        return f"{len(configs)} MCP server(s) from the client: connecting"
+
+    def _close_client_servers(self, _: object) -> None:
+        """The connection ended: close every session's client servers."""
+        sets, self._client_mcp = self._client_mcp, {}
+        for client_set, _toolbox in sets.values():
+            client_set.close()
+
+    @staticmethod
+    def _mcp_ready(runtime: AgentRuntime) -> Deferred[None] | None:
+        """Fires when the MCP servers this turn may use have answered or failed."""
+        tools = runtime.tools
+        return tools.ready() if isinstance(tools, McpToolbox) else None
 
     def _sessions_on_disk(self) -> bool:
         """Whether sessions are saved (and so ``session/load`` is implemented)."""
@@ -369,6 +437,10 @@ class BobAgent(Agent):
         flat = flatten_prompt(params.prompt, session.cwd)
         for path in flat.attached:
             _log.info("[acp] session {sid}: attached {path}", sid=session.id, path=path)
+        if self.commands.match(flat.text) is None:
+            starting = self._mcp_ready(self._runtime_of(session))
+            if starting is not None:
+                await starting
         lock = self.runtime.lock
         await lock.acquire()
         try:

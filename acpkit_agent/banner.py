@@ -8,7 +8,7 @@ from acpkit_agent.config import AgentConfig
 from acpkit_agent.hooks import hook_banner_lines
 from acpkit_agent.skills import SkillLibrary, catalog_banner_lines
 
-__all__ = ["YOLO_WARNING", "banner_lines"]
+__all__ = ["YOLO_WARNING", "banner_lines", "mcp_banner_lines", "mcp_server_line"]
 
 YOLO_WARNING = (
     "yolo: runs commands and changes files WITHOUT ASKING "
@@ -48,7 +48,30 @@ def banner_lines(
         ".acpkit/agent.toml (logged per session)",
         f"  context:     {window}",
         *hook_banner_lines(config.hooks),
+        *mcp_banner_lines(config),
         *catalog_banner_lines(
             SkillLibrary(config.skills_dirs, home).catalog(cwd if cwd is not None else os.getcwd())
         ),
     ]
+
+
+def mcp_banner_lines(config: AgentConfig) -> list[str]:
+    """
+    The MCP servers being started (each then gets its :func:`mcp_server_line` once it
+    answered or failed) and whether the client's ``mcpServers`` are used; nothing when
+    neither applies.
+    """
+    lines = []
+    if config.mcp_servers:
+        names = ", ".join(f"{server.name} ({server.transport})" for server in config.mcp_servers)
+        lines.append(f"  mcp:         starting {names}")
+    if config.mcp_use_client_servers:
+        lines.append(
+            "  mcp:         also connects to the client's mcpServers (mcp.useClientServers)"
+        )
+    return lines
+
+
+def mcp_server_line(label: str, summary: str) -> str:
+    """One MCP server's banner line: ``mcp: time (stdio): 2 tools`` (or ``failed: …``)."""
+    return f"  mcp:         {label}: {summary}"

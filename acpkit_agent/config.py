@@ -52,8 +52,12 @@ key                         type      default                       meaning
                                                                     ``command``/``args``/
                                                                     ``env``/``cwd`` or ``url``/
                                                                     ``headers``, plus
-                                                                    ``permissions``, ``tools``;
-                                                                    see :mod:`.mcp_config`
+                                                                    ``permissions``, ``tools``,
+                                                                    ``timeout``; see
+                                                                    :mod:`.mcp_config`
+``mcp.useClientServers``    bool      ``false``                     also connect to the
+                                                                    ``mcpServers`` a client
+                                                                    passes (per session)
 ``[lsp.servers.<name>]``    tables    none                          language servers (per
                                                                     process): ``command``,
                                                                     ``args``, ``files``,
@@ -75,7 +79,12 @@ import attrs
 
 from acpkit_agent.hooks import HookCommand, parse_hooks
 from acpkit_agent.lsp_config import LspServerConfig, merge_lsp_tables, parse_lsp
-from acpkit_agent.mcp_config import McpServerConfig, merge_mcp_tables, parse_mcp
+from acpkit_agent.mcp_config import (
+    McpServerConfig,
+    merge_mcp_tables,
+    parse_mcp,
+    parse_use_client_servers,
+)
 
 __all__ = [
     "DEFAULT_TITLE",
@@ -122,6 +131,8 @@ class AgentConfig:
     """The configured hooks by event (``preToolCall``, ``postAsk``)."""
     mcp_servers: tuple[McpServerConfig, ...] = ()
     """The ``[mcp.servers.<name>]`` tables, validated, in file order (per process)."""
+    mcp_use_client_servers: bool = False
+    """``mcp.useClientServers``: connect to the ``mcpServers`` of ``session/new`` too."""
     lsp_servers: tuple[LspServerConfig, ...] = ()
     """The ``[lsp.servers.<name>]`` tables, validated, in file order (per process)."""
     path: str | None = None
@@ -198,6 +209,7 @@ def parse_config(data: Mapping[str, Any], path: str) -> AgentConfig:
             if top == "mcp":
                 try:
                     values["mcp_servers"] = parse_mcp(value)
+                    values["mcp_use_client_servers"] = parse_use_client_servers(value)
                 except ValueError as error:
                     raise _fail(path, str(error)) from None
                 continue
@@ -264,6 +276,7 @@ _PROCESS_KEYS: dict[str, str] = {
     "skills.dirs": "skills_dirs",
     "engine": "engine_name",
     "mcp": "mcp_servers",
+    "mcp.useClientServers": "mcp_use_client_servers",
     "lsp": "lsp_servers",
 }
 

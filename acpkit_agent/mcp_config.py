@@ -6,8 +6,16 @@ One table per server; its name is the table's key (letters, digits, ``_`` and ``
 namespaces the server's tools). A server is either *stdio* (``command``, optional
 ``args``, ``env``, ``cwd``) or *Streamable HTTP* (``url``, optional ``headers``), never
 both. Both kinds take ``permissions`` (``"ask"``: a permission request for each call
-even under ``yolo = true``; absent: follow ``yolo``) and ``tools`` (an allow-list of the
-server's tool names; absent: all of them).
+even under ``yolo = true``; absent: follow ``yolo``), ``tools`` (an allow-list of the
+server's tool names; absent: all of them) and ``timeout`` (seconds a call may go without
+an answer or a progress notification before it is cancelled; default
+:data:`DEFAULT_CALL_TIMEOUT`).
+
+``[mcp] useClientServers = true`` (default false) makes bob also connect, for each
+session, to the MCP servers the client passes in ``session/new`` / ``session/load``
+(``mcpServers``); otherwise those are counted in the log and ignored, as the seed says.
+:mod:`acpkit_agent.mcp_servers` runs the servers, :mod:`acpkit_agent.mcp_tools` turns
+their tools into bob's tools.
 
 The servers are per process (like the engine): a session's project file that sets
 ``[mcp]`` differently is logged and not obeyed (see :mod:`acpkit_agent.config`). Layered
@@ -28,15 +36,21 @@ from typing import Any, Literal, TypeAlias
 import attrs
 
 __all__ = [
+    "DEFAULT_CALL_TIMEOUT",
     "McpHttpServer",
     "McpServerConfig",
     "McpStdioServer",
     "merge_mcp_tables",
     "parse_mcp",
+    "parse_use_client_servers",
 ]
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
-_COMMON_KEYS = ("permissions", "tools")
+_COMMON_KEYS = ("permissions", "tools", "timeout")
+_MCP_KEYS = ("servers", "useClientServers")
+
+DEFAULT_CALL_TIMEOUT = 300.0
+"""Seconds a tool call may wait for its answer (each progress notification restarts it)."""
 _STDIO_KEYS = ("command", "args", "env", "cwd")
 _HTTP_KEYS = ("url", "headers")
 
@@ -56,6 +70,8 @@ class McpStdioServer:
     """``"ask"``: every call asks permission, even under ``yolo``; None: follow ``yolo``."""
     tools: tuple[str, ...] | None = None
     """The tool names to expose (None: every tool the server lists)."""
+    timeout: float = DEFAULT_CALL_TIMEOUT
+    """Seconds a call may go without an answer or a progress notification."""
 
     @property
     def transport(self) -> Literal["stdio"]:
@@ -75,6 +91,8 @@ class McpHttpServer:
     """``"ask"``: every call asks permission, even under ``yolo``; None: follow ``yolo``."""
     tools: tuple[str, ...] | None = None
     """The tool names to expose (None: every tool the server lists)."""
+    timeout: float = DEFAULT_CALL_TIMEOUT
+    """Seconds a call may go without an answer or a progress notification."""
 
     @property
     def transport(self) -> Literal["http"]:
@@ -112,6 +130,14 @@ def _string_table(key: str, value: Any) -> dict[str, str]:
     return dict(value)
 
 
+def _timeout(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} must be a number of seconds, not {value!r}")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{key} must be a number of seconds > 0, not {value!r}")
+    return float(value)
+
+
 def _server(name: str, table: Any) -> McpServerConfig:
     prefix = f"mcp.servers.{name}"
     if not _NAME.fullmatch(name):
@@ -132,6 +158,7 @@ def _server(name: str, table: Any) -> McpServerConfig:
         )
     tools = table.get("tools")
     allowed = None if tools is None else _strings(f"{prefix}.tools", tools, empty_items=False)
+    timeout = _timeout(f"{prefix}.timeout", table.get("timeout", DEFAULT_CALL_TIMEOUT))
     if "command" in table:
         for key in _HTTP_KEYS:
             if key in table:
@@ -145,6 +172,7 @@ def _server(name: str, table: Any) -> McpServerConfig:
             cwd=None if cwd is None else _string(f"{prefix}.cwd", cwd),
             permissions=permissions,
             tools=allowed,
+            timeout=timeout,
         )
     for key in _STDIO_KEYS:
         if key in table:
@@ -158,6 +186,7 @@ def _server(name: str, table: Any) -> McpServerConfig:
         headers=_string_table(f"{prefix}.headers", table.get("headers", {})),
         permissions=permissions,
         tools=allowed,
+        timeout=timeout,
     )
 
 
@@ -166,12 +195,21 @@ def parse_mcp(value: Any) -> tuple[McpServerConfig, ...]:
     if not isinstance(value, dict):
         raise ValueError(f"mcp must be a table, not {value!r}")
     for key in value:
-        if key != "servers":
+        if key not in _MCP_KEYS:
             raise ValueError(f"mcp.{key} is not a key this file has")
+    parse_use_client_servers(value)
     servers = value.get("servers", {})
     if not isinstance(servers, dict):
         raise ValueError(f"mcp.servers must be a table, not {servers!r}")
     return tuple(_server(name, table) for name, table in servers.items())
+
+
+def parse_use_client_servers(value: Any) -> bool:
+    """``mcp.useClientServers`` of the ``[mcp]`` table (default false)."""
+    flag = value.get("useClientServers", False) if isinstance(value, dict) else False
+    if not isinstance(flag, bool):
+        raise ValueError(f"mcp.useClientServers must be a boolean, not {flag!r}")
+    return flag
 
 
 def merge_mcp_tables(lower: Mapping[str, Any], upper: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,9 @@ after stdin's end are dropped (the connection is closed); output already written
 :data:`STDIN_EOF_FLUSH_LIMIT` more seconds to reach a client that is still reading.  Whatever
 ends the reactor (stdin's end, SIGTERM, SIGINT), the process groups of tool commands and
 hooks still alive are stopped first; a watchdog kills them if the agent dies otherwise
-(:mod:`acpkit.process_groups`).
+(:mod:`acpkit.process_groups`).  The language servers the ``lsp`` tool started are sent
+``shutdown`` and ``exit`` first (when stdin ends, before the reactor stops), then their
+process groups are stopped like the others.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
 from twisted.application.service import IService, Service
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import IProtocol
 from twisted.internet.protocol import Factory
@@ -42,9 +44,16 @@ from acpkit.endpoints import serve, serve_stdio
 from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit.process_groups import child_groups
 from acpkit_agent.agent import AGENT_VERSION, BobAgent
-from acpkit_agent.banner import banner_lines
+from acpkit_agent.banner import banner_lines, mcp_server_line
 from acpkit_agent.config import AgentConfig, ConfigError, load_config
 from acpkit_agent.engines import make_engine
+from acpkit_agent.lsp import LanguageServers
+from acpkit_agent.mcp_servers import (
+    McpServerSet,
+    McpToolbox,
+    RunningServer,
+    close_all_at_shutdown,
+)
 from acpkit_agent.skills import SkillLibrary
 from acpkit_agent.tools import builtin_tools
 from acpkit_agent.turn import AgentRuntime
@@ -57,6 +66,7 @@ __all__ = [
     "build_runtime",
     "makeService",
     "stderr_observer",
+    "stop_language_servers",
 ]
 
 _log = Logger()
@@ -177,8 +187,21 @@ def build_runtime(config: AgentConfig, reactor: Any) -> AgentRuntime:
     except ValueError as error:
         where = config.path or "the configuration"
         raise ConfigError(f"{where}: engine: {error}") from None
-    tools = builtin_tools(SkillLibrary(extra_dirs=tuple(config.skills_dirs)))
-    return AgentRuntime(config=config, engine=engine, tools=tools, reactor=reactor)
+    # The lsp tool is offered when [lsp.servers] names a server (started on first use).
+    language_servers = LanguageServers(config.lsp_servers, reactor) if config.lsp_servers else None
+    tools = builtin_tools(SkillLibrary(extra_dirs=tuple(config.skills_dirs)), language_servers)
+    # bob's MCP servers (started by AgentService.startService): their tools follow the
+    # built-in ones in the toolbox
+    toolbox = McpToolbox(tools)
+    if config.mcp_servers:
+        servers = McpServerSet(config.mcp_servers, reactor, on_settled=_log_mcp_server)
+        toolbox = McpToolbox(tools, servers)
+    return AgentRuntime(config=config, engine=engine, tools=toolbox, reactor=reactor)
+
+
+def _log_mcp_server(server: RunningServer) -> None:
+    """The banner line of one MCP server that answered or failed."""
+    _log.info("{line}", line=mcp_server_line(server.label, server.summary()))
 
 
 class _StdioProtocol(JSONRPCProtocol):
@@ -240,6 +263,8 @@ class AgentService(Service):
         config = self.runtime.config
         for line in banner_lines(config, self.runtime.engine.description, AGENT_VERSION):
             _log.info("{line}", line=line)
+        for servers in self._mcp_sets():
+            self.reactor.callWhenRunning(servers.start)
         if self.listen == "stdio":
             runtime = self.runtime
             protocol = _StdioProtocol(self._stdin_ended, name="client")
@@ -301,6 +326,10 @@ class AgentService(Service):
             self._eof_timer.cancel()
         self._eof_timer = None
         _log.info("[acp] stdin closed: exiting")
+        # Language servers get shutdown/exit before the reactor's shutdown kills groups.
+        stop_language_servers(self.runtime).addBoth(lambda _: self._stop_reactor())
+
+    def _stop_reactor(self) -> None:
         if self.reactor.running:
             self.reactor.stop()
 
@@ -316,14 +345,21 @@ class AgentService(Service):
         else:
             self.reactor.callWhenRunning(self.reactor.stop)
 
+    def _mcp_sets(self) -> tuple[McpServerSet, ...]:
+        tools = self.runtime.tools
+        return tools.sets if isinstance(tools, McpToolbox) else ()
+
     def stopService(self) -> Any:
-        """Cancel the running turns of the stdio connection; stop listening."""
+        """Cancel the running turns of the stdio connection; stop listening; close MCP."""
         super().stopService()
         if self.conn is not None and self.conn.protocol.connected:
             self.conn.cancel_all_turns()
+        stopping: list[Deferred[Any]] = [servers.close() for servers in self._mcp_sets()]
         if self.port is not None:
-            return self.port.stopListening()
-        return None
+            stopping.append(self.port.stopListening())
+        if not stopping:
+            return None
+        return DeferredList(stopping, consumeErrors=True)
 
 
 def makeService(options: Options) -> IService:
@@ -342,14 +378,29 @@ def makeService(options: Options) -> IService:
     if listen != "stdio":
         listening = _listen_now(reactor, listen, runtime)
     service = AgentService(runtime, listen, reactor, listening=listening)
+    # Language servers: shutdown/exit (then their groups) whatever ends the reactor.
+    reactor.addSystemEventTrigger("before", "shutdown", stop_language_servers, runtime)
     # Tool commands and hooks run in process groups of their own: end them with the agent.
     child_groups.kill_at_shutdown(reactor)
+    # MCP servers (bob's and the sessions' client servers) are closed too.
+    close_all_at_shutdown(reactor)
     if options.daemon_note is not None:
         _note(options.daemon_note)
     # Listening failed after the reactor started (an endpoint that listens later):
     # twistd would exit 0, so leave with the service's status once the reactor stopped.
     reactor.addSystemEventTrigger("after", "shutdown", _exit_on_failure, service)
     return service
+
+
+def stop_language_servers(runtime: AgentRuntime) -> Deferred[None]:
+    """
+    Stop the language servers the ``lsp`` tool started (``shutdown``, ``exit``, then the
+    process group: :meth:`LanguageServers.shutdown_all`); fires at once without any.
+    """
+    servers = getattr(runtime.tools.get("lsp"), "servers", None)
+    if isinstance(servers, LanguageServers):
+        return servers.shutdown_all()
+    return succeed(None)
 
 
 def _note(message: str) -> None:
