@@ -23,7 +23,7 @@ from twisted.internet import reactor
 from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
 from twisted.trial.unittest import TestCase
 
-from acpkit.errors import RequestTimeout
+from acpkit.errors import RequestTimeout, RPCError
 from acpkit.mcp.client import McpClient, McpHandshakeError, McpHandshakeTimeout, McpServerGone
 from acpkit.mcp.schema import (
     BlobResourceContents,
@@ -132,21 +132,22 @@ class TimeServerTests(McpServerTestCase):
         result = await client.call_tool("get_current_time", {"timezone": "Etc/UTC"})
         assert not result.is_error
         assert "Etc/UTC" in text_of(result.content)
+        assert result.structured_content is not None
+        assert result.structured_content["timezone"] == "Etc/UTC"
         await client.close()
         assert client.closed is not None and client.closed.exit_code == 0
         assert client.closed.requested
 
     @deferred_test
-    async def test_bad_timezone_is_a_tool_error_or_protocol_error(self) -> None:
-        """An unknown timezone: the server reports it (isError or an error answer), we say which."""
+    async def test_bad_timezone_is_error_and_unknown_tool_is_an_rpc_error(self) -> None:
+        """A bad timezone is an isError result; an unknown tool a -32602 error answer."""
         client = await self.connect(require_peer(MCP_TIME))
-        try:
-            result = await client.call_tool("get_current_time", {"timezone": "Mars/Olympus"})
-        except Exception as e:  # a protocol error is allowed by the spec too
-            assert "Mars/Olympus" in str(e) or "timezone" in str(e).lower()
-        else:
-            assert result.is_error
-            assert "Mars/Olympus" in text_of(result.content)
+        result = await client.call_tool("get_current_time", {"timezone": "Mars/Olympus"})
+        assert result.is_error
+        assert "Mars/Olympus" in text_of(result.content)
+        with pytest.raises(RPCError) as caught:
+            await client.call_tool("no_such_tool", {})
+        assert caught.value.code == -32602
 
 
 class GitServerTests(McpServerTestCase):
