@@ -6,6 +6,8 @@ import json
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
@@ -605,3 +607,48 @@ def test_shutdown_hook_is_used_by_close() -> None:
     assert len(stops) == 1 and not d.called
     stops[0].callback(None)
     assert d.called
+
+
+@settings(deadline=None)
+@given(
+    cursors=st.lists(st.one_of(st.none(), st.sampled_from("abcdefgh")), min_size=1, max_size=12),
+    max_pages=st.integers(min_value=1, max_value=10),
+)
+def test_list_tools_always_ends(cursors: list[str | None], max_pages: int) -> None:
+    """
+    Whatever cursors a server gives, list_tools ends within max_tool_pages requests: with
+    every tool when the cursors end before repeating or running out, else McpProtocolError.
+    """
+    fake = FakeServer()
+    served: list[int] = []
+
+    def list_tools(request: InboundRequest) -> dict[str, Any]:
+        n = len(served)
+        served.append(n)
+        cursor = cursors[n] if n < len(cursors) else "z"
+        page: dict[str, Any] = {"tools": [tool(f"t{n}")]}
+        if cursor is not None:
+            page["nextCursor"] = cursor
+        return page
+
+    fake.registry.add_request("tools/list", list_tools, params_optional=True)
+    client = fake.started()
+    client.max_tool_pages = max_pages
+    d = client.list_tools()
+    fake.pump()
+    assert d.called
+    expected_pages = None
+    seen: set[str] = set()
+    for i, cursor in enumerate(cursors):
+        if cursor is None:
+            expected_pages = i + 1
+            break
+        if cursor in seen or i + 1 >= max_pages:
+            break
+        seen.add(cursor)
+    if expected_pages is not None and expected_pages <= max_pages:
+        tools = fake.result(d)
+        assert [t.name for t in tools] == [f"t{i}" for i in range(expected_pages)]
+    else:
+        assert isinstance(fake.failure(d), McpProtocolError)
+    assert len(served) <= max_pages
