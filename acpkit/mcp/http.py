@@ -28,7 +28,7 @@ the ``initialize`` answer's                 kept and sent as ``Mcp-Session-Id`` 
 ``Mcp-Session-Id``                          later request (must be visible ASCII)
 after ``initialize``                        ``MCP-Protocol-Version: <negotiated>`` on every
                                             request
-``notifications/initialized`` accepted      ``GET`` opens the server's stream for
+``notifications/initialized`` sent          ``GET`` opens the server's stream for
                                             server-initiated messages; 405: the server
                                             has none (:attr:`get_stream` ``"none"``)
 an SSE stream ends before the response,     resumed with ``GET`` + ``Last-Event-ID`` after
@@ -396,6 +396,11 @@ class StreamableHTTPTransport:
         d.addCallback(self._posted, pending, method, cancels)
         d.addErrback(self._post_failed, pending, method)
         d.addErrback(self._bug)
+        if method == "notifications/initialized" and self.get_stream == "unopened":
+            # Now, not once the POST is answered: the stream is then open before the
+            # client's next requests, so whatever they make the server send has a
+            # stream to go to.
+            self._open_get_stream()
 
     def _bug(self, failure: Failure) -> None:
         self._log.failure("{peer}: MCP HTTP transport error", failure, peer=self.name)
@@ -431,8 +436,6 @@ class StreamableHTTPTransport:
             self._error_status(response, pending, f"POST ({method or 'response'})")
             return
         if pending is None:
-            if method == "notifications/initialized":
-                self._open_get_stream()
             if status == 202:
                 self._discard(response)
                 return
