@@ -221,11 +221,11 @@ class Harness:
 
     def crash(self, index: int = -1, *, exit_code: int = 1, stderr: str = "") -> None:
         """The fake server's process ends: the client's connection is lost with its status."""
-        pump = self.pumps[index]
+        pump, client, fake = self.pumps[index], self.clients[index], self.fakes[index]
         pump.clientIO.disconnected = pump.serverIO.disconnected = True
         reason = Failure(AgentExited("lsp fake", exit_code, None, stderr))
-        self.clients[index].connectionLost(reason)
-        self.fakes[index].protocol.connectionLost(reason)
+        fake.protocol.connectionLost(reason)
+        client.connectionLost(reason)
 
 
 # -- starting ------------------------------------------------------------------------
@@ -727,6 +727,25 @@ def test_crash_mid_request_fails_it_clearly_and_the_next_call_restarts_once() ->
         "its last stderr line: Segmentation fault)"
     )
     assert len(h.spawned) == 2
+
+
+def test_a_restart_from_the_failed_requests_errback_keeps_the_new_process() -> None:
+    """
+    A caller that asks for the server again from the errback of the request the crash
+    failed (the tool does, at once) gets a new server whose process is left running:
+    only the dead server's process is stopped.
+    """
+    h = Harness()
+    server = h.server()
+    restarted: list[Deferred[LanguageServer]] = []
+    d = server.request("textDocument/hover", position_params(lsp.HoverParams))
+    d.addErrback(lambda _: restarted.append(h.servers.server_for(MAIN, ROOT)))
+    h.flush()
+    h.crash()
+    new = h.result(restarted[0])
+    assert new is not server and not new.closed
+    assert [p.stopped for p in h.processes] == [1, 0]
+    assert h.servers.running() == [new]
 
 
 # -- shutdown ------------------------------------------------------------------------

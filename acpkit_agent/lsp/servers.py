@@ -304,17 +304,17 @@ class LanguageServers:
         server.server_info = result.server_info
         server.notify(lsp.INITIALIZED, lsp.InitializedParams())
         slot.server = server
-        server.when_closed().addCallback(self._ended, slot, server)
+        server.when_closed().addCallback(self._ended, slot, process)
         return server
 
-    def _ended(self, end: str, slot: _Slot, server: LanguageServer) -> None:
+    def _ended(self, end: str, slot: _Slot, process: ServerProcess) -> None:
+        # Callers may already have started its successor (from the errback of a request
+        # that failed with the crash): only this server's own process is stopped.
         slot.last_end = end
         if not self._shutting_down:
             _log.warn("{end}", end=end)
-        process = slot.process
-        if process is not None and slot.server is server:
-            # Its connection is gone: make sure nothing of its group lingers.
-            process.stop(self.shutdown_grace)
+        # Its connection is gone: make sure nothing of its group lingers.
+        process.stop(self.shutdown_grace)
 
     # -- stopping ---------------------------------------------------------------------
 
