@@ -347,7 +347,27 @@ def test_initialize_error_answer_is_a_failed_start() -> None:
     h.prepare = lambda fake: fake.answers.update(initialize=refuse)
     error = h.failure(h.servers.server_for(MAIN, ROOT))
     assert isinstance(error, NoLanguageServer)
-    assert "crashed while starting: answered initialize with error -32602" in str(error)
+    assert str(error) == (
+        "language server fake could not start: answered initialize with error -32602: "
+        "Invalid params: bad rootUri: invalid value"
+    )
+    assert h.processes[0].stopped == 1
+
+
+def test_no_answer_to_initialize_in_time_is_a_failed_start() -> None:
+    """A server silent after spawning: NoLanguageServer after start_timeout, process stopped."""
+    h = Harness()
+    h.prepare = lambda fake: fake.answers.pop("initialize", None) and None
+    d = h.servers.server_for(MAIN, ROOT)
+    h.flush()
+    h.clock.advance(9.9)
+    assert not d.called
+    h.clock.advance(0.1)
+    error = h.failure(d)
+    assert isinstance(error, NoLanguageServer)
+    assert str(error) == (
+        "language server fake could not start: did not answer initialize within 10 s"
+    )
     assert h.processes[0].stopped == 1
 
 
@@ -723,7 +743,7 @@ def test_crash_mid_request_fails_it_clearly_and_the_next_call_restarts_once() ->
     error = h.failure(h.servers.server_for(MAIN, ROOT))
     assert isinstance(error, NoLanguageServer)
     assert str(error) == (
-        "language server fake crashed 2 times; not restarted (last: exited with status 2; "
+        "language server fake failed 2 times; not restarted (last: exited with status 2; "
         "its last stderr line: Segmentation fault)"
     )
     assert len(h.spawned) == 2

@@ -27,6 +27,7 @@ announces).
 
 from __future__ import annotations
 
+import os
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -50,7 +51,7 @@ from acpkit_agent.lsp.errors import (
     LanguageServerTimeout,
 )
 from acpkit_agent.lsp.languages import language_id
-from acpkit_agent.lsp.uris import path_to_uri
+from acpkit_agent.lsp.uris import path_to_uri, uri_to_path
 
 __all__ = ["DEFAULT_REQUEST_TIMEOUT", "LanguageServer", "converter", "result_type"]
 
@@ -189,7 +190,7 @@ class LanguageServer:
 
     def _connection_lost(self, reason: Failure) -> None:
         self._end = describe_end(self.name, reason)
-        _log.info("{end}", end=self._end)
+        _log.debug("{end}", end=self._end)
         waiters, self._close_waiters = self._close_waiters, []
         for d in waiters:
             d.callback(self._end)
@@ -200,8 +201,6 @@ class LanguageServer:
     # -- documents --------------------------------------------------------------------
 
     def _absolute(self, path: str) -> str:
-        import os
-
         return os.path.normpath(os.path.join(self.root, path))
 
     def version(self, path: str) -> int | None:
@@ -458,8 +457,6 @@ class LanguageServer:
         version = published.version
         if version is None:
             # No version: it is about the text the server has now, our latest.
-            from acpkit_agent.lsp.uris import uri_to_path
-
             try:
                 document = self._documents.get(uri_to_path(published.uri))
             except ValueError:
@@ -496,8 +493,6 @@ class LanguageServer:
         return [None] * (len(items) if isinstance(items, list) else 0)
 
     def _folders(self, request: InboundRequest) -> list[dict[str, str]]:
-        import os
-
         return [{"uri": path_to_uri(self.root), "name": os.path.basename(self.root) or self.root}]
 
     def _message(self, params: Mapping[str, Any], meta: Any) -> None:

@@ -21,8 +21,8 @@ class LanguageServerError(Exception):
 class NoLanguageServer(LanguageServerError):
     """
     :meth:`LanguageServers.server_for` cannot give a server: none is configured for the
-    file, its command is not found, it crashed while starting (or too often), or it
-    refused ``initialize``.
+    file, its command is not found, it crashed while starting (or failed too often), or
+    it refused ``initialize`` or did not answer it in time.
     """
 
 

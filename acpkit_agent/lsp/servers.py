@@ -14,14 +14,16 @@ first :meth:`server_for`        spawn (own process group, cwd = root, stderr dra
                                 that ask meanwhile share that start
 command not found               :class:`NoLanguageServer` (``... command "x" not found``);
                                 checked again on each call, nothing is spawned
-exits or fails ``initialize``   :class:`NoLanguageServer` (``... crashed while starting:
-while starting                  exited with status 1; its last stderr line: ...``)
+exits while starting            :class:`NoLanguageServer` (``... crashed while starting:
+                                exited with status 1; its last stderr line: ...``)
+refuses ``initialize`` or does  :class:`NoLanguageServer` (``... could not start: did not
+not answer it in time           answer initialize within 60 s``); its process is stopped
 dies after it started           pending requests fail with :class:`LanguageServerCrashed`
                                 (exit status, last stderr line); the next
                                 :meth:`server_for` starts it again
 a second death (or failed       :class:`NoLanguageServer` for every later call (``...
-start)                          crashed twice; not restarted: ...``): a server that keeps
-                                crashing is not restarted on every tool call
+start)                          failed 2 times; not restarted (last: ...)``): a server
+                                that keeps crashing is not restarted on every tool call
 :meth:`shutdown_all`            each live server gets ``shutdown`` then ``exit``, has
                                 ``grace`` seconds to exit, then its stdin is closed and
                                 its process group gets SIGTERM, then SIGKILL
@@ -157,7 +159,8 @@ class LanguageServers:
         The initialized server for ``path`` (absolute, or relative to ``root``) in the
         workspace ``root`` (the session's cwd): the running one, or one started now.
         Fails with :class:`NoLanguageServer` (one line) when none is configured for the
-        file, its command is not found, it crashed while starting, or it crashed twice.
+        file, its command is not found, it crashed or failed while starting, or it
+        failed twice already.
         """
         root = os.path.abspath(root)
         if self._shutting_down:
@@ -181,7 +184,7 @@ class LanguageServers:
         if slot.starts >= MAX_STARTS:
             return _failed(
                 NoLanguageServer(
-                    f"language server {config.name} crashed {slot.starts} times; "
+                    f"language server {config.name} failed {slot.starts} times; "
                     f"not restarted (last: {_strip_name(slot.last_end, config.name)})"
                 )
             )
@@ -289,11 +292,11 @@ class LanguageServers:
             result = await server.request(lsp.INITIALIZE, params, timeout=self.start_timeout)
         except LanguageServerError as error:
             slot.last_end = server.end_reason or str(error)
+            how = "crashed while starting" if server.closed else "could not start"
             if not server.closed:
                 process.stop(self.shutdown_grace)
             raise NoLanguageServer(
-                "language server "
-                f"{config.name} crashed while starting: {_strip_name(slot.last_end, config.name)}"
+                f"language server {config.name} {how}: {_strip_name(slot.last_end, config.name)}"
             ) from None
         if not isinstance(result, lsp.InitializeResult):
             process.stop(self.shutdown_grace)
