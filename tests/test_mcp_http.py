@@ -31,7 +31,7 @@ from zope.interface import implementer
 
 from acpkit.errors import ConnectionLost, MessageTooLarge, RPCError
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
-from acpkit.mcp.client import SUPPORTED_VERSIONS, McpClient
+from acpkit.mcp.client import SUPPORTED_VERSIONS, McpClient, McpHandshakeError, McpServerGone
 from acpkit.mcp.http import (
     HTTP_TRANSPORT_ERROR,
     McpServerUnreachable,
@@ -597,6 +597,31 @@ class StreamableHTTPTests(TestCase):
                 await proto.request("initialize", INIT_PARAMS)
             with pytest.raises(McpServerUnreachable):
                 await proto.when_closed()
+
+        return ensureDeferred(run())
+
+    def test_connect_http_session_expiry_fails_calls_with_server_gone(self) -> Deferred[None]:
+        """Through connect_http: a 404 on our session fails the call with McpServerGone
+        naming the ended session, and the client's closed says so."""
+
+        async def run() -> None:
+            client = await connect_http(reactor, self.url, name="scripted")
+            self.addCleanup(client.close)
+            self.mcp.on_post["tools/call"] = lambda request, _: ScriptedMcp.status(request, 404)
+            with pytest.raises(McpServerGone, match="session has ended"):
+                await client.call_tool("x", {})
+            closed = await client.when_closed()
+            assert "session has ended" in str(closed) and not closed.requested
+
+        return ensureDeferred(run())
+
+    def test_connect_http_unreachable(self) -> Deferred[None]:
+        """connect_http to a port where nothing listens: McpHandshakeError naming the URL."""
+
+        async def run() -> None:
+            await maybeDeferred(self.port.stopListening)
+            with pytest.raises(McpHandshakeError, match="cannot reach the MCP server at http"):
+                await connect_http(reactor, self.url, name="nowhere")
 
         return ensureDeferred(run())
 
