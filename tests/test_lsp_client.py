@@ -7,12 +7,15 @@ memory: the fake is a ``ContentLengthJSONRPCProtocol`` joined to the client's by
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from lsprotocol import types as lsp
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.task import Clock
@@ -416,6 +419,28 @@ def test_sync_opens_once_changes_with_versions_and_skips_unchanged_text() -> Non
         ),
     ]
     assert server.version("main.py") == 3
+
+
+@given(st.lists(st.sampled_from(["", "a", "b\n", "é\r\n"]), min_size=1, max_size=12))
+def test_sync_sequences_keep_the_server_in_step(texts: list[str]) -> None:
+    """
+    For any sequence of synced texts: one didOpen (version 1) then one didChange per
+    change of text, versions counting up by one, the server's last text the last synced.
+    """
+    h = Harness()
+    server = h.server()
+    for text in texts:
+        server.sync(MAIN, text)
+    h.flush()
+    sent = [(m, p) for _, m, p in h.fake.received if m.startswith("textDocument/did")]
+    changes = sum(1 for before, after in itertools.pairwise(texts) if before != after)
+    assert [m for m, _ in sent] == ["textDocument/didOpen"] + ["textDocument/didChange"] * changes
+    versions = [p["textDocument"]["version"] for _, p in sent]
+    assert versions == list(range(1, changes + 2))
+    last = sent[-1][1]
+    text = last["textDocument"]["text"] if len(sent) == 1 else last["contentChanges"][0]["text"]
+    assert text == texts[-1]
+    assert server.version(MAIN) == changes + 1
 
 
 def test_sync_uses_the_configured_language_id() -> None:
