@@ -854,3 +854,25 @@ def test_a_replayed_lsp_call_keeps_its_kind() -> None:
     }
     start = _tool_call(call, "call_1", {}, {"lsp": tool}, "/tmp")
     assert start.kind == schema.ToolKind.EDIT
+
+
+def test_bob_offers_lsp_only_when_a_server_is_configured() -> None:
+    """
+    Without [lsp.servers] bob has no lsp tool; with one, lsp runs on bob's LanguageServers,
+    nothing started yet; stopping them at exit fires at once when none runs.
+    """
+    from acpkit_agent.lsp import LanguageServers
+    from acpkit_agent.lsp_config import LspServerConfig
+    from acpkit_agent.tap import build_runtime, stop_language_servers
+
+    clock = Clock()
+    plain = build_runtime(AgentConfig(), clock)
+    assert "lsp" not in plain.tools
+    assert stop_language_servers(plain).called
+    server = LspServerConfig(name="py", command="pylsp", files=("*.py",))
+    runtime = build_runtime(AgentConfig(lsp_servers=(server,)), clock)
+    tool = runtime.tools["lsp"]
+    assert isinstance(tool, LspTool) and isinstance(tool.servers, LanguageServers)
+    assert tool.servers.running() == []
+    assert "lsp" in {spec.name for spec in runtime.tool_specs()}
+    assert stop_language_servers(runtime).called
