@@ -1,44 +1,71 @@
 """The one codec: JSON-able builtins <-> the generated models of :mod:`acpkit.schema`,
-:mod:`acpkit.unstable` and :mod:`acpkit.mcp.schema` (MCP, loaded only when imported).
+:mod:`acpkit.unstable` and :mod:`acpkit.mcp.schema` (MCP, loaded only when imported),
+built on cattrs.
 
 Contract (others code against it)::
 
     decode(cls, obj, *, strict=False) -> instance of cls      # raises DecodeError
     encode(value) -> JSON-able builtins                       # None fields omitted
     decode_json(cls, data, *, strict=False), encode_json(value) -> bytes
-    converter: cattrs.Converter                                # hooks delegate here
+    loads(data) -> builtins, dumps(obj) -> bytes              # orjson, json fallbacks
+    wire_tag(value) -> str | None                             # a variant's wire tag
+    converter: cattrs.Converter                               # the lenient converter
+    get_converter(converter=None) -> cattrs.Converter         # our hooks on yours
 
-Rules:
+How it is built: :func:`get_converter` registers hook factories on a
+:class:`cattrs.Converter`. Each model class gets cattrs' own generated functions,
+``make_dict_structure_fn_from_attrs`` / ``make_dict_unstructure_fn_from_attrs``, with one
+``cattrs.override`` per attribute: ``rename=`` the camelCase wire key, ``omit_if_default=``
+for the fields whose default is ``None`` or ``ABSENT``, and the field's ``struct_hook`` /
+``unstruct_hook``. Strict mode is the same hooks on a converter made with
+``forbid_extra_keys=True``; both converters use ``detailed_validation``, and the cattrs
+exception groups (``ClassValidationError`` with ``AttributeValidationNote``) are turned
+into a :class:`DecodeError` with a JSON path. cattrs registers the generated source in
+:mod:`linecache`, so tracebacks inside them show their lines.
+
+Rules, and the small hooks cattrs cannot express by itself (each is a cattrs hook or an
+override's hook, never a step beside the converter):
 
 - camelCase on the wire, ``_meta`` <-> ``meta`` (explicit ``wire`` metadata where the
-  name cannot be derived). Optional fields that are ``None`` are omitted on encode;
-  required fields are always written (``RequestId`` may be ``null``).
+  name cannot be derived): ``override(rename=...)``. Optional fields that are ``None``
+  are omitted on encode (``omit_if_default``); required fields are always written
+  (``RequestId`` may be ``null``).
 - Null-meaningful fields (``Diff.old_text``, ``SessionInfoUpdate.title`` /
   ``updated_at``, the ``request_id`` scope of elicitations) default to
   :data:`acpkit.schema.ABSENT`: ``ABSENT`` is omitted, ``None`` is written as ``null``.
-- Tagged unions dispatch with one dict lookup on the wire tag; a missing tag selects the
-  untagged fallback variant where the schema has one (stdio MCP server, agent auth method,
-  titled multi-select items, value-id config value); an unknown tag decodes to
-  ``Unknown<Union>(raw=...)`` in lenient mode and is an error in strict mode.
-- Untagged unions: classes are chosen by the required keys only one of them has
-  (``text``/``blob``, ``result``/``error``); ``list[A] | list[B]`` by the first item;
-  ``A | list[A]`` (MCP sampling content) by JSON type, object or array;
-  primitive unions by JSON type (bool before int, int before float).
+- JSON types are checked, not coerced (cattrs' default ``str`` hook would turn ``3`` into
+  ``"3"``): small per-field hooks for ``str``/``int``/``float``/``bool``/objects. A
+  ``null`` optional field decodes to its default (a per-field hook where the default is
+  not ``None``).
+- Tagged unions (a structure hook factory): one dict lookup on the wire tag; a missing
+  tag selects the untagged fallback variant where the schema has one (stdio MCP server,
+  agent auth method, titled multi-select items, value-id config value); an unknown tag
+  decodes to ``Unknown<Union>(raw=...)`` in lenient mode and is an error in strict mode.
+  cattrs' tagged-union strategy needs a tag on every variant and writes it last; ours
+  writes it first and keeps unknown variants raw. A variant's generated function does
+  not know its tag key: in strict mode the variant's hook checks and drops the tag before
+  ``forbid_extra_keys`` sees it.
+- Untagged unions (same factory): classes are chosen by the required keys only one of
+  them has (``text``/``blob``, ``result``/``error``); ``list[A] | list[B]`` by the first
+  item; ``A | list[A]`` (MCP sampling content) by JSON type, object or array; primitive
+  unions by JSON type (bool before int, int before float).
 - Lenient mode (default): unknown fields are ignored, unknown enum values are kept
-  (``OpenStrEnum``), ``x-deserialize-default-on-error`` fields fall back to their default
-  when invalid and ``x-deserialize-skip-invalid-items`` lists drop invalid items.
+  (``OpenStrEnum``; an enum hook factory), ``x-deserialize-default-on-error`` fields fall
+  back to their default when invalid and ``x-deserialize-skip-invalid-items`` lists drop
+  invalid items (per-field hooks: cattrs has no per-field "default on error").
   Missing required fields and wrong types elsewhere raise :class:`DecodeError`.
 - Strict mode reports unknown fields, unknown tags, unknown values of closed enums,
   wrong types and missing required fields, with a JSON path.
 
-Decoders and encoders are generated Python functions (compiled once per class, lazily on
-first use), so importing this module is cheap.
+Hooks are generated lazily, on first use of each class, so importing this module is cheap.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import linecache
+import operator
 import types
 import typing
 from collections.abc import Callable
@@ -46,25 +73,44 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 
 import attrs
 import cattrs
+import orjson
+from cattrs.errors import (
+    AttributeValidationNote,
+    BaseValidationError,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationNote,
+)
+from cattrs.fns import identity
+from cattrs.gen import (
+    make_dict_structure_fn_from_attrs,
+    make_dict_unstructure_fn_from_attrs,
+    override,
+)
 
-from acpkit.schema import ABSENT, AbsentType
+from acpkit.schema import ABSENT, AbsentType, OpenIntEnum, OpenStrEnum
 
 __all__ = [
     "DecodeError",
     "converter",
     "decode",
     "decode_json",
+    "dumps",
     "encode",
     "encode_json",
+    "get_converter",
+    "loads",
     "wire_name",
+    "wire_tag",
 ]
 
 T = TypeVar("T")
-Decoder = Callable[[Any, bool], Any]
-Encoder = Callable[[Any], Any]
+StructureHook = Callable[[Any, Any], Any]
+UnstructureHook = Callable[[Any], Any]
 
 _MAX_SNIPPET = 60
 _MISSING: Any = object()
+_NONE = type(None)
 
 
 class DecodeError(ValueError):
@@ -77,11 +123,11 @@ class DecodeError(ValueError):
 
 
 class _Invalid(Exception):
-    """Internal: raised while decoding; the path is accumulated innermost first."""
-
-    __slots__ = ("message", "path")
+    """Raised by our hooks; ``path`` holds the wire keys/indexes below the hook, innermost
+    first (cattrs' notes add the attribute above it)."""
 
     def __init__(self, message: str, path: list[str | int] | None = None) -> None:
+        super().__init__(message)
         self.message = message
         self.path: list[str | int] = path if path is not None else []
 
@@ -104,7 +150,7 @@ _JSON_TYPE = {
     bool: "boolean",
     list: "array",
     dict: "object",
-    type(None): "null",
+    _NONE: "null",
 }
 
 
@@ -114,8 +160,9 @@ def _type_error(expected: str, value: object) -> _Invalid:
 
 
 def _render_path(path: list[str | int]) -> str:
+    """``$.a.b[0]`` from outermost-first parts."""
     out = "$"
-    for part in reversed(path):
+    for part in path:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
@@ -123,7 +170,7 @@ def _render_path(path: list[str | int]) -> str:
     return out
 
 
-# ------------------------------------------------------------------ wire names
+# ------------------------------------------------------------------ wire names and tags
 def wire_name(field: attrs.Attribute[Any]) -> str:
     """The JSON key of a model attribute."""
     explicit = field.metadata.get("wire")
@@ -137,137 +184,40 @@ def wire_name(field: attrs.Attribute[Any]) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-# ------------------------------------------------------------------ primitives
-def _dec_str(v: Any, strict: bool) -> Any:
-    if type(v) is not str:
-        raise _type_error("string", v)
-    return v
+def wire_tag(value: object) -> str | None:
+    """The discriminator value of a tagged-union variant, as written on the wire.
 
-
-def _dec_int(v: Any, strict: bool) -> Any:
-    if type(v) is not int:
-        if type(v) is float and v.is_integer() and not strict:
-            return int(v)
-        raise _type_error("integer", v)
-    return v
-
-
-def _dec_float(v: Any, strict: bool) -> Any:
-    if type(v) is float or type(v) is int:
-        return v
-    raise _type_error("number", v)
-
-
-def _dec_bool(v: Any, strict: bool) -> Any:
-    if type(v) is not bool:
-        raise _type_error("boolean", v)
-    return v
-
-
-def _dec_any(v: Any, strict: bool) -> Any:
-    return v
-
-
-def _dec_none(v: Any, strict: bool) -> Any:
-    if v is not None:
-        raise _type_error("null", v)
+    ``wire_tag(AgentMessageChunk(...)) == "agent_message_chunk"``; for an
+    ``Unknown<Union>`` value, the tag it was received with; ``None`` for anything else
+    (an untagged variant, a plain model, a non-model).
+    """
+    cls = type(value)
+    tag = getattr(cls, "__acp_tag__", None)
+    if tag is not None:
+        return str(tag[1])
+    key = getattr(cls, "__acp_unknown__", None)
+    if key is not None:
+        raw = getattr(value, "raw", None)
+        found = raw.get(key) if isinstance(raw, dict) else None
+        return found if isinstance(found, str) else None
     return None
 
 
-def _dec_dict_any(v: Any, strict: bool) -> Any:
-    if type(v) is not dict:
-        raise _type_error("object", v)
-    return v
+# ------------------------------------------------------------------ which types are ours
+_MODEL_MODULES = frozenset({"acpkit.schema", "acpkit.unstable", "acpkit.mcp.schema"})
+"""The generated model modules (ACP stable, ACP unstable, MCP) whose types get our hooks."""
 
 
-_PRIMITIVE_DECODERS: dict[Any, Decoder] = {
-    str: _dec_str,
-    int: _dec_int,
-    float: _dec_float,
-    bool: _dec_bool,
-    Any: _dec_any,
-    object: _dec_any,
-    type(None): _dec_none,
-}
-
-
-def _enum_decoder(cls: type[enum.Enum]) -> Decoder:
-    lookup = cls._value2member_map_
-    is_open = bool(getattr(cls, "__acp_open__", False))
-    base = int if issubclass(cls, int) else str
-    expected = "integer" if base is int else "string"
-    name = cls.__name__
-
-    def dec(v: Any, strict: bool) -> Any:
-        member = lookup.get(v) if type(v) is base else None
-        if member is not None:
-            return member
-        if type(v) is cls:  # already decoded (an encode() result decoded again)
-            return v
-        if type(v) is not base:
-            raise _type_error(expected, v)
-        if strict and not is_open:
-            raise _Invalid(f"unknown {name} value {_snippet(v)}")
-        return cls(v)
-
-    return dec
-
-
-def _list_decoder(item: Decoder, skip_invalid: bool) -> Decoder:
-    if item is _dec_str and not skip_invalid:
-
-        def dec_str_list(v: Any, strict: bool) -> Any:
-            if type(v) is not list:
-                raise _type_error("array", v)
-            for i, x in enumerate(v):
-                if type(x) is not str:
-                    err = _type_error("string", x)
-                    err.path.append(i)
-                    raise err
-            return list(v)
-
-        return dec_str_list
-
-    def dec(v: Any, strict: bool) -> Any:
-        if type(v) is not list:
-            raise _type_error("array", v)
-        try:
-            return [item(x, strict) for x in v]
-        except _Invalid:
-            pass  # redo item by item for the path, or to skip invalid items
-        out = []
-        for i, x in enumerate(v):
-            try:
-                out.append(item(x, strict))
-            except _Invalid as e:
-                if skip_invalid and not strict:
-                    continue
-                e.path.append(i)
-                raise
-        return out
-
-    return dec
-
-
-def _dict_decoder(value: Decoder) -> Decoder:
-    def dec(v: Any, strict: bool) -> Any:
-        if type(v) is not dict:
-            raise _type_error("object", v)
-        out = {}
-        for k, x in v.items():
-            try:
-                out[k] = value(x, strict)
-            except _Invalid as e:
-                e.path.append(k)
-                raise
-        return out
-
-    return dec
-
-
-# ------------------------------------------------------------------ unions
 def _is_model(tp: Any) -> bool:
     return isinstance(tp, type) and attrs.has(tp)
+
+
+def _is_our_model(tp: Any) -> bool:
+    return _is_model(tp) and tp.__module__ in _MODEL_MODULES
+
+
+def _is_our_enum(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, enum.Enum) and tp.__module__ in _MODEL_MODULES
 
 
 def _union_args(tp: Any) -> tuple[Any, ...] | None:
@@ -277,60 +227,775 @@ def _union_args(tp: Any) -> tuple[Any, ...] | None:
     return None
 
 
-def _tagged_decoder(args: tuple[Any, ...]) -> Decoder:
-    key = ""
-    table: dict[str, type] = {}
-    fallback: type | None = None
-    unknown: type | None = None
-    for cls in args:
-        tag = getattr(cls, "__acp_tag__", None)
-        if tag is not None:
-            key = tag[0]
-            table[tag[1]] = cls
-        elif getattr(cls, "__acp_unknown__", None) is not None:
-            unknown = cls
-            key = key or cls.__acp_unknown__
-        elif _is_model(cls):
-            fallback = cls
-    fns: dict[str, Decoder] = {}
-    fallback_fn: list[Decoder] = []
-    names = "|".join(sorted(table))
+def _is_our_union(tp: Any) -> bool:
+    args = _union_args(tp)
+    return args is not None and any(_is_our_model(a) or _is_our_enum(a) for a in args)
 
-    def dec(v: Any, strict: bool) -> Any:
+
+def _hints(cls: type) -> dict[str, Any]:
+    module = __import__(cls.__module__, fromlist=["_"])
+    return typing.get_type_hints(cls, globalns=vars(module))
+
+
+def _resolved_fields(cls: type) -> list[attrs.Attribute[Any]]:
+    """The attributes of ``cls`` with their string annotations resolved (not mutated)."""
+    hints = _hints(cls)
+    return [a.evolve(type=hints[a.name]) for a in attrs.fields(cls)]
+
+
+def _strip_optional(tp: Any) -> Any:
+    """``T | None | AbsentType`` -> ``T`` (or the union of what remains)."""
+    args = _union_args(tp)
+    if args is None:
+        return tp
+    rest = tuple(a for a in args if a is not _NONE and a is not AbsentType)
+    if len(rest) == len(args):
+        return tp
+    return rest[0] if len(rest) == 1 else Union[rest]
+
+
+# ------------------------------------------------------------------ primitive hooks
+def _s_str(v: Any, _: Any) -> Any:
+    if type(v) is not str:
+        raise _type_error("string", v)
+    return v
+
+
+def _s_int_strict(v: Any, _: Any) -> Any:
+    if type(v) is not int:
+        raise _type_error("integer", v)
+    return v
+
+
+def _s_int(v: Any, _: Any) -> Any:
+    if type(v) is not int:
+        if type(v) is float and v.is_integer():
+            return int(v)
+        raise _type_error("integer", v)
+    return v
+
+
+def _s_float(v: Any, _: Any) -> Any:
+    if type(v) is float or type(v) is int:
+        return v
+    raise _type_error("number", v)
+
+
+def _s_bool(v: Any, _: Any) -> Any:
+    if type(v) is not bool:
+        raise _type_error("boolean", v)
+    return v
+
+
+def _s_any(v: Any, _: Any) -> Any:
+    return v
+
+
+def _s_none(v: Any, _: Any) -> Any:
+    if v is not None:
+        raise _type_error("null", v)
+    return None
+
+
+def _s_object(v: Any, _: Any) -> Any:
+    if type(v) is not dict:
+        raise _type_error("object", v)
+    return v
+
+
+def _optional(inner: StructureHook) -> StructureHook:
+    def structure_optional(v: Any, t: Any) -> Any:
+        return None if v is None else inner(v, t)
+
+    return structure_optional
+
+
+# ------------------------------------------------------------------ the hooks of one converter
+class _Hooks:
+    """The hook factories :func:`get_converter` registers on one converter.
+
+    ``strict`` follows the converter's ``forbid_extra_keys``. ``_structure`` /
+    ``_unstructure`` hold the finished class hooks, so that a class met again while its
+    own hook is being generated (a recursive model) gets a late-bound hook.
+    """
+
+    def __init__(self, conv: cattrs.Converter) -> None:
+        self.conv = conv
+        self.strict = bool(getattr(conv, "forbid_extra_keys", False))
+        self._structure: dict[type, StructureHook] = {}
+        self._unstructure: dict[type, UnstructureHook] = {}
+        self._generating: set[tuple[str, type]] = set()
+        self._local: dict[Any, StructureHook] = {}
+        self._runtime: dict[type, UnstructureHook] = {}
+        self._enums: dict[type, StructureHook] = {}
+
+    # ---------------------------------------------------------- structure: type -> hook
+    def hook(self, tp: Any, skip_invalid: bool = False) -> StructureHook:
+        """The structure hook of a type expression met in a model (or given to decode)."""
+        if not skip_invalid:
+            found = self._local.get(tp)
+            if found is not None:
+                return found
+        fn = self._build(tp, skip_invalid)
+        if not skip_invalid:
+            self._local[tp] = fn
+        return fn
+
+    def _build(self, tp: Any, skip_invalid: bool) -> StructureHook:
+        if tp is str:
+            return _s_str
+        if tp is int:
+            return _s_int_strict if self.strict else _s_int
+        if tp is float:
+            return _s_float
+        if tp is bool:
+            return _s_bool
+        if tp is Any or tp is object:
+            return _s_any
+        if tp is _NONE:
+            return _s_none
+        origin = get_origin(tp)
+        if origin is list:
+            return self._list(self.hook(get_args(tp)[0]), skip_invalid and not self.strict)
+        if origin is dict:
+            value_type = get_args(tp)[1]
+            return _s_object if value_type is Any else self._dict(self.hook(value_type))
+        if _union_args(tp) is not None:
+            if skip_invalid:
+                return _optional(self.hook(_strip_optional(tp), skip_invalid=True))
+            if _is_our_union(tp):
+                return self.conv.get_structure_hook(tp)
+            return self._union(get_args(tp))
+        if _is_our_model(tp):
+            return self._model(tp)
+        if _is_our_enum(tp):
+            found = self.conv.get_structure_hook(tp)
+            return self.enum_hook(tp) if found == self.structure_enum_by_type else found
+        if _is_model(tp) or (isinstance(tp, type) and issubclass(tp, enum.Enum)):
+            return self.conv.get_structure_hook(tp)
+        raise TypeError(f"acpkit.codec cannot decode {tp!r}")
+
+    def _class_hook(self, cls: type) -> StructureHook:
+        """The converter's hook for a model class, for a caller that checked the object
+        (late-bound while that class's own hook is being made)."""
+        if ("s", cls) in self._generating:
+            table = self._structure
+
+            def late(v: Any, t: Any) -> Any:
+                return table[cls](v, t)
+
+            return late
+        return self.conv.get_structure_hook(cls)
+
+    def _model(self, cls: type) -> StructureHook:
+        """A model met as a field, item or decode() target: a JSON object, then the
+        converter's hook for the class (late-bound while that hook is being made)."""
+        inner = self._class_hook(cls)
+
+        def structure_model(v: Any, t: Any) -> Any:
+            if type(v) is not dict:
+                raise _type_error("object", v)
+            return inner(v, cls)
+
+        return structure_model
+
+    @staticmethod
+    def _list(item: StructureHook, skip_invalid: bool) -> StructureHook:
+        if item is _s_str and not skip_invalid:
+
+            def structure_str_list(v: Any, t: Any) -> Any:
+                if type(v) is not list:
+                    raise _type_error("array", v)
+                for i, x in enumerate(v):
+                    if type(x) is not str:
+                        err = _type_error("string", x)
+                        err.path.append(i)
+                        raise err
+                return list(v)
+
+            return structure_str_list
+
+        def structure_list(v: Any, t: Any) -> Any:
+            if type(v) is not list:
+                raise _type_error("array", v)
+            try:
+                return [item(x, None) for x in v]
+            except Exception:
+                pass  # redo item by item for the path, or to skip invalid items
+            out = []
+            for i, x in enumerate(v):
+                try:
+                    out.append(item(x, None))
+                except Exception as e:
+                    if skip_invalid:
+                        continue
+                    raise _at(e, i) from None
+            return out
+
+        return structure_list
+
+    @staticmethod
+    def _dict(value: StructureHook) -> StructureHook:
+        def structure_dict(v: Any, t: Any) -> Any:
+            if type(v) is not dict:
+                raise _type_error("object", v)
+            out = {}
+            for k, x in v.items():
+                try:
+                    out[k] = value(x, None)
+                except Exception as e:
+                    raise _at(e, k) from None
+            return out
+
+        return structure_dict
+
+    # ---------------------------------------------------------- structure: factories
+    def structure_enum_by_type(self, v: Any, t: Any) -> Any:
+        """The hook registered for our enum base classes (see :func:`get_converter`)."""
+        return self.enum_hook(t)(v, t)
+
+    def enum_hook(self, cls: type[enum.Enum]) -> StructureHook:
+        """The structure hook of one of our enums (made once)."""
+        found = self._enums.get(cls)
+        if found is None:
+            found = self._enums[cls] = self.structure_enum(cls)
+        return found
+
+    def structure_enum(self, cls: type[enum.Enum]) -> StructureHook:
+        """Enum values: known members by lookup; unknown values kept (lenient, or an open
+        enum in strict mode) or reported."""
+        lookup = cls._value2member_map_
+        keep_unknown = not self.strict or bool(getattr(cls, "__acp_open__", False))
+        base = int if issubclass(cls, int) else str
+        expected = "integer" if base is int else "string"
+        name = cls.__name__
+
+        def structure_enum(v: Any, t: Any) -> Any:
+            member = lookup.get(v) if type(v) is base else None
+            if member is not None:
+                return member
+            if type(v) is cls:  # already decoded (an encode() result decoded again)
+                return v
+            if type(v) is not base:
+                raise _type_error(expected, v)
+            if not keep_unknown:
+                raise _Invalid(f"unknown {name} value {_snippet(v)}")
+            return cls(v)
+
+        return structure_enum
+
+    def structure_union(self, tp: Any) -> StructureHook:
+        """Unions with one of our models or enums: see the module docstring."""
+        return self._union(get_args(tp))
+
+    def structure_class(self, cls: type) -> StructureHook:
+        """cattrs' generated function for a model, with our overrides per attribute."""
+        unknown_key = getattr(cls, "__acp_unknown__", None)
+        if unknown_key is not None:
+
+            def structure_unknown(v: Any, t: Any) -> Any:
+                if type(v) is not dict:
+                    raise _type_error("object", v)
+                return cls(raw=v)
+
+            self._structure[cls] = structure_unknown
+            return structure_unknown
+        self._generating.add(("s", cls))
         try:
-            fn = fns[v[key]]
-        except (KeyError, TypeError):
-            pass  # not an object, no tag, an unhashable tag, or a tag met for the first time
-        else:
-            return fn(v, strict)
-        if type(v) is not dict:
-            raise _type_error("object", v)
-        tag = v.get(key, _MISSING)
-        if type(tag) is str and tag in table:
-            fn = fns[tag] = _class_decoder(table[tag])
-            return fn(v, strict)
-        if tag is _MISSING:
-            if fallback is None:
-                raise _Invalid(f"missing tag (one of {names})"[:200], [key])
-            if not fallback_fn:
-                fallback_fn.append(_class_decoder(fallback))
-            return fallback_fn[0](v, strict)
-        if type(tag) is not str:
-            err = _type_error("string", tag)
-            err.path.append(key)
-            raise err
-        if strict or unknown is None:
-            raise _Invalid(f"unknown tag {_snippet(tag)} (known: {names})"[:200], [key])
-        return unknown(raw=v)
+            fields = _resolved_fields(cls)
+            overrides: dict[str, Any] = {a.name: self._field_override(a) for a in fields}
+            new = _constructor(cls)
+            tag = getattr(cls, "__acp_tag__", None)
+            if tag is not None and self.strict and new is not cls:
+                fields.append(_TAG_FIELD)
+                overrides[_TAG] = override(rename=tag[0], struct_hook=_tag_check(tag[1]))
+            generated = make_dict_structure_fn_from_attrs(fields, new, self.conv, **overrides)
+        finally:
+            self._generating.discard(("s", cls))
+        fn: StructureHook = generated
+        if tag is not None and self.strict and new is cls:
+            fn = _strict_tag_check(generated, tag[0], tag[1])
+        self._structure[cls] = fn
+        return fn
 
-    return dec
+    def _field_override(self, a: attrs.Attribute[Any]) -> Any:
+        """``override(rename=…, struct_hook=…)`` for one attribute."""
+        return override(rename=wire_name(a), struct_hook=self._field_hook(a))
+
+    def _field_hook(self, a: attrs.Attribute[Any]) -> StructureHook:
+        tp = a.type
+        meta = a.metadata
+        on_error = bool(meta.get("on_error")) and not self.strict
+        skip = bool(meta.get("skip_invalid"))
+        is_list = get_origin(_strip_optional(tp)) is list
+        if a.default is attrs.NOTHING:
+            inner = self.hook(tp, skip_invalid=skip)
+            if meta.get("on_null"):
+                inner = _null_to(inner, list if is_list else dict)
+            if on_error and is_list:
+                inner = _default_on_error(inner, list)
+            return inner
+        inner = self.hook(_strip_optional(tp), skip_invalid=skip)
+        default = a.default
+        made: Callable[[], Any]
+        if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+            made = default.factory  # type: ignore[union-attr]
+        elif default is None or default is ABSENT:
+            made = _none
+        else:
+            made = _constant(default)
+        if on_error:
+            return _optional_or_default(inner, made)
+        if made is _none:
+            return _OPTIONAL_PRIMITIVES.get(inner) or _optional(inner)
+        return _null_to(inner, made)
+
+    # ---------------------------------------------------------- unions
+    def _union(self, args: tuple[Any, ...]) -> StructureHook:
+        non_none = tuple(a for a in args if a is not _NONE and a is not AbsentType)
+        if len(non_none) < len(args):
+            return _optional(self.hook(Union[non_none] if len(non_none) > 1 else non_none[0]))
+        lists = [a for a in non_none if get_origin(a) is list]
+        if (
+            len(lists) == 1
+            and len(non_none) > 1
+            and all(_is_model(a) for a in non_none if a != lists[0])
+        ):
+            return self._one_or_many(non_none, lists[0])
+        if any(
+            getattr(a, "__acp_tag__", None) is not None or hasattr(a, "__acp_unknown__")
+            for a in non_none
+        ):
+            return self._tagged(non_none)
+        if all(_is_model(a) for a in non_none):
+            return self._untagged_classes(list(non_none))
+        if all(get_origin(a) is list and _is_model(get_args(a)[0]) for a in non_none):
+            return self._untagged_lists(list(non_none))
+        return self._primitives(non_none)
+
+    def _tagged(self, args: tuple[Any, ...]) -> StructureHook:
+        key = ""
+        table: dict[str, type] = {}
+        fallback: type | None = None
+        unknown: type | None = None
+        for cls in args:
+            tag = getattr(cls, "__acp_tag__", None)
+            if tag is not None:
+                key = tag[0]
+                table[tag[1]] = cls
+            elif getattr(cls, "__acp_unknown__", None) is not None:
+                unknown = cls
+                key = key or cls.__acp_unknown__
+            elif _is_model(cls):
+                fallback = cls
+        hooks: dict[str, StructureHook] = {}
+        fallback_hook: list[StructureHook] = []
+        names = "|".join(sorted(table))
+        strict = self.strict
+        class_hook = self._class_hook
+
+        def structure_tagged(v: Any, t: Any) -> Any:
+            try:
+                fn = hooks[v[key]]
+            except (KeyError, TypeError):
+                pass  # not an object, no tag, an unhashable tag, or a tag met for the first time
+            else:
+                return fn(v, None)
+            if type(v) is not dict:
+                raise _type_error("object", v)
+            tag = v.get(key, _MISSING)
+            if type(tag) is str and tag in table:
+                fn = hooks[tag] = class_hook(table[tag])
+                return fn(v, None)
+            if tag is _MISSING:
+                if fallback is None:
+                    raise _Invalid(f"missing tag (one of {names})"[:200], [key])
+                if not fallback_hook:
+                    fallback_hook.append(class_hook(fallback))
+                return fallback_hook[0](v, None)
+            if type(tag) is not str:
+                err = _type_error("string", tag)
+                err.path.append(key)
+                raise err
+            if strict or unknown is None:
+                raise _Invalid(f"unknown tag {_snippet(tag)} (known: {names})"[:200], [key])
+            return unknown(raw=v)
+
+        return structure_tagged
+
+    def _untagged_classes(self, classes: list[type]) -> StructureHook:
+        pick = _picker(classes)
+        expected = " or ".join(c.__name__ for c in classes)
+        class_hook = self._class_hook
+        hooks: dict[type, StructureHook] = {}
+
+        def structure_untagged(v: Any, t: Any) -> Any:
+            if type(v) is not dict:
+                raise _type_error("object", v)
+            cls = pick(v)
+            if cls is None:
+                raise _Invalid(f"object matches none of {expected}"[:200])
+            fn = hooks.get(cls)
+            if fn is None:
+                fn = hooks[cls] = class_hook(cls)
+            return fn(v, cls)
+
+        return structure_untagged
+
+    def _untagged_lists(self, list_types: list[Any]) -> StructureHook:
+        item_types = [get_args(t)[0] for t in list_types]
+        pick = _picker(item_types)
+        hooks = {cls: self._list(self.hook(cls), False) for cls in item_types}
+        names = " or ".join(c.__name__ for c in item_types)
+
+        def structure_list_union(v: Any, t: Any) -> Any:
+            if type(v) is not list:
+                raise _type_error("array", v)
+            if not v:
+                return []
+            first = v[0]
+            cls = pick(first) if type(first) is dict else None
+            if cls is None:
+                raise _Invalid("item matches none of " + names, [0])
+            return hooks[cls](v, None)
+
+        return structure_list_union
+
+    def _primitives(self, args: tuple[Any, ...]) -> StructureHook:
+        by_json: dict[type, StructureHook] = {}
+        for arg in args:
+            if arg is bool:
+                by_json[bool] = _s_bool
+            elif arg is int:
+                by_json[int] = self.hook(int)
+            elif arg is float:
+                by_json.setdefault(int, _s_float)
+                by_json[float] = _s_float
+            elif arg is str:
+                by_json[str] = _s_str
+            elif get_origin(arg) is list:
+                by_json[list] = self.hook(arg)
+            elif get_origin(arg) is dict:
+                by_json[dict] = self.hook(arg)
+            else:
+                raise TypeError(f"unsupported union member {arg!r}")
+        expected = " or ".join(sorted({_JSON_TYPE[t] for t in by_json}))
+
+        def structure_by_json_type(v: Any, t: Any) -> Any:
+            fn = by_json.get(type(v))
+            if fn is None:
+                raise _type_error(expected, v)
+            return fn(v, None)
+
+        return structure_by_json_type
+
+    def _one_or_many(self, args: tuple[Any, ...], list_type: Any) -> StructureHook:
+        """``A | B | list[A | B]`` (MCP sampling content): an object is one, an array many."""
+        singles = tuple(a for a in args if a != list_type)
+        one = self.hook(singles[0]) if len(singles) == 1 else self._union(singles)
+        many = self.hook(list_type)
+
+        def structure_one_or_many(v: Any, t: Any) -> Any:
+            if type(v) is list:
+                return many(v, None)
+            if type(v) is not dict:
+                raise _type_error("object or array", v)
+            return one(v, None)
+
+        return structure_one_or_many
+
+    # ---------------------------------------------------------- unstructure
+    def unstructure_class(self, cls: type) -> UnstructureHook:
+        """cattrs' generated function for a model; a variant's tag is written first."""
+        if getattr(cls, "__acp_unknown__", None) is not None:
+
+            def unstructure_unknown(o: Any) -> Any:
+                return dict(o.raw)
+
+            self._unstructure[cls] = unstructure_unknown
+            return unstructure_unknown
+        self._generating.add(("u", cls))
+        try:
+            fields = _resolved_fields(cls)
+            overrides: dict[str, Any] = {
+                a.name: override(
+                    rename=wire_name(a),
+                    omit_if_default=a.default is None or a.default is ABSENT,
+                    unstruct_hook=self._field_unhook(a.type),
+                )
+                for a in fields
+            }
+            tag = getattr(cls, "__acp_tag__", None)
+            if tag is not None:
+                fields.insert(0, _TAG_FIELD)
+                overrides[_TAG] = override(rename=tag[0], unstruct_hook=_tag_value)
+            generated: UnstructureHook = make_dict_unstructure_fn_from_attrs(
+                fields, cls, self.conv, **overrides
+            )
+        finally:
+            self._generating.discard(("u", cls))
+        self._unstructure[cls] = generated
+        return generated
+
+    def _class_unhook(self, cls: type) -> UnstructureHook:
+        if ("u", cls) in self._generating:
+            table = self._unstructure
+
+            def late(v: Any) -> Any:
+                return table[cls](v)
+
+            return late
+        return self.conv.get_unstructure_hook(cls)
+
+    def _field_unhook(self, tp: Any) -> UnstructureHook:
+        """The unstructure hook of one attribute's type (identity where values are already
+        JSON builtins: cattrs then inlines the attribute read)."""
+        if tp in (str, int, float, bool, _NONE) or tp is Any:
+            return identity
+        inner_tp = _strip_optional(tp)
+        if inner_tp is not tp:
+            inner = self._field_unhook(inner_tp)
+            if inner is identity:
+                return identity
+            return _unstructure_optional(inner)
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            return _enum_value
+        origin = get_origin(tp)
+        if origin is dict and get_args(tp)[1] is Any:
+            return identity
+        if origin is list:
+            item = get_args(tp)[0]
+            if item in (str, int, float, bool):
+                return list
+            if _is_our_model(item):
+                item_fn = self._class_unhook(item)
+                return lambda v: [item_fn(x) for x in v]
+        if _is_our_model(tp):
+            return self._class_unhook(tp)
+        return self.unstructure_runtime
+
+    def unstructure_runtime(self, v: Any) -> Any:
+        """Encode by the value's own type: models through the converter, containers item
+        by item, enums to their value, anything else unchanged."""
+        cls = type(v)
+        fn = self._runtime.get(cls)
+        if fn is not None:
+            return fn(v)
+        if _is_model(cls):
+            fn = self._runtime[cls] = self.conv.get_unstructure_hook(cls)
+            return fn(v)
+        if cls is list or cls is tuple:
+            return [self.unstructure_runtime(x) for x in v]
+        if cls is dict:
+            return {k: self.unstructure_runtime(x) for k, x in v.items()}
+        if isinstance(v, enum.Enum):
+            return v.value
+        return v
+
+
+def _slot_setter(cls: type, name: str) -> Any:
+    """The ``__set__`` of a slot descriptor (bypasses frozen ``__setattr__``), or None."""
+    for klass in cls.__mro__:
+        desc = klass.__dict__.get(name)
+        if desc is not None:
+            return desc.__set__ if type(desc).__name__ == "member_descriptor" else None
+    return None
+
+
+_CONSTRUCTORS: dict[type, Callable[..., Any]] = {}
+
+
+def _constructor(cls: type) -> Any:
+    """What cattrs' generated function calls to make an instance of ``cls``.
+
+    attrs' ``__init__`` of a frozen class sets each attribute through
+    ``object.__setattr__``; this constructor, with the same keyword signature, stores
+    the slots directly (made once per class, its source in :mod:`linecache`). It
+    carries ``cls``'s names, so cattrs names the generated function and its errors
+    after the class, and ``__wrapped__`` is ``cls``. A class without slots gets its
+    own ``__init__``.
+    """
+    found = _CONSTRUCTORS.get(cls)
+    if found is not None:
+        return found
+    fields = attrs.fields(cls)
+    setters = [_slot_setter(cls, a.name) for a in fields]
+    if (
+        not all(setters)
+        or not all(a.init and a.validator is None and a.converter is None for a in fields)
+        or hasattr(cls, "__attrs_post_init__")
+        or hasattr(cls, "__attrs_pre_init__")
+    ):
+        _CONSTRUCTORS[cls] = cls
+        return cls
+    env: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    params = []
+    body = []
+    for i, a in enumerate(fields):
+        env[f"S{i}"] = setters[i]
+        if a.default is attrs.NOTHING:
+            params.append(a.alias)
+        elif isinstance(a.default, attrs.Factory):  # type: ignore[arg-type]
+            env[f"F{i}"] = a.default.factory
+            params.append(f"{a.alias}=MISSING")
+            body.append(f"    if {a.alias} is MISSING:\n        {a.alias} = F{i}()")
+            env["MISSING"] = _MISSING
+        else:
+            env[f"D{i}"] = a.default
+            params.append(f"{a.alias}=D{i}")
+        body.append(f"    S{i}(o, {a.alias})")
+    if getattr(cls, "__acp_tag__", None) is not None:
+        params.append(f"{_TAG_FIELD.alias}=None")  # strict mode's checked tag, not stored
+    signature = f"*, {', '.join(params)}" if params else ""
+    lines = [f"def new_{cls.__name__}({signature}):", "    o = new(cls)", *body]
+    lines.append("    return o")
+    source = "\n".join(lines) + "\n"
+    filename = f"<acpkit.codec constructor {cls.__module__}.{cls.__qualname__}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(compile(source, filename, "exec"), env)
+    fn = env[f"new_{cls.__name__}"]
+    fn.__qualname__ = cls.__qualname__
+    fn.__module__ = cls.__module__
+    fn.__name__ = cls.__name__
+    fn.__wrapped__ = cls
+    _CONSTRUCTORS[cls] = fn
+    return fn
+
+
+def _none() -> Any:
+    return None
+
+
+def _constant(value: Any) -> Callable[[], Any]:
+    def default() -> Any:
+        return value
+
+    return default
+
+
+def _opt_str(v: Any, _: Any) -> Any:
+    if v is None or type(v) is str:
+        return v
+    raise _type_error("string", v)
+
+
+def _opt_bool(v: Any, _: Any) -> Any:
+    if v is None or type(v) is bool:
+        return v
+    raise _type_error("boolean", v)
+
+
+def _opt_float(v: Any, _: Any) -> Any:
+    if v is None or type(v) is float or type(v) is int:
+        return v
+    raise _type_error("number", v)
+
+
+def _opt_object(v: Any, _: Any) -> Any:
+    if v is None or type(v) is dict:
+        return v
+    raise _type_error("object", v)
+
+
+_OPTIONAL_PRIMITIVES: dict[StructureHook, StructureHook] = {
+    _s_str: _opt_str,
+    _s_bool: _opt_bool,
+    _s_float: _opt_float,
+    _s_object: _opt_object,
+    _s_any: _s_any,
+}
+"""``T | None`` hooks of one call for the JSON primitives."""
+
+
+def _optional_or_default(inner: StructureHook, made: Callable[[], Any]) -> StructureHook:
+    """x-deserialize-default-on-error, lenient mode: ``null`` or an invalid value becomes
+    the default."""
+
+    def structure_or_default(v: Any, t: Any) -> Any:
+        if v is None:
+            return made()
+        try:
+            return inner(v, t)
+        except Exception:
+            return made()
+
+    return structure_or_default
+
+
+def _null_to(inner: StructureHook, made: Callable[[], Any]) -> StructureHook:
+    def structure_null_to_default(v: Any, t: Any) -> Any:
+        return made() if v is None else inner(v, t)
+
+    return structure_null_to_default
+
+
+def _default_on_error(inner: StructureHook, made: Callable[[], Any]) -> StructureHook:
+    """x-deserialize-default-on-error, lenient mode: an invalid value becomes the default."""
+
+    def structure_or_default(v: Any, t: Any) -> Any:
+        try:
+            return inner(v, t)
+        except Exception:
+            return made()
+
+    return structure_or_default
+
+
+def _strict_tag_check(generated: StructureHook, key: str, tag: str) -> StructureHook:
+    """Strict mode, a variant class: its tag, when present, must be its own; it is then
+    dropped so that ``forbid_extra_keys`` (which knows only the attributes) accepts it."""
+
+    def structure_variant_strict(o: Any, t: Any) -> Any:
+        if type(o) is not dict:
+            raise _type_error("object", o)
+        found = o.get(key, _MISSING)
+        if found is not _MISSING:
+            if found != tag:
+                raise _Invalid(f"expected tag {tag}", [key])
+            o = {k: v for k, v in o.items() if k != key}
+        return generated(o, t)
+
+    return structure_variant_strict
+
+
+_TAG = "__acp_tag__"
+_TAG_FIELD: attrs.Attribute[Any] = attrs.fields(
+    attrs.make_class("_WireTag", {_TAG: attrs.field(default=None, type=str)})
+)[0]
+"""A variant's tag as one more attribute for cattrs' generators: read from the class
+(``instance.__acp_tag__``), written first under the tag key; in strict mode, read from
+the wire when present and checked, so that ``forbid_extra_keys`` knows the key."""
+
+_tag_value = operator.itemgetter(1)
+
+
+def _tag_check(tag: str) -> StructureHook:
+    def structure_tag(v: Any, t: Any) -> Any:
+        if v != tag:
+            raise _Invalid(f"expected tag {tag}")
+        return v
+
+    return structure_tag
+
+
+def _unstructure_optional(inner: UnstructureHook) -> UnstructureHook:
+    def unstructure_optional(v: Any) -> Any:
+        return None if v is None else inner(v)
+
+    return unstructure_optional
+
+
+def _enum_value(v: Any) -> Any:
+    """The wire value of an enum field (plain ``str``/``int``, never the member)."""
+    return v.value if isinstance(v, enum.Enum) else v
 
 
 def _required_keys(cls: type) -> set[str]:
     return {wire_name(f) for f in attrs.fields(cls) if f.default is attrs.NOTHING}
 
 
-def _untagged_class_decoder(classes: list[type]) -> Decoder:
+def _picker(classes: list[type]) -> Callable[[dict[str, Any]], type | None]:
+    """Choose among untagged classes by the required keys only one of them has."""
     required = {cls: _required_keys(cls) for cls in classes}
     marks: list[tuple[frozenset[str], type]] = []
     for cls in classes:
@@ -339,7 +1004,6 @@ def _untagged_class_decoder(classes: list[type]) -> Decoder:
             if other is not cls:
                 others |= required[other]
         marks.append((frozenset(required[cls] - others), cls))
-    expected = " or ".join(c.__name__ for c in classes)
 
     def pick(v: dict[str, Any]) -> type | None:
         for keys, cls in marks:
@@ -347,451 +1011,111 @@ def _untagged_class_decoder(classes: list[type]) -> Decoder:
                 return cls
         return None
 
-    def dec(v: Any, strict: bool) -> Any:
-        if type(v) is not dict:
-            raise _type_error("object", v)
-        cls = pick(v)
-        if cls is None:
-            raise _Invalid(f"object matches none of {expected}"[:200])
-        return _class_decoder(cls)(v, strict)
-
-    dec.pick = pick  # type: ignore[attr-defined]
-    return dec
+    return pick
 
 
-def _untagged_list_decoder(list_types: list[Any]) -> Decoder:
-    item_types = [get_args(t)[0] for t in list_types]
-    picker = _untagged_class_decoder(item_types)
-    decoders = {cls: _list_decoder(_decoder(cls), False) for cls in item_types}
-
-    def dec(v: Any, strict: bool) -> Any:
-        if type(v) is not list:
-            raise _type_error("array", v)
-        if not v:
-            return []
-        first = v[0]
-        cls = picker.pick(first) if type(first) is dict else None  # type: ignore[attr-defined]
-        if cls is None:
-            err = _Invalid("item matches none of " + " or ".join(c.__name__ for c in item_types))
-            err.path.append(0)
-            raise err
-        return decoders[cls](v, strict)
-
-    return dec
+# ------------------------------------------------------------------ errors -> DecodeError
+def _at(error: Exception, part: str | int) -> Exception:
+    """``error`` one level down: under list index / dict key ``part``."""
+    if isinstance(error, _Invalid):
+        error.path.append(part)
+        return error
+    path, message = _locate(error)
+    return _Invalid(message, [*reversed(path), part])
 
 
-def _primitive_union_decoder(args: tuple[Any, ...]) -> Decoder:
-    by_json: dict[type, Decoder] = {}
-    for arg in args:
-        if arg is type(None):
-            by_json[type(None)] = _dec_none
-        elif arg is bool:
-            by_json[bool] = _dec_bool
-        elif arg is int:
-            by_json[int] = _dec_int
-        elif arg is float:
-            by_json.setdefault(int, _dec_float)
-            by_json[float] = _dec_float
-        elif arg is str:
-            by_json[str] = _dec_str
-        elif get_origin(arg) is list:
-            by_json[list] = _decoder(arg)
-        elif get_origin(arg) is dict:
-            by_json[dict] = _decoder(arg)
-        else:
-            raise TypeError(f"unsupported union member {arg!r}")
-    expected = " or ".join(sorted({_JSON_TYPE[t] for t in by_json}))
-
-    def dec(v: Any, strict: bool) -> Any:
-        fn = by_json.get(type(v))
-        if fn is None:
-            raise _type_error(expected, v)
-        return fn(v, strict)
-
-    return dec
+def _wire_key(cls: Any, attribute: str) -> str:
+    cls = getattr(cls, "__wrapped__", cls)
+    if attribute == _TAG:
+        return str(cls.__acp_tag__[0])
+    for a in attrs.fields(cls):
+        if a.name == attribute:
+            return wire_name(a)
+    return attribute
 
 
-def _one_or_many_decoder(args: tuple[Any, ...], list_type: Any) -> Decoder:
-    """``A | B | list[A | B]`` (MCP sampling content): an object is one, an array many."""
-    singles = tuple(a for a in args if a != list_type)
-    one = _decoder(singles[0]) if len(singles) == 1 else _union_decoder(singles)
-    many = _decoder(list_type)
+def _locate(error: BaseException) -> tuple[list[str | int], str]:
+    """The JSON path (outermost first) and message of the first error cattrs collected.
 
-    def dec(v: Any, strict: bool) -> Any:
-        if type(v) is list:
-            return many(v, strict)
-        if type(v) is not dict:
-            raise _type_error("object or array", v)
-        return one(v, strict)
-
-    return dec
-
-
-def _union_decoder(args: tuple[Any, ...]) -> Decoder:
-    non_none = tuple(a for a in args if a is not type(None) and a is not AbsentType)
-    if len(non_none) < len(args):
-        inner = _decoder(Union[non_none]) if len(non_none) > 1 else _decoder(non_none[0])
-
-        def dec_optional(v: Any, strict: bool) -> Any:
-            if v is None:
-                return None
-            return inner(v, strict)
-
-        return dec_optional
-    lists = [a for a in non_none if get_origin(a) is list]
-    if (
-        len(lists) == 1
-        and len(non_none) > 1
-        and all(_is_model(a) for a in non_none if a != lists[0])
-    ):
-        return _one_or_many_decoder(non_none, lists[0])
-    if any(
-        getattr(a, "__acp_tag__", None) is not None or hasattr(a, "__acp_unknown__")
-        for a in non_none
-    ):
-        return _tagged_decoder(non_none)
-    if all(_is_model(a) for a in non_none):
-        return _untagged_class_decoder(list(non_none))
-    if all(get_origin(a) is list and _is_model(get_args(a)[0]) for a in non_none):
-        return _untagged_list_decoder(list(non_none))
-    return _primitive_union_decoder(non_none)
-
-
-# ------------------------------------------------------------------ classes
-_DECODERS: dict[Any, Decoder] = dict(_PRIMITIVE_DECODERS)
-_CLASS_DECODERS: dict[type, Decoder] = {}
-
-
-def _decoder(tp: Any, skip_invalid: bool = False) -> Decoder:
-    """The decoder for a type expression (cached)."""
-    if not skip_invalid:
-        found = _DECODERS.get(tp)
-        if found is not None:
-            return found
-    origin = get_origin(tp)
-    fn: Decoder
-    if origin is list:
-        fn = _list_decoder(_decoder(get_args(tp)[0]), skip_invalid)
-    elif skip_invalid and _union_args(tp) is not None:
-        args = tuple(a for a in get_args(tp) if a is not type(None))
-        inner = _decoder(args[0], skip_invalid=True)
-
-        def fn(v: Any, strict: bool) -> Any:
-            return None if v is None else inner(v, strict)
-
-    elif skip_invalid:
-        fn = _decoder(tp)
-    elif origin is dict:
-        value_type = get_args(tp)[1]
-        fn = _dec_dict_any if value_type is Any else _dict_decoder(_decoder(value_type))
-    elif _union_args(tp) is not None:
-        fn = _union_decoder(get_args(tp))
-    elif isinstance(tp, type) and issubclass(tp, enum.Enum):
-        fn = _enum_decoder(tp)
-    elif _is_model(tp):
-        fn = _class_decoder(tp)
-    else:
-        raise TypeError(f"acpkit.codec cannot decode {tp!r}")
-    if not skip_invalid:
-        _DECODERS[tp] = fn
-    return fn
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    module = __import__(cls.__module__, fromlist=["_"])
-    return typing.get_type_hints(cls, globalns=vars(module))
-
-
-def _class_decoder(cls: type) -> Decoder:
-    """Generate (once) the structure function of one model class."""
-    found = _CLASS_DECODERS.get(cls)
-    if found is not None:
-        return found
-    unknown_key = getattr(cls, "__acp_unknown__", None)
-    if unknown_key is not None:
-
-        def dec_unknown(v: Any, strict: bool) -> Any:
-            if type(v) is not dict:
-                raise _type_error("object", v)
-            return cls(raw=v)
-
-        _CLASS_DECODERS[cls] = dec_unknown
-        return dec_unknown
-
-    # placeholder for recursive types, replaced below
-    def trampoline(v: Any, strict: bool) -> Any:
-        return _CLASS_DECODERS[cls](v, strict)
-
-    _CLASS_DECODERS[cls] = trampoline
-    fn = _generate_decoder(cls)
-    _CLASS_DECODERS[cls] = fn
-    return fn
-
-
-_INLINE_CHECKS = {
-    str: ("type({v}) is not str", "string"),
-    bool: ("type({v}) is not bool", "boolean"),
-    int: ("type({v}) is not int", "integer"),
-    float: ("type({v}) is not float and type({v}) is not int", "number"),
-}
-
-
-def _strip_optional(tp: Any) -> Any:
-    """``T | None | AbsentType`` -> ``T`` (or the union of what remains)."""
-    args = _union_args(tp)
-    if args is None:
-        return tp
-    rest = tuple(a for a in args if a is not type(None) and a is not AbsentType)
-    if len(rest) == len(args):
-        return tp
-    return rest[0] if len(rest) == 1 else Union[rest]
-
-
-def _slot_setter(cls: type, name: str) -> Any:
-    """The ``__set__`` of a slot descriptor (bypasses frozen ``__setattr__``), or None."""
-    for klass in cls.__mro__:
-        desc = klass.__dict__.get(name)
-        if desc is not None:
-            if type(desc).__name__ == "member_descriptor":
-                return desc.__set__
-            return None
-    return None
-
-
-def _generate_decoder(cls: type) -> Decoder:
-    """Python source for one class's decoder, compiled with its helpers as closure cells."""
-    hints = _hints(cls)
-    tag = getattr(cls, "__acp_tag__", None)
-    fields = attrs.fields(cls)
-    known = {wire_name(f) for f in fields}
-    if tag is not None:
-        known.add(tag[0])
-    env: dict[str, Any] = {
-        "_Invalid": _Invalid,
-        "_type_error": _type_error,
-        "_MISSING": _MISSING,
-        "ABSENT": ABSENT,
-        "cls": cls,
-        "new": object.__new__,
-        "KNOWN": frozenset(known),
-        "_unknown_field": _unknown_field,
-    }
-    body = [
-        "    def decode(d, strict):",
-        "        if type(d) is not dict:",
-        "            raise _type_error('object', d)",
-        "        if strict and not d.keys() <= KNOWN:",
-        "            raise _unknown_field(d, KNOWN)",
-    ]
-    if tag is not None:
-        body += [
-            f"        if strict and d.get({tag[0]!r}, {tag[1]!r}) != {tag[1]!r}:",
-            f"            raise _Invalid('expected tag {tag[1]}', [{tag[0]!r}])",
-        ]
-    ind = "        "
-    setters = []
-    for i, f in enumerate(fields):
-        wire = wire_name(f)
-        tp = hints[f.name]
-        var = f"f{i}"
-        skip = bool(f.metadata.get("skip_invalid"))
-        on_error = bool(f.metadata.get("on_error"))
-        setter = _slot_setter(cls, f.name)
-        setters.append(setter)
-        env[f"S{i}"] = setter
-        if f.default is attrs.NOTHING:
-            body += [
-                f"{ind}try:",
-                f"{ind}    {var} = d[{wire!r}]",
-                f"{ind}except KeyError:",
-                f"{ind}    raise _Invalid('missing required field', [{wire!r}]) from None",
-            ]
-            inner = ind
-            if f.metadata.get("on_null"):
-                empty = "[]" if get_origin(tp) is list else "{}"
-                body += [f"{ind}if {var} is None:", f"{ind}    {var} = {empty}", f"{ind}else:"]
-                inner = ind + "    "
-            # a required list marked default-on-error falls back to [] when invalid (lenient)
-            is_list = get_origin(tp) is list
-            lines = _check_lines(
-                env, i, var, wire, tp, skip, inner, on_error and is_list, "[]" if is_list else ""
-            )
-            body += lines or [f"{inner}pass"]
+    An unknown field comes first (today's order), then the attributes in class order.
+    """
+    path: list[str | int] = []
+    while True:
+        if isinstance(error, ClassValidationError):
+            group = list(error.exceptions)
+            extra = [e for e in group if isinstance(e, ForbiddenExtraKeysError)]
+            inner = extra[0] if extra else group[0]
+            for note in getattr(inner, "__notes__", ()):
+                if isinstance(note, AttributeValidationNote):
+                    path.append(_wire_key(error.cl, note.name))
+                    break
+            if isinstance(inner, KeyError) and not isinstance(inner, BaseValidationError):
+                return path, "missing required field"
+            error = inner
             continue
-        factory = getattr(f.default, "factory", None)
-        if factory is not None and hasattr(f.default, "takes_self"):  # an attrs.Factory
-            env[f"F{i}"] = factory
-            default = f"F{i}()"
-        else:
-            env[f"D{i}"] = f.default
-            default = f"D{i}"
-        inner_tp = _strip_optional(tp)
-        if AbsentType in (get_args(tp) or ()):
-            body += [
-                f"{ind}{var} = d.get({wire!r}, _MISSING)",
-                f"{ind}if {var} is _MISSING:",
-                f"{ind}    {var} = ABSENT",
-                f"{ind}elif {var} is not None:",
-            ]
-        else:
-            body += [
-                f"{ind}{var} = d.get({wire!r})",
-                f"{ind}if {var} is None:",
-                f"{ind}    {var} = {default}",
-                f"{ind}else:",
-            ]
-        lines = _check_lines(env, i, var, wire, inner_tp, skip, ind + "    ", on_error, default)
-        body += lines or [f"{ind}    pass"]
-    if all(s is not None for s in setters):
-        body.append(f"{ind}o = new(cls)")
-        body += [f"{ind}S{i}(o, f{i})" for i in range(len(fields))]
-        body.append(f"{ind}return o")
-    else:
-        args = ", ".join(f"{f.name}=f{i}" for i, f in enumerate(fields))
-        body.append(f"{ind}return cls({args})")
-    params = ", ".join(sorted(env))
-    source = "\n".join([f"def make({params}):", *body, "    return decode"])
-    ns: dict[str, Any] = {}
-    exec(compile(source, f"<acpkit.codec decode {cls.__name__}>", "exec"), ns)
-    fn: Decoder = ns["make"](**env)
-    return fn
+        if isinstance(error, BaseValidationError):  # an iterable's group
+            inner = error.exceptions[0]
+            for note in getattr(inner, "__notes__", ()):
+                if isinstance(note, IterableValidationNote):
+                    path.append(note.index)
+                    break
+            error = inner
+            continue
+        if isinstance(error, ForbiddenExtraKeysError):
+            return [*path, sorted(error.extra_fields)[0]], "unknown field"
+        if isinstance(error, _Invalid):
+            return [*path, *reversed(error.path)], error.message
+        return path, f"{type(error).__name__}: {error}"[:200]
 
 
-def _check_lines(
-    env: dict[str, Any],
-    i: int,
-    var: str,
-    wire: str,
-    tp: Any,
-    skip: bool,
-    ind: str,
-    on_error: bool,
-    default: str,
-) -> list[str]:
-    """Source lines validating/converting ``var``; errors get the path or the default."""
-    if tp is Any:
-        return []
-    inline = _INLINE_CHECKS.get(tp)
-    if inline is None and get_origin(tp) is dict and get_args(tp)[1] is Any:
-        inline = ("type({v}) is not dict", "object")
-    if inline is not None:
-        cond, expected = inline
-        fail = f"_e = _type_error({expected!r}, {var}); _e.path.append({wire!r}); raise _e"
-        out = [f"{ind}if {cond.format(v=var)}:"]
-        if on_error:
-            return [
-                *out,
-                f"{ind}    if strict:",
-                f"{ind}        {fail}",
-                f"{ind}    {var} = {default}",
-            ]
-        return [*out, f"{ind}    {fail}"]
-    env[f"dec{i}"] = _decoder(tp, skip_invalid=skip)
-    out = [f"{ind}try:", f"{ind}    {var} = dec{i}({var}, strict)", f"{ind}except _Invalid as _e:"]
-    if on_error:
-        return [
-            *out,
-            f"{ind}    if strict:",
-            f"{ind}        _e.path.append({wire!r})",
-            f"{ind}        raise",
-            f"{ind}    {var} = {default}",
-        ]
-    return [*out, f"{ind}    _e.path.append({wire!r})", f"{ind}    raise"]
+# ------------------------------------------------------------------ converters
+def get_converter(converter: cattrs.Converter | None = None) -> cattrs.Converter:
+    """Install acpkit's hooks on ``converter`` (a new ``cattrs.Converter`` if omitted)
+    and return it.
+
+    The hooks cover the classes and enums of :mod:`acpkit.schema`, :mod:`acpkit.unstable`
+    and :mod:`acpkit.mcp.schema` and the unions of them; your own hooks on the same
+    converter stay in place, and hooks you register afterwards for one of our classes
+    win (cattrs uses the newest matching hook), also inside our models and unions.
+    ``forbid_extra_keys=True`` gives the strict mode's rules; pass
+    ``detailed_validation=True`` (cattrs' default) for errors that carry the attribute.
+    """
+    conv = converter if converter is not None else cattrs.Converter()
+    hooks = _Hooks(conv)
+    conv.register_structure_hook_factory(_is_our_model, hooks.structure_class)
+    conv.register_structure_hook_factory(_is_our_enum, hooks.structure_enum)
+    # cattrs dispatches str/int subclasses through functools.singledispatch before any
+    # predicate: our str/int enums need a hook on their base classes there.
+    for base in (OpenStrEnum, OpenIntEnum):
+        conv.register_structure_hook(base, hooks.structure_enum_by_type)
+    conv.register_structure_hook_factory(_is_our_union, hooks.structure_union)
+    conv.register_unstructure_hook_factory(_is_our_model, hooks.unstructure_class)
+    _HOOKS[id(conv)] = hooks
+    return conv
 
 
-def _unknown_field(d: dict[str, Any], known: frozenset[str]) -> _Invalid:
-    extra = sorted(k for k in d if k not in known)
-    return _Invalid("unknown field", [extra[0]])
+_HOOKS: dict[int, _Hooks] = {}
 
+converter: cattrs.Converter = get_converter(cattrs.Converter(detailed_validation=True))
+"""The lenient converter: ``converter.structure(obj, cls)`` == ``decode(cls, obj)``, with
+cattrs' detailed validation (its errors name the attribute)."""
 
-# ------------------------------------------------------------------ encoding
-_ENCODERS: dict[type, Encoder] = {}
+_strict_converter = get_converter(
+    cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+)
+_fast_converter = get_converter(cattrs.Converter(detailed_validation=False))
+"""decode()'s first try: the same hooks without detailed validation (cattrs' generated
+functions then pass required fields straight to the constructor, with no per-field
+``try`` and no error list). Input it rejects is decoded again by ``converter`` for the
+JSON path, so this one's own errors never reach the user."""
 
-
-def _encode_generic(v: Any) -> Any:
-    """Encode any value: models via their generated encoder, containers recursively."""
-    fn = _ENCODERS.get(type(v))
-    if fn is not None:
-        return fn(v)
-    if _is_model(type(v)):
-        return _class_encoder(type(v))(v)
-    if type(v) is list or type(v) is tuple:
-        return [_encode_generic(x) for x in v]
-    if type(v) is dict:
-        return {k: _encode_generic(x) for k, x in v.items()}
-    if isinstance(v, enum.Enum):
-        return v.value
-    return v
-
-
-def _enum_value(v: Any) -> Any:
-    """The wire value of an enum field (plain ``str``/``int``, never the member)."""
-    return v.value if isinstance(v, enum.Enum) else v
-
-
-def _encoder_for(tp: Any) -> Encoder | None:
-    """A specialised encoder for a field type, or None when values pass through unchanged."""
-    if tp in (str, int, float, bool, Any, type(None)):
-        return None
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return _enum_value
-    origin = get_origin(tp)
-    if origin is dict and get_args(tp)[1] is Any:
-        return None
-    if origin is list:
-        item = get_args(tp)[0]
-        if item is str:
-            return list
-        if _is_model(item):
-            return lambda v: [_class_encoder(item)(x) for x in v]
-    if _is_model(tp):
-        return lambda v: _class_encoder(tp)(v)
-    return _encode_generic
-
-
-def _class_encoder(cls: type) -> Encoder:
-    """Generate (once) the unstructure function of one model class."""
-    found = _ENCODERS.get(cls)
-    if found is not None:
-        return found
-    if getattr(cls, "__acp_unknown__", None) is not None:
-
-        def enc_unknown(o: Any) -> Any:
-            return dict(o.raw)
-
-        _ENCODERS[cls] = enc_unknown
-        return enc_unknown
-    hints = _hints(cls)
-    ns: dict[str, Any] = {"ABSENT": ABSENT}
-    tag = getattr(cls, "__acp_tag__", None)
-    lines = [
-        "def encode(o):",
-        "    d = {}" if tag is None else f"    d = {{{tag[0]!r}: {tag[1]!r}}}",
-    ]
-    for i, f in enumerate(attrs.fields(cls)):
-        tp = hints[f.name]
-        enc = _encoder_for(tp)
-        ns[f"enc{i}"] = enc
-        wire = wire_name(f)
-        value = "v" if enc is None else f"enc{i}(v)"
-        lines.append(f"    v = o.{f.name}")
-        if f.default is attrs.NOTHING:
-            if enc is not None and AbsentType not in (get_args(tp) or ()):
-                lines.append(f"    d[{wire!r}] = None if v is None else {value}")
-            else:
-                lines.append(f"    d[{wire!r}] = {value}")
-        elif AbsentType in (get_args(tp) or ()):
-            lines += [
-                "    if v is not ABSENT:",
-                f"        d[{wire!r}] = None if v is None else {value}",
-            ]
-        else:
-            lines += ["    if v is not None:", f"        d[{wire!r}] = {value}"]
-    lines.append("    return d")
-    exec(compile("\n".join(lines), f"<acpkit.codec encode {cls.__name__}>", "exec"), ns)
-    fn: Encoder = ns["encode"]
-    _ENCODERS[cls] = fn
-    return fn
+_lenient_hooks = _HOOKS[id(converter)]
+_strict_hooks = _HOOKS[id(_strict_converter)]
+_fast_hooks = _HOOKS[id(_fast_converter)]
+_LENIENT: dict[Any, StructureHook] = {}
+_STRICT: dict[Any, StructureHook] = {}
+_FAST: dict[Any, StructureHook] = {}
+_ENCODERS: dict[type, UnstructureHook] = {}
 
 
 # ------------------------------------------------------------------ public API
@@ -804,16 +1128,29 @@ def decode(cls: Any, obj: object, *, strict: bool = False) -> Any:
 
     Raises :class:`DecodeError` with a JSON path such as ``$.update.content.type``.
     """
-    fn = _DECODERS.get(cls)
+    if not strict:
+        fn = _FAST.get(cls)
+        if fn is None:
+            fn = _FAST[cls] = _fast_hooks.hook(cls)
+        try:
+            return fn(obj, cls)
+        except Exception:
+            pass  # decoded again below, for the error's path
+    return _decode_detailed(cls, obj, strict)
+
+
+def _decode_detailed(cls: Any, obj: object, strict: bool) -> Any:
+    cache = _STRICT if strict else _LENIENT
+    fn = cache.get(cls)
     if fn is None:
-        fn = _decoder(cls)
+        fn = cache[cls] = (_strict_hooks if strict else _lenient_hooks).hook(cls)
     try:
-        result = fn(obj, strict)
-    except _Invalid as e:
-        raise DecodeError(_render_path(e.path), e.message) from None
+        return fn(obj, cls)
     except RecursionError:
         raise DecodeError("$", "input nested too deeply") from None
-    return result
+    except Exception as e:
+        path, message = _locate(e)
+        raise DecodeError(_render_path(path), message) from None
 
 
 def encode(value: object) -> Any:
@@ -821,15 +1158,51 @@ def encode(value: object) -> Any:
     fn = _ENCODERS.get(type(value))
     if fn is not None:
         return fn(value)
-    return _encode_generic(value)
+    if _is_model(type(value)):
+        fn = _ENCODERS[type(value)] = converter.get_unstructure_hook(type(value))
+        return fn(value)
+    return _lenient_hooks.unstructure_runtime(value)
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+# ------------------------------------------------------------------ bytes <-> builtins
+_DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+_LONG_NUMBER = b"0" * 19
+"""orjson reads integers past 64 bits as floats: text with a run of 19 digits goes through
+:mod:`json` (found with one ``bytes.translate``: a regular expression costs more than the
+parse)."""
+_json_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON text to builtins (orjson; :func:`json.loads` where orjson would lose an
+    integer past 64 bits or refuse what json accepts). Raises ``ValueError``."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON (``ensure_ascii=False``, no NaN/Infinity), no trailing newline.
+
+    orjson, and :mod:`json` for what orjson cannot write the same way: integers past 64
+    bits, non-``str`` keys, and any output with ``null`` (orjson writes NaN as ``null``;
+    json then raises ``ValueError`` as it always did)."""
+    try:
+        out = orjson.dumps(obj)
+    except TypeError:
+        return _json_dumps(obj).encode("utf-8")
+    if b"null" in out:
+        return _json_dumps(obj).encode("utf-8")
+    return out
 
 
 def encode_json(value: object) -> bytes:
     """Compact UTF-8 JSON for a model, without a trailing newline."""
-    return _dumps(encode(value)).encode("utf-8")
+    return dumps(encode(value))
 
 
 @typing.overload
@@ -839,32 +1212,7 @@ def decode_json(cls: Any, data: bytes | str, *, strict: bool = False) -> Any: ..
 def decode_json(cls: Any, data: bytes | str, *, strict: bool = False) -> Any:
     """Parse JSON text and :func:`decode` it; invalid JSON is a :class:`DecodeError` at ``$``."""
     try:
-        obj = json.loads(data)
+        obj = loads(data)
     except (ValueError, UnicodeDecodeError) as e:
         raise DecodeError("$", f"invalid JSON: {str(e)[:120]}") from None
     return decode(cls, obj, strict=strict)
-
-
-_MODEL_MODULES = frozenset({"acpkit.schema", "acpkit.unstable", "acpkit.mcp.schema"})
-"""The generated model modules (ACP stable, ACP unstable, MCP) the converter hooks cover."""
-
-
-def _is_acp_type(tp: Any) -> bool:
-    if _is_model(tp):
-        return tp.__module__ in _MODEL_MODULES
-    args = _union_args(tp)
-    return args is not None and any(_is_acp_type(a) for a in args)
-
-
-def _make_converter() -> cattrs.Converter:
-    conv = cattrs.Converter()
-    conv.register_structure_hook_func(_is_acp_type, lambda obj, tp: decode(tp, obj))
-    conv.register_unstructure_hook_func(
-        lambda tp: _is_model(tp) and tp.__module__ in _MODEL_MODULES,
-        encode,
-    )
-    return conv
-
-
-converter: cattrs.Converter = _make_converter()
-"""The one lenient converter: ``converter.structure(obj, cls)`` == ``decode(cls, obj)``."""
