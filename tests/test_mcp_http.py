@@ -546,7 +546,8 @@ class StreamableHTTPTests(TestCase):
 
     def test_cancel_posts_notifications_cancelled(self) -> Deferred[None]:
         """Cancelling a request whose stream is open POSTs notifications/cancelled with
-        its id and fails it with CancelledError; the connection goes on."""
+        its id, fails it with CancelledError and closes its stream; the connection goes
+        on."""
 
         def on_call(request: Request, message: Any) -> None:
             sse_start(request)
@@ -566,6 +567,30 @@ class StreamableHTTPTests(TestCase):
             await wait_until(lambda: bool(self.mcp.posts("notifications/cancelled")))
             ((_, cancel),) = self.mcp.posts("notifications/cancelled")
             assert cancel["params"] == {"requestId": call["id"]}
+            # ... and the call's stream is closed by the client.
+            await wait_until(lambda: not any(r.method == b"POST" for r in self.mcp.open))
+            assert await proto.request("ping") == {}
+
+        return ensureDeferred(run())
+
+    def test_cancelled_before_its_answer_began(self) -> Deferred[None]:
+        """A request cancelled before the server began answering: when the answer's SSE
+        stream starts, the client closes it at once instead of reading it to the end."""
+        held: list[Request] = []
+        self.mcp.on_post["tools/call"] = lambda request, _: held.append(request)
+
+        async def run() -> None:
+            proto, _ = self.connect()
+            await self.initialize(proto)
+            d = proto.request("tools/call", {"name": "slow"})
+            await wait_until(lambda: bool(held))
+            d.cancel()
+            with pytest.raises(CancelledError):
+                await d
+            await wait_until(lambda: bool(self.mcp.posts("notifications/cancelled")))
+            sse_start(held[0])
+            held[0].write(b"id: 1\ndata:\n\n")
+            await wait_until(lambda: held[0] not in self.mcp.open, timeout=5)
             assert await proto.request("ping") == {}
 
         return ensureDeferred(run())
@@ -704,7 +729,7 @@ class RealEverythingHTTPTests(TestCase):
         try:
             os.killpg(self.server.pid, signal.SIGTERM)
         except ProcessLookupError:
-            return
+            pass
         try:
             self.server.wait(10)
         except subprocess.TimeoutExpired:
@@ -770,6 +795,30 @@ class RealEverythingHTTPTests(TestCase):
             await client.ping()
             result = await client.call_tool("echo", {"message": "after"})
             assert result.content[0].text == "Echo: after"  # type: ignore[union-attr]
+
+        return ensureDeferred(run())
+
+    def test_server_killed_mid_call(self) -> Deferred[None]:
+        """The server is killed during a long call: its stream drops after event ids, the
+        resumption cannot connect, so the call fails promptly with McpServerGone saying
+        the server cannot be reached, and the client is closed."""
+
+        async def run() -> None:
+            client = await self.connect()
+            first: Deferred[None] = Deferred()
+            d = client.call_tool(
+                "trigger-long-running-operation",
+                {"duration": 30, "steps": 30},
+                progress=lambda *_: None if first.called else first.callback(None),
+            )
+            await first
+            os.killpg(self.server.pid, signal.SIGKILL)
+            started = reactor.seconds()
+            with pytest.raises(McpServerGone, match="cannot reach the MCP server"):
+                await d
+            assert reactor.seconds() - started < 10
+            closed = await client.when_closed()
+            assert "cannot reach" in str(closed) and not closed.requested
 
         return ensureDeferred(run())
 

@@ -432,6 +432,10 @@ class StreamableHTTPTransport:
             return
         if cancels is not None and cancels.reader is not None:
             cancels.reader.abort()
+        if pending is not None and pending.cancelled:
+            # Cancelled before its answer began: notifications/cancelled is on its way.
+            self._discard(response, abort=True)
+            return
         if not 200 <= status < 300:
             self._error_status(response, pending, f"POST ({method or 'response'})")
             return
@@ -536,10 +540,11 @@ class StreamableHTTPTransport:
         reader.done.addBoth(lambda _: self._readers.discard(reader))
         return reader
 
-    def _discard(self, response: IResponse) -> None:
+    def _discard(self, response: IResponse, *, abort: bool = False) -> None:
+        """Drop the body: read it to its end, or stop reading it (``abort``, or closed)."""
         reader = self._reader(lambda _: None, lambda _: None)
         response.deliverBody(reader)
-        if self._lost:
+        if abort or self._lost:
             reader.abort()
 
     def _read_json(self, response: IResponse, pending: _Pending | None) -> None:
@@ -580,9 +585,7 @@ class StreamableHTTPTransport:
         response.deliverBody(reader)
 
     def _discard_too_large(self, response: IResponse, pending: _Pending | None) -> None:
-        reader = self._reader(lambda _: None, lambda _: None)
-        response.deliverBody(reader)
-        reader.abort()
+        self._discard(response, abort=True)
         self._too_large(pending)
 
     def _too_large(self, pending: _Pending | None) -> None:
