@@ -876,3 +876,23 @@ def test_bob_offers_lsp_only_when_a_server_is_configured() -> None:
     assert tool.servers.running() == []
     assert "lsp" in {spec.name for spec in runtime.tool_specs()}
     assert stop_language_servers(runtime).called
+
+
+def test_cancelling_a_call_cancels_the_request(project: Any) -> None:
+    """Cancelling the running call fails it with CancelledError and cancels the request."""
+    from twisted.internet.defer import CancelledError
+
+    cwd, files, server, tool = project
+    files.files[str(cwd / "a.py")] = "x\n"
+    cancelled: list[bool] = []
+    pending: Deferred[Any] = Deferred(lambda d: cancelled.append(True))
+    server.handlers["textDocument/hover"] = lambda p: pending
+    running = tool.run(
+        context(cwd, files), {"action": "hover", "path": "a.py", "line": 1, "character": 1}
+    )
+    outcome: list[Any] = []
+    running.addBoth(outcome.append)
+    assert outcome == []
+    running.cancel()
+    assert cancelled == [True]
+    assert len(outcome) == 1 and outcome[0].check(CancelledError)
