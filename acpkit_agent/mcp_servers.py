@@ -122,13 +122,10 @@ def default_connector(reactor: Any) -> Connector:
                 cwd=config.cwd,
                 name=config.name,
             )
-        from acpkit.mcp import http as mcp_http
+        from acpkit.mcp.http import connect_http
 
-        connect_http = getattr(mcp_http, "connect_http", None)
-        if connect_http is None:
-            return fail(RuntimeError("Streamable HTTP is not available in this acpkit"))
         started: Deferred[Any] = connect_http(
-            reactor, config.url, headers=dict(config.headers) or None, name=config.name
+            reactor, config.url, dict(config.headers) or None, name=config.name
         )
         return started
 

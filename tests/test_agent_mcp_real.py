@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -81,6 +83,13 @@ def server_groups_of(pid: int) -> set[int]:
 
 def group_alive(pgid: int) -> bool:
     return any(group == pgid for _, _, group in processes())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def toml_string(value: str) -> str:
@@ -410,3 +419,50 @@ class McpRealTests(TestCase):
             await wait_until(lambda: not any(group_alive(g) for g in groups), timeout=20)
 
         return ensureDeferred(run())
+
+    @pytest.mark.real_agent
+    def test_everything_over_streamable_http(self) -> Deferred[None]:
+        """A url server: started at bob's start, its tool called, the result to the model."""
+        everything = require_peer(MCP_EVERYTHING)
+        port = free_port()
+        with open(os.path.join(self.cwd, "everything.log"), "wb") as log:
+            server = subprocess.Popen(
+                [everything, "streamableHttp"],
+                env={**os.environ, "PORT": str(port)},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+        def stop() -> None:
+            try:
+                os.killpg(server.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            server.wait(10)
+
+        self.addCleanup(stop)
+
+        async def run() -> None:
+            await wait_until(lambda: port_listens(port), timeout=30)
+            bob = await self.bob(
+                [
+                    {"tool_calls": [{"name": "web__get-sum", "arguments": {"a": 2, "b": 40}}]},
+                    {"chunks": ["42"]},
+                ],
+                f'[mcp.servers.web]\nurl = "http://127.0.0.1:{port}/mcp"\n',
+            )
+            response = await bob.prompt()
+            assert response.stop_reason == schema.StopReason.END_TURN
+            (result,) = bob.tool_messages()
+            assert "42" in result
+            assert bob.client.tool_updates()[0]["kind"] == "read"
+            assert "  mcp:         web (http): " in bob.agent.stderr_tail()
+
+        return ensureDeferred(run())
+
+
+def port_listens(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
