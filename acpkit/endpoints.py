@@ -2,9 +2,10 @@
 Transports for ACP connections: stdio, child-process agents, Twisted endpoint strings.
 
 Every function here works with any :class:`~twisted.internet.interfaces.IProtocol`;
-:class:`acpkit.framing.NDJSONProtocol` and :class:`acpkit.framing_headers.ContentLengthProtocol`
-subclasses additionally get half-close handling (they provide ``IHalfCloseableProtocol``)
-and, when ``ACPKIT_TRACE`` is set, a tracer.
+the framings (:class:`acpkit.framing.NDJSONProtocol`,
+:class:`acpkit.framing_headers.ContentLengthProtocol`) and the JSON-RPC protocols that
+hold them additionally get half-close handling (they provide ``IHalfCloseableProtocol``)
+and, when ``ACPKIT_TRACE`` is set, a tracer (they provide :class:`acpkit.framing.ITraced`).
 
 - :func:`serve_stdio` runs a protocol on this process's stdin/stdout (the agent side).
 - :func:`spawn_agent` starts an agent as a child process in its own process group and
@@ -51,8 +52,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit.compat import StandardIO, flush_writer, process_pipe, stdio_writer
-from acpkit.framing import NDJSONProtocol
-from acpkit.framing_headers import ContentLengthProtocol
+from acpkit.framing import ITraced
 from acpkit.process_groups import kill_group
 
 __all__ = [
@@ -107,8 +107,12 @@ def process_group_argv(executable: str, argv: Sequence[str]) -> tuple[str, list[
 
 
 def _attach_tracer(protocol: IProtocol, name: str) -> None:
-    """Give a framed protocol without a tracer the ``ACPKIT_TRACE`` tracer, if any."""
-    if isinstance(protocol, NDJSONProtocol | ContentLengthProtocol) and protocol.tracer is None:
+    """
+    Give a traced protocol (:class:`acpkit.framing.ITraced`: a framing, or a JSON-RPC
+    protocol, which hands it to its framing) without a tracer the ``ACPKIT_TRACE``
+    tracer, if any.
+    """
+    if ITraced.providedBy(protocol) and protocol.tracer is None:
         from acpkit.trace import tracer_from_environment
 
         protocol.tracer = tracer_from_environment(name)
@@ -161,9 +165,9 @@ def serve_stdio(
     """
     Connect ``protocol`` to this process's stdin and stdout (or the given descriptors).
 
-    When stdin reaches EOF, an ``IHalfCloseableProtocol`` (every ``NDJSONProtocol``)
-    gets ``readConnectionLost()`` and may still write its last replies; other
-    protocols get ``connectionLost``.  ``loseConnection`` always leads to
+    When stdin reaches EOF, an ``IHalfCloseableProtocol`` (every framing and
+    JSON-RPC protocol of acpkit) gets ``readConnectionLost()`` and may still write its
+    last replies; other protocols get ``connectionLost``.  ``loseConnection`` always leads to
     ``connectionLost``, also when stdout was closed by the peer first.  ``name`` is the
     peer name used in traces.
     """

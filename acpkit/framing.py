@@ -29,13 +29,29 @@ the peer closes our input (half-close)  a last line without newline is delivered
                                         then ``inputEnded()`` (default: close once
                                         queued output is written)
 ======================================  ==========================================
+
+Two ways to use a framing
+=========================
+
+- **Subclass it** (Twisted's ``LineReceiver`` style): implement ``lineReceived`` and
+  connect the subclass to a transport.  The hooks above are called on ``self``.
+- **Hold it** (the engine's way, :class:`acpkit.jsonrpc.JSONRPCEngine`): give it a
+  ``receiver`` (:class:`IFramedMessageReceiver`) and connect it to the transport the
+  holder is connected to; the holder feeds it the bytes it reads (``dataReceived``) and
+  the end of input (``readConnectionLost``, ``connectionLost``).  Every complete
+  message then goes to ``receiver.messageReceived``, the head of an oversized one to
+  ``receiver.messageLengthExceeded`` and the end of input to ``receiver.inputEnded``;
+  the framing's own hooks are not called.  The holder writes with ``sendMessage``.
+  That is :class:`IFraming`: :class:`NDJSONProtocol` and
+  :class:`acpkit.framing_headers.ContentLengthProtocol` provide it, and so can a
+  framing that reads no byte stream at all (see :class:`IFraming`).
 """
 
 from __future__ import annotations
 
 from typing import Protocol as TypingProtocol
 
-from twisted.internet.interfaces import IHalfCloseableProtocol
+from twisted.internet.interfaces import IHalfCloseableProtocol, ITransport
 from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.protocols.basic import LineReceiver
@@ -45,7 +61,9 @@ from zope.interface import Attribute, Interface, implementer
 __all__ = [
     "DEFAULT_MAX_LENGTH",
     "IFramedMessageReceiver",
+    "IFraming",
     "IMessageSender",
+    "ITraced",
     "LineTracer",
     "NDJSONProtocol",
 ]
@@ -67,12 +85,23 @@ class LineTracer(TypingProtocol):
         """A complete outbound line (without its delimiter) is being written."""
 
 
+class ITraced(Interface):
+    """
+    Something whose complete messages, both ways, are recorded by ``tracer`` when it is
+    set (``acpkit.endpoints`` gives one the ``ACPKIT_TRACE`` tracer): the framings, and
+    the JSON-RPC protocols, which hand it to their framing.
+    """
+
+    tracer = Attribute("A LineTracer recording every complete message, or None.")
+
+
 class IMessageSender(Interface):
     """
     What a message engine needs from a framing to write: one call per message.
 
     Provided by :class:`NDJSONProtocol` (a line) and
-    :class:`acpkit.framing_headers.ContentLengthProtocol` (a header block and a body).
+    :class:`acpkit.framing_headers.ContentLengthProtocol` (a header block and a body),
+    and by the JSON-RPC protocols, which write through their framing.
     """
 
     MAX_LENGTH = Attribute("The largest message, in bytes, this framing reads (int).")
@@ -83,9 +112,8 @@ class IMessageSender(Interface):
 
 class IFramedMessageReceiver(Interface):
     """
-    What a framing delivers, whatever its wire format (the names of
-    :class:`acpkit.framing_headers.ContentLengthProtocol`'s hooks; :class:`NDJSONProtocol`
-    keeps ``LineReceiver``'s: ``lineReceived``, ``lineLengthExceeded``).
+    What a held framing (:class:`IFraming`) delivers, whatever its wire format.  The
+    JSON-RPC engine (:class:`acpkit.jsonrpc.JSONRPCEngine`) provides it.
     """
 
     def messageReceived(data: bytes) -> None:
@@ -97,15 +125,65 @@ class IFramedMessageReceiver(Interface):
     def inputEnded() -> None:
         """No more input will come (after every complete message was delivered)."""
 
+    def framingFailed(reason: str) -> None:
+        """
+        The input cannot be framed any more (``Content-Length``: a malformed header
+        block, after which no message start can be found); nothing after it is
+        delivered.  ``reason`` says why, for the peer (the engine answers -32700 with
+        it, then closes).
+        """
 
-@implementer(IHalfCloseableProtocol, IMessageSender)
+
+class IFraming(IMessageSender, ITraced):
+    """
+    A framing an engine holds (composition, not inheritance): it turns what the
+    transport reads into whole messages for its ``receiver`` and writes each message
+    the engine gives it.
+
+    The holder (:class:`acpkit.jsonrpc.JSONRPCEngine`) sets ``receiver`` to itself,
+    connects the framing to its own transport (``makeConnection``), feeds it each read
+    (``dataReceived``) and the end of input (``readConnectionLost``, ``connectionLost``),
+    and writes with ``sendMessage``.  The framing calls ``receiver.messageReceived``,
+    ``messageLengthExceeded``, ``inputEnded`` and (when the stream breaks)
+    ``framingFailed``; while ``paused`` it holds complete messages.
+
+    A framing with no byte stream, such as MCP's Streamable HTTP transport (one POST per
+    message, answers as a JSON body or as server-sent events), provides it too: its
+    ``sendMessage`` POSTs the message; each message read from a response body or an
+    event stream goes to ``receiver.messageReceived`` (one longer than ``MAX_LENGTH`` to
+    ``messageLengthExceeded`` with its first bytes), the end of the session to
+    ``receiver.inputEnded``; its ``dataReceived`` is never called.  The engine then runs
+    on it unchanged: ``JSONRPCEngine(registry, framing=..., cancellation=MCP_CANCELLATION)``,
+    connected with ``makeConnection`` to a transport that stands for the HTTP session
+    (``loseConnection`` ends the session, then calls the engine's ``connectionLost``).
+    """
+
+    receiver = Attribute("The IFramedMessageReceiver messages go to (set by the holder), or None.")
+    paused = Attribute("True while complete messages are held undelivered (bool).")
+
+    def makeConnection(transport: ITransport) -> None:
+        """Write to ``transport`` from now on."""
+
+    def dataReceived(data: bytes) -> None:
+        """Bytes read by the holder's transport."""
+
+    def readConnectionLost() -> None:
+        """The peer closed our input: deliver what is complete, then ``inputEnded``."""
+
+    def connectionLost(reason: Failure) -> None:
+        """The connection is gone."""
+
+
+@implementer(IHalfCloseableProtocol, IFraming)
 class NDJSONProtocol(LineReceiver):
     """
     Linear-time newline framing with half-close support.
 
     Subclasses implement :meth:`lineReceived` (bytes, without the delimiter and without
     one trailing ``\\r``) and may override :meth:`lineLengthExceeded` and
-    :meth:`inputEnded`.
+    :meth:`inputEnded`.  Or, held (:class:`IFraming`): given a ``receiver``, lines go to
+    its ``messageReceived``, oversized heads to ``messageLengthExceeded`` and the end
+    of input to ``inputEnded`` instead.
     """
 
     delimiter = b"\n"
@@ -116,7 +194,9 @@ class NDJSONProtocol(LineReceiver):
 
     _log = Logger()
 
-    def __init__(self) -> None:
+    def __init__(self, receiver: IFramedMessageReceiver | None = None) -> None:
+        #: Where whole lines go when set (held framing); else to this object's hooks.
+        self.receiver = receiver
         self._ndjsonBuffer = bytearray()
         # How many leading bytes of ``_buffer`` are known to hold no delimiter.
         self._scanned = 0
@@ -160,7 +240,7 @@ class NDJSONProtocol(LineReceiver):
         if self._endWhenResumed and not self.paused:
             # The input ended while paused and the held lines are now delivered.
             self._endWhenResumed = False
-            self.inputEnded()
+            self._endOfInput()
 
     def _deliverLines(self) -> None:
         """Deliver every complete line in the buffer (stopping when paused or closing)."""
@@ -168,6 +248,8 @@ class NDJSONProtocol(LineReceiver):
         start = 0
         search = self._scanned
         limit = self.MAX_LENGTH
+        receiver = self.receiver
+        deliver = self.lineReceived if receiver is None else receiver.messageReceived
         while not self.paused and self.line_mode:
             end = buf.find(b"\n", search)
             if end == -1:
@@ -177,14 +259,14 @@ class NDJSONProtocol(LineReceiver):
             if lineEnd - start > limit:
                 head = bytes(buf[start : min(lineEnd, start + OVERSIZED_HEAD)])
                 start = search = end + 1
-                self.lineLengthExceeded(head)
+                self._tooLong(head)
             else:
                 line = bytes(buf[start:lineEnd])
                 start = search = end + 1
                 tracer = self.tracer
                 if tracer is not None:
                     tracer.received(line)
-                self.lineReceived(line)
+                deliver(line)
             if self.transport is not None and getattr(self.transport, "disconnecting", False):
                 # Mirror LineReceiver: deliver nothing more once we are closing.
                 break
@@ -207,7 +289,21 @@ class NDJSONProtocol(LineReceiver):
             self._discarding = len(buf)
             buf.clear()
             self._scanned = 0
+            self._tooLong(head)
+
+    def _tooLong(self, head: bytes) -> None:
+        receiver = self.receiver
+        if receiver is None:
             self.lineLengthExceeded(head)
+        else:
+            receiver.messageLengthExceeded(head)
+
+    def _endOfInput(self) -> None:
+        receiver = self.receiver
+        if receiver is None:
+            self.inputEnded()
+        else:
+            receiver.inputEnded()
 
     def lineReceived(self, line: bytes) -> None:
         """One complete line arrived (bytes, delimiter and one trailing ``\\r`` removed)."""
@@ -254,15 +350,18 @@ class NDJSONProtocol(LineReceiver):
 
     def sendLine(self, line: bytes) -> None:
         """Write ``line`` followed by the delimiter.  ``line`` must not contain ``\\n``."""
-        tracer = self.tracer
-        if tracer is not None:
-            tracer.sent(line)
-        assert self.transport is not None
-        self.transport.writeSequence([line, self.delimiter])
+        self.sendMessage(line)
 
     def sendMessage(self, data: bytes, /) -> None:
-        """:class:`IMessageSender`: write ``data`` as one line (see :meth:`sendLine`)."""
-        self.sendLine(data)
+        """
+        :class:`IMessageSender`: write ``data`` followed by the delimiter, as one line
+        (``data`` must not contain ``\\n``; the engine's encoder never writes one).
+        """
+        tracer = self.tracer
+        if tracer is not None:
+            tracer.sent(data)
+        assert self.transport is not None
+        self.transport.writeSequence([data, self.delimiter])
 
     # -- end of input --------------------------------------------------------------
 
@@ -288,7 +387,7 @@ class NDJSONProtocol(LineReceiver):
         if self.paused:
             self._endWhenResumed = True
             return
-        self.inputEnded()
+        self._endOfInput()
 
     def writeConnectionLost(self) -> None:
         """The peer will read nothing more; nothing to do by default."""
@@ -296,7 +395,8 @@ class NDJSONProtocol(LineReceiver):
     def inputEnded(self) -> None:
         """
         No more input will come.  By default, close once queued output is written
-        (``loseConnection`` flushes the transport's write buffer first).
+        (``loseConnection`` flushes the transport's write buffer first).  Not called
+        when a ``receiver`` is set (its ``inputEnded`` is).
         """
         if self.transport is not None:
             self.transport.loseConnection()

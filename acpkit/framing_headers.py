@@ -30,9 +30,17 @@ the peer closes our input (half-close)  a partial message is dropped (logged), t
                                         output is written); while paused, after the
                                         held messages are delivered
 ======================================  ==========================================
+
+Like :class:`~acpkit.framing.NDJSONProtocol` it is used either subclassed (the hooks
+above) or held by an engine (:class:`acpkit.framing.IFraming`): given a ``receiver``,
+bodies go to ``receiver.messageReceived``, oversized heads to
+``receiver.messageLengthExceeded``, the end of input to ``receiver.inputEnded``, and a
+malformed header block to ``receiver.framingFailed("malformed header: <reason>")``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Protocol, connectionDone
@@ -40,7 +48,13 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from acpkit.framing import DEFAULT_MAX_LENGTH, OVERSIZED_HEAD, IMessageSender, LineTracer
+from acpkit.framing import (
+    DEFAULT_MAX_LENGTH,
+    OVERSIZED_HEAD,
+    IFramedMessageReceiver,
+    IFraming,
+    LineTracer,
+)
 
 __all__ = ["DEFAULT_MAX_HEADER_LENGTH", "ContentLengthProtocol", "HeaderError", "parse_headers"]
 
@@ -81,13 +95,15 @@ def parse_headers(block: bytes) -> int:
     return length
 
 
-@implementer(IHalfCloseableProtocol, IMessageSender)
+@implementer(IHalfCloseableProtocol, IFraming)
 class ContentLengthProtocol(Protocol):
     """
     Linear-time ``Content-Length`` framing with half-close and pause support.
 
     Subclasses implement :meth:`messageReceived` (the body bytes) and may override
     :meth:`messageLengthExceeded`, :meth:`malformedHeader` and :meth:`inputEnded`.
+    Or, held (:class:`acpkit.framing.IFraming`): given a ``receiver``, every event goes
+    to it instead (a malformed header block to its ``framingFailed``).
     """
 
     MAX_LENGTH = DEFAULT_MAX_LENGTH
@@ -101,7 +117,9 @@ class ContentLengthProtocol(Protocol):
 
     _log = Logger()
 
-    def __init__(self) -> None:
+    def __init__(self, receiver: IFramedMessageReceiver | None = None) -> None:
+        #: Where whole bodies go when set (held framing); else to this object's hooks.
+        self.receiver = receiver
         self._clBuffer = bytearray()
         # Length of the body being read, once its header block was parsed.
         self._bodyLength: int | None = None
@@ -138,11 +156,18 @@ class ContentLengthProtocol(Protocol):
             # The input ended while paused and the held messages are now delivered.
             self._endWhenResumed = False
             self._dropPartial()
-            self.inputEnded()
+            self._endOfInput()
 
     def _deliverMessages(self) -> None:
         buf = self._clBuffer
         start = 0
+        receiver = self.receiver
+        deliver: Callable[[bytes], None]
+        tooLong: Callable[[bytes], None]
+        if receiver is None:
+            deliver, tooLong = self.messageReceived, self.messageLengthExceeded
+        else:
+            deliver, tooLong = receiver.messageReceived, receiver.messageLengthExceeded
         while not self.paused and not self._broken:
             length = self._bodyLength
             if length is None:
@@ -175,7 +200,7 @@ class ContentLengthProtocol(Protocol):
                     self._skip = length - available
                     start = len(buf)
                 self._bodyLength = None
-                self.messageLengthExceeded(head)
+                tooLong(head)
             else:
                 if len(buf) - start < length:
                     break
@@ -185,7 +210,7 @@ class ContentLengthProtocol(Protocol):
                 tracer = self.tracer
                 if tracer is not None:
                     tracer.received(body)
-                self.messageReceived(body)
+                deliver(body)
             if self.transport is not None and getattr(self.transport, "disconnecting", False):
                 break
         if self._broken:
@@ -199,7 +224,18 @@ class ContentLengthProtocol(Protocol):
         self._scanned = 0
         self._bodyLength = None
         self._clBuffer.clear()
-        self.malformedHeader(reason)
+        receiver = self.receiver
+        if receiver is None:
+            self.malformedHeader(reason)
+        else:
+            receiver.framingFailed(f"malformed header: {reason}")
+
+    def _endOfInput(self) -> None:
+        receiver = self.receiver
+        if receiver is None:
+            self.inputEnded()
+        else:
+            receiver.inputEnded()
 
     def messageReceived(self, body: bytes) -> None:
         """One complete message body arrived."""
@@ -252,7 +288,7 @@ class ContentLengthProtocol(Protocol):
 
     # -- writing -----------------------------------------------------------------
 
-    def sendMessage(self, data: bytes) -> None:
+    def sendMessage(self, data: bytes, /) -> None:
         """Write ``data`` with its ``Content-Length`` header (:class:`IMessageSender`)."""
         tracer = self.tracer
         if tracer is not None:
@@ -284,13 +320,16 @@ class ContentLengthProtocol(Protocol):
             self._endWhenResumed = True
             return
         self._dropPartial()
-        self.inputEnded()
+        self._endOfInput()
 
     def writeConnectionLost(self) -> None:
         """The peer will read nothing more; nothing to do by default."""
 
     def inputEnded(self) -> None:
-        """No more input will come: by default, close once queued output is written."""
+        """
+        No more input will come: by default, close once queued output is written.  Not
+        called when a ``receiver`` is set (its ``inputEnded`` is).
+        """
         if self.transport is not None:
             self.transport.loseConnection()
 

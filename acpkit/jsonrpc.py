@@ -6,11 +6,18 @@ its keys (:mod:`acpkit.rpc_classify`: ``id`` + ``method``: request; ``id`` + ``r
 xor ``error``: response; ``method`` alone: notification), correlates our outgoing
 requests with their responses (:mod:`acpkit.rpc_outgoing`), dispatches inbound requests
 and notifications to a :class:`MethodRegistry`, and cancels both ways with its
-dialect's notification (:mod:`acpkit.rpc_cancel`).  :class:`JSONRPCProtocol` is the
-engine over :class:`acpkit.framing.NDJSONProtocol` with ACP's ``$/cancel_request``;
-:class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol` the engine over
-``Content-Length`` headers with LSP's ``$/cancelRequest``.  Below, "line" is one
-framed message.
+dialect's notification (:mod:`acpkit.rpc_cancel`).
+
+The engine is the Twisted protocol connected to the transport, and it holds its framing
+(:class:`acpkit.framing.IFraming`, in ``framing``) instead of inheriting one: it hands
+the framing every read, the framing calls it back with whole messages
+(:class:`acpkit.framing.IFramedMessageReceiver`), and it writes each message with the
+framing's ``sendMessage`` (:class:`acpkit.framing.IMessageSender`).  So one engine class
+runs over any framing, one with no byte stream included (see :class:`JSONRPCEngine`).
+:class:`JSONRPCProtocol` is the engine holding an :class:`acpkit.framing.NDJSONProtocol`
+with ACP's ``$/cancel_request``; :class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol`
+the engine holding a ``Content-Length`` framing with LSP's ``$/cancelRequest``.  Below,
+"line" is one framed message.
 
 Error replies
 =============
@@ -153,7 +160,12 @@ from typing import Any
 
 import attrs
 from twisted.internet.defer import Deferred, fail, succeed
-from twisted.internet.interfaces import IPushProducer, IReactorTime
+from twisted.internet.interfaces import (
+    IHalfCloseableProtocol,
+    IPushProducer,
+    IReactorTime,
+    ITransport,
+)
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -171,7 +183,14 @@ from acpkit.errors import (
     RPCError,
     clip,
 )
-from acpkit.framing import NDJSONProtocol
+from acpkit.framing import (
+    IFramedMessageReceiver,
+    IFraming,
+    IMessageSender,
+    ITraced,
+    LineTracer,
+    NDJSONProtocol,
+)
 from acpkit.rpc_cancel import ACP_CANCELLATION, ICancellationPolicy
 from acpkit.rpc_classify import (
     HugeInt,
@@ -368,30 +387,42 @@ def _scan_head(head: bytes) -> _Head:
         pos += 1
 
 
-@implementer(IPushProducer)
+@implementer(IPushProducer, IHalfCloseableProtocol, IFramedMessageReceiver, IMessageSender, ITraced)
 class JSONRPCEngine(Protocol):
     """
     The JSON-RPC 2.0 engine of one peer connection, whatever the framing (see the module
     docstring for the policies).
 
-    A concrete protocol puts it in front of a framing (:class:`JSONRPCProtocol`:
-    newline-delimited; :class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol`:
-    ``Content-Length`` headers).  The framing calls :meth:`_frame_received`,
-    :meth:`_frame_too_large` and ``inputEnded`` (:class:`acpkit.framing.IFramedMessageReceiver`
-    under the framing's own names); the engine writes each message with ``sendMessage``
-    (:class:`acpkit.framing.IMessageSender`) and reads ``MAX_LENGTH`` and ``paused``.
+    It is the Twisted protocol connected to the transport, and it holds its framing
+    (:class:`acpkit.framing.IFraming`) instead of inheriting one: every read goes to
+    ``framing.dataReceived``; the framing calls back this engine, its ``receiver``
+    (:class:`acpkit.framing.IFramedMessageReceiver`), with each whole message
+    (:meth:`messageReceived`), the head of an oversized one
+    (:meth:`messageLengthExceeded`), the end of input (:meth:`inputEnded`) and a broken
+    stream (:meth:`framingFailed`); the engine writes each message with
+    ``framing.sendMessage`` (:class:`acpkit.framing.IMessageSender`).  So the same class
+    runs over any framing: ``JSONRPCEngine(registry, framing=NDJSONProtocol(),
+    cancellation=MCP_CANCELLATION)`` is MCP over stdio.  :class:`JSONRPCProtocol`
+    (NDJSON, ACP) and :class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol`
+    (``Content-Length``, LSP) only choose a framing and a policy.
+
+    A framing that reads no byte stream (MCP's Streamable HTTP: a POST per message, the
+    answers in a JSON body or an event stream) plugs in the same way: it provides
+    :class:`~acpkit.framing.IFraming` (``sendMessage`` POSTs; each message it reads goes
+    to ``receiver.messageReceived``; the end of the session to ``receiver.inputEnded``),
+    and the engine is connected (``makeConnection``) to a transport standing for the
+    session, whose ``loseConnection`` ends it and calls :meth:`connectionLost`.  The
+    engine only needs ``loseConnection`` from its transport; ``registerProducer``,
+    ``pauseProducing``/``resumeProducing`` and ``flushNow`` are used when present.
 
     ``registry`` holds the methods this side handles; ``clock`` drives timeouts
     (default: the global reactor); ``name`` labels log lines; ``cancellation`` is the
-    dialect's way to cancel requests (:mod:`acpkit.rpc_cancel`; default: the class's).
+    dialect's way to cancel requests (:mod:`acpkit.rpc_cancel`; default: the class's);
+    ``framing`` is an unconnected framing without a receiver (default: the class's
+    :meth:`make_framing`); ``max_line_length`` sets its ``MAX_LENGTH``.
     """
 
     _log = Logger()
-
-    #: The largest message, in bytes, read or written (the framing's limit).
-    MAX_LENGTH: int
-    #: True while the framing holds complete messages undelivered.
-    paused: bool
 
     #: How requests are cancelled, both ways (a subclass sets its dialect's).
     cancellation: ICancellationPolicy
@@ -414,8 +445,8 @@ class JSONRPCEngine(Protocol):
         max_buffered_output: int = DEFAULT_MAX_BUFFERED_OUTPUT,
         name: str = "peer",
         cancellation: ICancellationPolicy | None = None,
+        framing: IFraming | None = None,
     ) -> None:
-        super().__init__()
         if cancellation is not None:
             self.cancellation = cancellation
         elif getattr(self, "cancellation", None) is None:
@@ -438,10 +469,20 @@ class JSONRPCEngine(Protocol):
         #: Bytes of output we may write while the peer is not reading before new
         #: inbound requests wait in the queue instead of starting (see Back-pressure).
         self.max_buffered_output = max_buffered_output
+        if max_line_length is not None and max_line_length < 1:
+            raise ValueError("max_line_length must be positive")
+        if framing is None:
+            framing = self.make_framing()
+        elif framing.receiver is not None:
+            raise ValueError("this framing already delivers to another receiver")
+        framing.receiver = self
+        #: The framing this protocol reads and writes through (:class:`IFraming`).
+        self.framing: IFraming = framing
+        # Bound once: one call per message, no attribute chain.
+        self._send_message = framing.sendMessage
+        self._frame_data = framing.dataReceived
         if max_line_length is not None:
-            if max_line_length < 1:
-                raise ValueError("max_line_length must be positive")
-            self.MAX_LENGTH = max_line_length
+            framing.MAX_LENGTH = max_line_length
         self.connected = False
         # outgoing
         self._outgoing = OutgoingRequests()
@@ -477,6 +518,46 @@ class JSONRPCEngine(Protocol):
         """
         return self._undecodable_dropped
 
+    def make_framing(self) -> IFraming:
+        """
+        The framing used when none is given to the constructor.  The generic engine has
+        none of its own: a subclass returns a new one (:class:`JSONRPCProtocol`:
+        :class:`~acpkit.framing.NDJSONProtocol`).
+        """
+        raise ValueError("a framing is needed (see acpkit.framing.IFraming)")
+
+    # The framing's settings, under the names the engine had when it inherited them.
+
+    @property
+    def MAX_LENGTH(self) -> int:
+        """
+        The largest message, in bytes, read or written (``max_line_length``; the
+        framing's ``MAX_LENGTH``, which this reads and sets).
+        """
+        return self.framing.MAX_LENGTH  # type: ignore[no-any-return]
+
+    @MAX_LENGTH.setter
+    def MAX_LENGTH(self, value: int) -> None:
+        self.framing.MAX_LENGTH = value
+
+    @property
+    def tracer(self) -> LineTracer | None:
+        """The framing's tracer: records every complete message both ways when set."""
+        return self.framing.tracer  # type: ignore[no-any-return]
+
+    @tracer.setter
+    def tracer(self, value: LineTracer | None) -> None:
+        self.framing.tracer = value
+
+    @property
+    def paused(self) -> bool:
+        """True while the framing holds complete messages undelivered."""
+        return bool(self.framing.paused)
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self.framing.paused = value
+
     # Views of the inbound dispatcher and the outgoing table, under their old names.
 
     @property
@@ -507,6 +588,11 @@ class JSONRPCEngine(Protocol):
 
     # -- connection ---------------------------------------------------------------
 
+    def makeConnection(self, transport: ITransport) -> None:
+        """Connect the framing (it writes to ``transport``), then this protocol."""
+        self.framing.makeConnection(transport)
+        super().makeConnection(transport)
+
     def connectionMade(self) -> None:
         """Register as a streaming producer with the transport when it supports it."""
         self.connected = True
@@ -519,7 +605,8 @@ class JSONRPCEngine(Protocol):
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         """Fail pending requests, cancel running handlers, fire ``when_closed``."""
-        super().connectionLost(reason)
+        # The framing first: a last unterminated line is still delivered.
+        self.framing.connectionLost(reason)
         self.connected = False
         self._closed_reason = reason
         why = ConnectionLost.because(reason.value)
@@ -637,7 +724,7 @@ class JSONRPCEngine(Protocol):
         self._outgoing.written(size)
         if self._write_paused:
             self._written_while_paused += size + 1
-        self.sendMessage(line)
+        self._send_message(line)
         if not self._receiving:
             self._flush()
         return True
@@ -656,7 +743,7 @@ class JSONRPCEngine(Protocol):
         """Process a read; what the handlers wrote meanwhile is flushed once, at the end."""
         self._receiving += 1
         try:
-            super().dataReceived(data)
+            self._frame_data(data)
         finally:
             self._receiving -= 1
         if not self._receiving and self.transport is not None:
@@ -688,7 +775,7 @@ class JSONRPCEngine(Protocol):
             line = encode_message(message)
         except (TypeError, ValueError) as e:
             return fail(e)
-        if len(line) > self.MAX_LENGTH:
+        if len(line) > self.framing.MAX_LENGTH:
             return fail(self._too_long_to_send(f"the {method} request", len(line)))
 
         def canceller(_: Deferred[Any]) -> None:
@@ -714,14 +801,14 @@ class JSONRPCEngine(Protocol):
         if params is not None:
             message["params"] = params
         line = encode_message(message)
-        if len(line) > self.MAX_LENGTH:
+        if len(line) > self.framing.MAX_LENGTH:
             self._too_long_to_send(f"the {method} notification", len(line))
             return
         self._write(line)
 
     def _too_long_to_send(self, what: str, size: int) -> MessageTooLarge:
         """The error for a line of ours longer than our own limit (it is not sent)."""
-        limit = self.MAX_LENGTH
+        limit = self.framing.MAX_LENGTH
         self._log.warn(
             "{peer}: {what} was not sent: {size} bytes, over the {limit}-byte line limit",
             peer=self.name,
@@ -761,28 +848,53 @@ class JSONRPCEngine(Protocol):
             self.notify(self.cancellation.method, self.cancellation.cancel_params(request_id))
         outgoing.deferred.errback(RequestTimeout(outgoing.method, request_id, timeout))
 
-    # -- reading: ordered backlog -------------------------------------------------------
-
     def sendMessage(self, data: bytes, /) -> None:
-        """Write one message through the framing (:class:`acpkit.framing.IMessageSender`)."""
-        raise NotImplementedError
+        """
+        Write one message through the framing (:class:`acpkit.framing.IMessageSender`),
+        as is: no id, no size check (:meth:`request` and :meth:`notify` do those).
+        """
+        self._send_message(data)
 
-    def _frame_received(self, line: bytes) -> None:
-        """Queue one message for in-order processing."""
+    # -- reading: what the framing delivers (IFramedMessageReceiver) ----------------------
+
+    def messageReceived(self, data: bytes) -> None:
+        """One whole message from the framing: queue it for in-order processing."""
         dispatch = self._dispatch
-        dispatch.backlog.append((line, False))
+        dispatch.backlog.append((data, False))
         dispatch.drain()
 
-    def _frame_too_large(self, line: bytes) -> None:
-        """Queue the head of an oversized message for in-order processing."""
+    def messageLengthExceeded(self, head: bytes) -> None:
+        """The head of an oversized message: queue it for in-order processing."""
         dispatch = self._dispatch
-        dispatch.backlog.append((line, True))
+        dispatch.backlog.append((head, True))
         dispatch.drain()
+
+    def framingFailed(self, reason: str) -> None:
+        """
+        The framing cannot find another message (``Content-Length``: a malformed header
+        block): answer -32700 with id ``null`` and ``reason``, then close.
+        """
+        self._log.error("{peer}: {reason}; closing", peer=self.name, reason=reason)
+        self._undecodable_dropped += 1
+        self._send_error(None, ParseError(reason))
+        self.close()
 
     def inputEnded(self) -> None:
         """The peer closed our input: finish in-flight work, then close."""
         self._eof = True
         self._dispatch.drain()
+
+    # -- half-close (IHalfCloseableProtocol, called by the transport) ---------------------
+
+    def readConnectionLost(self) -> None:
+        """
+        The peer closed our input: the framing delivers a last unterminated message,
+        then calls :meth:`inputEnded` (while paused, once resumed).
+        """
+        self.framing.readConnectionLost()
+
+    def writeConnectionLost(self) -> None:
+        """The peer will read nothing more; nothing to do (``connectionLost`` follows)."""
 
     def _check_eof(self) -> None:
         if not self._eof or not self._dispatch.idle():
@@ -1084,7 +1196,7 @@ class JSONRPCEngine(Protocol):
             outgoing.deferred.errback(reason)
 
     def _process_oversized(self, head: bytes) -> None:
-        limit = self.MAX_LENGTH
+        limit = self.framing.MAX_LENGTH
         self._oversized_dropped += 1
         found = _scan_head(head)
         kind = found.kind()
@@ -1144,24 +1256,24 @@ class JSONRPCEngine(Protocol):
                 e=e,
             )
             line = encode_message(error_message(request.id, InternalError()))
-        if len(line) > self.MAX_LENGTH:
+        if len(line) > self.framing.MAX_LENGTH:
             what = f"the {'error' if is_error else 'result'} of {request.method}"
             too_large = self._too_long_to_send(f"{what} (id {request.id!r})", len(line))
             line = encode_message(error_message(request.id, too_large))
         return self._write(line)
 
 
-@implementer(IPushProducer)
-class JSONRPCProtocol(JSONRPCEngine, NDJSONProtocol):
+class JSONRPCProtocol(JSONRPCEngine):
     """
-    JSON-RPC 2.0 for ACP: the engine over newline-delimited JSON (one message per line,
-    :class:`acpkit.framing.NDJSONProtocol`), cancelling with ``$/cancel_request``
-    (:data:`acpkit.rpc_cancel.ACP_CANCELLATION`).  Pass ``cancellation`` for another
-    dialect over the same framing (MCP over stdio: ``MCP_CANCELLATION``).
+    JSON-RPC 2.0 for ACP: the engine holding a newline-delimited framing (one message per
+    line, :class:`acpkit.framing.NDJSONProtocol`, in :attr:`framing`), cancelling with
+    ``$/cancel_request`` (:data:`acpkit.rpc_cancel.ACP_CANCELLATION`).  Pass
+    ``cancellation`` for another dialect over the same framing (MCP over stdio:
+    ``MCP_CANCELLATION``).
     """
 
     cancellation = ACP_CANCELLATION
 
-    lineReceived = JSONRPCEngine._frame_received
-    lineLengthExceeded = JSONRPCEngine._frame_too_large
-    sendMessage = NDJSONProtocol.sendLine  # one call less per message than sendMessage
+    def make_framing(self) -> NDJSONProtocol:
+        """A new :class:`~acpkit.framing.NDJSONProtocol`."""
+        return NDJSONProtocol()
