@@ -650,6 +650,16 @@ class StreamableHTTPTests(TestCase):
 
         return ensureDeferred(run())
 
+    def test_connect_http_bad_url(self) -> Deferred[None]:
+        """A URL that is not http(s)://host fails the Deferred with ValueError, no raise."""
+
+        async def run() -> None:
+            for url in ("ftp://host/mcp", "http:///mcp", "localhost:3001/mcp"):
+                with pytest.raises(ValueError, match="http"):
+                    await connect_http(reactor, url, name="bad")
+
+        return ensureDeferred(run())
+
     def test_headers_never_logged(self) -> Deferred[None]:
         """The configured headers appear in no log event, whatever failed."""
 

@@ -76,7 +76,7 @@ from urllib.parse import urlsplit
 
 import attrs
 from twisted.internet.address import HostnameAddress
-from twisted.internet.defer import CancelledError, Deferred, DeferredList, succeed
+from twisted.internet.defer import CancelledError, Deferred, DeferredList, fail, succeed
 from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
 from twisted.internet.interfaces import IDelayedCall, IProtocol, IReactorTime, ITransport
 from twisted.internet.protocol import Protocol, connectionDone
@@ -904,18 +904,21 @@ def connect_http(
     ``headers`` go with every HTTP request (for example ``{"Authorization": "Bearer
     ..."}``) and are never logged.  Fails like :func:`acpkit.mcp.stdio.connect_stdio`'s
     handshake (:class:`acpkit.mcp.client.McpHandshakeError` and its subclasses), the
-    reason naming an unreachable server or an HTTP error status; ``ValueError`` at once
-    for a URL that is not ``http(s)://host...``.
+    reason naming an unreachable server or an HTTP error status; with ``ValueError`` for
+    a URL that is not ``http(s)://host...`` (nothing is sent).
     """
-    transport = StreamableHTTPTransport(
-        reactor,
-        url,
-        headers,
-        max_message_size=max_message_size,
-        connect_timeout=connect_timeout,
-        max_resumes=max_resumes,
-        name=name,
-    )
+    try:
+        transport = StreamableHTTPTransport(
+            reactor,
+            url,
+            headers,
+            max_message_size=max_message_size,
+            connect_timeout=connect_timeout,
+            max_resumes=max_resumes,
+            name=name,
+        )
+    except ValueError as e:
+        return fail(e)
     protocol = mcp_http_protocol(reactor, name, max_message_size)
     client = McpClient(protocol, name=name, clock=reactor, client_info=client_info)
     transport.connect(protocol)
