@@ -112,6 +112,39 @@ def test_sse_chunking_does_not_matter(data: st.DataObject) -> None:
     ]
 
 
+_line_text = st.binary(max_size=20).map(lambda b: b.replace(b"\r", b"").replace(b"\n", b""))
+_sse_events = st.lists(
+    st.tuples(
+        st.lists(_line_text, min_size=1, max_size=4),  # data lines
+        st.none() | _line_text.filter(lambda b: b"\x00" not in b),  # id
+        st.none() | st.text("abcxyz", min_size=1, max_size=5),  # event type
+    ),
+    max_size=6,
+)
+
+
+@given(_sse_events, st.sampled_from([b"\n", b"\r", b"\r\n"]), st.data())
+def test_sse_round_trip(
+    events: list[tuple[list[bytes], bytes | None, str | None]], newline: bytes, data: st.DataObject
+) -> None:
+    """Any events, written with any of the three line ends and cut into reads anywhere,
+    parse back to the same data, ids and types."""
+    stream = b""
+    expected: list[SSEEvent] = []
+    last_id: str | None = None
+    for lines, event_id, event_type in events:
+        if event_id is not None:
+            stream += b"id: " + event_id + newline
+            last_id = event_id.decode("utf-8", errors="replace")
+        if event_type is not None:
+            stream += b"event: " + event_type.encode() + newline
+        stream += b"".join(b"data: " + line + newline for line in lines) + newline
+        expected.append(SSEEvent(b"\n".join(lines), event_type or "message", last_id))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
+    chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+    assert parse_all(chunks)[0] == expected
+
+
 def test_sse_bounded() -> None:
     """An event's data, or a line without end, longer than the limit raises at once."""
     with pytest.raises(SSEEventTooLarge):
