@@ -1,8 +1,9 @@
 """
 The ``lsp`` tool end to end: whole bob turns driven by the scripted model server (the
-``openai`` engine), with real language servers from PyPI (``python-lsp-server`` and
-``jedi-language-server``, installed by ``.ci/install-real-agents``; see tests/real_peers.py)
-on a small two-file project, and a client that advertises its file system.
+``openai`` engine), with real language servers (``python-lsp-server`` and
+``jedi-language-server`` from PyPI, ``pyright`` from npm, installed by
+``.ci/install-real-agents``; see tests/real_peers.py) on a small two-file project, and a
+client that advertises its file system.
 
 Also: a server that is not installed, a server that crashes mid-request (the fixture
 ``tests/fixtures/lsp_servers/crashing_server.py``), and bob's exit sending ``shutdown`` /
@@ -35,7 +36,7 @@ from acpkit_agent.config import AgentConfig
 from acpkit_agent.lsp_config import LspServerConfig
 from acpkit_agent.tap import AgentService, build_runtime, stop_language_servers
 from tests.fixtures.agent.harness import RecordingClient
-from tests.real_peers import JEDI_LS, PYLSP, require_peer
+from tests.real_peers import JEDI_LS, PYLSP, PYRIGHT_LS, require_peer
 
 pytestmark = [pytest.mark.process, pytest.mark.real_agent]
 
@@ -213,6 +214,45 @@ class LspToolTurnTests(TestCase):
             LspServerConfig(name="jedi", command=command, files=("*.py",))
         )
         await self._check_rename(client)
+
+    @deferred_test
+    async def test_pyright_columns_and_rename_on_a_line_outside_the_bmp(self) -> None:
+        """
+        pyright counts UTF-16 units as LSP says: on a line holding U+1D538 (two units) the
+        model's 1-based columns come back right, and prepareRename + rename edit it exactly.
+        """
+        command = require_peer(PYRIGHT_LS)
+        main = (
+            'from lib import greet\n\nprint("\U0001d538\U0001d538", greet("bob"), greet("ann"))\n'
+        )
+        self.texts["main.py"] = main
+        with open(self.path("main.py"), "w", encoding="utf-8") as stream:
+            stream.write(main)
+        client = await self.turn(
+            LspServerConfig(name="pyright", command=command, args=("--stdio",), files=("*.py",)),
+            [
+                {
+                    "tool_calls": [
+                        call("references", path="main.py", line=3, character=30),
+                        call("rename", path="main.py", line=3, symbol="greet", new_name="hi"),
+                    ]
+                },
+                {"chunks": ["ok"]},
+            ],
+            answers=["allow"],
+        )
+        (status, references), (status2, renamed) = outputs(client)
+        assert status == status2 == "completed", renamed
+        line = 'print("\U0001d538\U0001d538", greet("bob"), greet("ann"))'
+        assert sorted(references.splitlines()[1:]) == [
+            "lib.py:1:5: def greet(name):",
+            "main.py:1:17: from lib import greet",
+            f"main.py:3:13: {line}",
+            f"main.py:3:27: {line}",
+        ]
+        assert renamed.startswith("renamed 'greet' to 'hi': "), renamed
+        assert client.files[self.path("main.py")] == main.replace("greet", "hi")
+        assert client.files[self.path("lib.py")] == LIB.replace("greet", "hi")
 
     @deferred_test
     async def test_each_navigation_action_with_jedi(self) -> None:
