@@ -9,7 +9,7 @@ typed models), ``acpkit.connection`` (typed agent and client roles) and
 The names most programs need are available from here too (imported on first use, so
 ``import acpkit`` stays cheap)::
 
-    from acpkit import Agent, AgentConnection, schema, serve_stdio
+    from acpkit import Agent, AgentConnection, run_agent, schema
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     )
     from acpkit.interfaces import IAgent, IClient
     from acpkit.jsonrpc import JSONRPCProtocol
+    from acpkit.runners import run_agent, run_client
     from acpkit.trace import Tracer
 
 #: Public name → the module that defines it.
@@ -68,6 +69,8 @@ _WHERE: dict[str, str] = {
     "IAgent": "acpkit.interfaces",
     "IClient": "acpkit.interfaces",
     "JSONRPCProtocol": "acpkit.jsonrpc",
+    "run_agent": "acpkit.runners",
+    "run_client": "acpkit.runners",
     "Tracer": "acpkit.trace",
 }
 
@@ -94,6 +97,8 @@ __all__ = [
     "codec",
     "connect",
     "negotiate_version",
+    "run_agent",
+    "run_client",
     "schema",
     "serve",
     "serve_stdio",

@@ -51,15 +51,17 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import Any, ClassVar, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.error import ConnectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit import codec, schema
+from acpkit.asyncio_support import coroutine_deferred, task_awaitable
 from acpkit.errors import (
     CapabilityError,
     ConnectionLost,
@@ -67,8 +69,18 @@ from acpkit.errors import (
     InvalidRequest,
     MethodNotFound,
 )
-from acpkit.interfaces import AGENT_METHOD_NAMES, CLIENT_METHOD_NAMES, IAgent, IClient
+from acpkit.framing import LineTracer
+from acpkit.interfaces import (
+    AGENT_METHOD_NAMES,
+    CLIENT_METHOD_NAMES,
+    IAgent,
+    IClient,
+    MaybeAsync,
+)
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol
+
+if TYPE_CHECKING:  # annotations only: the unstable models load when a program uses them
+    from acpkit import unstable
 
 __all__ = [
     "LATEST_PROTOCOL_VERSION",
@@ -139,13 +151,14 @@ def _as_deferred(result: Any) -> Deferred[Any]:
     if isinstance(result, Deferred):
         return result
     if inspect.iscoroutine(result):
-        return Deferred.fromCoroutine(cast(Coroutine[Any, Any, Any], result))
+        # An asyncio task on the asyncio reactor (see acpkit.asyncio_support).
+        return coroutine_deferred(cast(Coroutine[Any, Any, Any], result))
     if inspect.isawaitable(result):
 
         async def wait(aw: Awaitable[Any]) -> Any:
             return await aw
 
-        return Deferred.fromCoroutine(wait(result))
+        return coroutine_deferred(wait(result))
     return succeed(result)
 
 
@@ -157,6 +170,16 @@ def _wire_tag(value: object) -> Any:
     unknown = getattr(type(value), "__acp_unknown__", None)
     raw = getattr(value, "raw", None)
     return raw.get(unknown) if unknown is not None and isinstance(raw, Mapping) else None
+
+
+def _clean_close(reason: Failure) -> bool:
+    """Whether a connection ended cleanly: EOF or our close, or an agent's exit status 0."""
+    if reason.check(ConnectionDone):
+        return True
+    from acpkit.endpoints import AgentExited  # spawning agents is the endpoints' business
+
+    value = reason.value
+    return isinstance(value, AgentExited) and value.exit_code == 0 and value.signal is None
 
 
 def _session_id_of(params: object) -> str | None:
@@ -227,8 +250,11 @@ class _Role(Generic[H]):
         strict: bool,
         name: str,
         interface: Any,
+        tracer: LineTracer | None = None,
     ) -> None:
         self.protocol = protocol if protocol is not None else JSONRPCProtocol(name=name)
+        if tracer is not None:
+            self.protocol.tracer = tracer
         self.strict = strict
         for method in self._handled.values():
             self._register(method)
@@ -358,11 +384,45 @@ class _Role(Generic[H]):
         d.addCallback(
             lambda raw: codec.decode(result_type, {} if raw is None else raw, strict=self.strict)
         )
-        return d
+        return task_awaitable(d)
 
     def _notify(self, method: str, params: object) -> Deferred[None]:
         self.protocol.notify(method, codec.encode(params))
         return self.writable()
+
+    # -- lifetime ------------------------------------------------------------------
+
+    def close(self) -> None:
+        """
+        Close the connection now, keeping what was already written: output already
+        written is flushed to the peer first; handlers still running are cancelled and
+        pending outgoing requests fail once the transport reports the close.  Closing
+        twice, or a connection that is gone, does nothing.
+        """
+        self.protocol.close()
+
+    @property
+    def closed(self) -> Deferred[None]:
+        """
+        A new Deferred on each access that fires once the connection has ended: with
+        ``None`` when it ended cleanly (the peer closed its end, we called
+        :meth:`close`, or an agent process exited with status 0), and fails with the
+        reason otherwise (an :class:`~acpkit.endpoints.AgentExited` with another status
+        or a signal, a broken pipe...).  Already fired once the connection is gone.
+        (``protocol.when_closed()`` still fires with the reason, a ``Failure``, for
+        callers written before this.)
+        """
+        reason = self.protocol.closed_reason
+        if reason is not None:
+            return succeed(None) if _clean_close(reason) else fail(reason)
+        d = self.protocol.when_closed()
+        d.addErrback(lambda reason: None if _clean_close(reason) else reason)
+        return task_awaitable(cast("Deferred[None]", d))
+
+    @property
+    def closed_reason(self) -> Failure | None:
+        """Why the connection ended (a ``Failure``) once it has, else ``None``."""
+        return self.protocol.closed_reason
 
     # -- back-pressure ---------------------------------------------------------------
 
@@ -381,7 +441,7 @@ class _Role(Generic[H]):
         reason = self.protocol.closed_reason
         if reason is not None:
             return fail(ConnectionLost.because(reason.value))
-        return self.protocol.writable()
+        return task_awaitable(self.protocol.writable())
 
     # -- extensions ----------------------------------------------------------------
 
@@ -400,7 +460,7 @@ class _Role(Generic[H]):
     ) -> Deferred[Any]:
         """Send the custom request ``method`` with raw params; resolves with the raw result."""
         self._check_extension_name(method)
-        return self.protocol.request(method, params, timeout=timeout)
+        return task_awaitable(self.protocol.request(method, params, timeout=timeout))
 
     def extension_notify(self, method: str, params: Any = None) -> Deferred[None]:
         """
@@ -433,53 +493,75 @@ class Agent:
     """
 
     @unimplemented
-    def initialize(self, params: schema.InitializeRequest) -> Any:
+    def initialize(
+        self, params: schema.InitializeRequest
+    ) -> MaybeAsync[schema.InitializeResponse | unstable.InitializeResponse]:
         raise MethodNotFound("initialize")
 
-    def authenticate(self, params: schema.AuthenticateRequest) -> Any:
+    def authenticate(
+        self, params: schema.AuthenticateRequest
+    ) -> MaybeAsync[schema.AuthenticateResponse | None]:
         return schema.AuthenticateResponse()
 
     @unimplemented
-    def logout(self, params: schema.LogoutRequest) -> Any:
+    def logout(self, params: schema.LogoutRequest) -> MaybeAsync[schema.LogoutResponse | None]:
         raise MethodNotFound("logout")
 
     @unimplemented
-    def new_session(self, params: schema.NewSessionRequest) -> Any:
+    def new_session(
+        self, params: schema.NewSessionRequest
+    ) -> MaybeAsync[schema.NewSessionResponse]:
         raise MethodNotFound("session/new")
 
     @unimplemented
-    def load_session(self, params: schema.LoadSessionRequest) -> Any:
+    def load_session(
+        self, params: schema.LoadSessionRequest
+    ) -> MaybeAsync[schema.LoadSessionResponse | None]:
         raise MethodNotFound("session/load")
 
     @unimplemented
-    def list_sessions(self, params: schema.ListSessionsRequest) -> Any:
+    def list_sessions(
+        self, params: schema.ListSessionsRequest
+    ) -> MaybeAsync[schema.ListSessionsResponse | unstable.ListSessionsResponse]:
         raise MethodNotFound("session/list")
 
     @unimplemented
-    def delete_session(self, params: schema.DeleteSessionRequest) -> Any:
+    def delete_session(
+        self, params: schema.DeleteSessionRequest
+    ) -> MaybeAsync[schema.DeleteSessionResponse | None]:
         raise MethodNotFound("session/delete")
 
     @unimplemented
-    def resume_session(self, params: schema.ResumeSessionRequest) -> Any:
+    def resume_session(
+        self, params: schema.ResumeSessionRequest
+    ) -> MaybeAsync[schema.ResumeSessionResponse | None]:
         raise MethodNotFound("session/resume")
 
     @unimplemented
-    def close_session(self, params: schema.CloseSessionRequest) -> Any:
+    def close_session(
+        self, params: schema.CloseSessionRequest
+    ) -> MaybeAsync[schema.CloseSessionResponse | None]:
         raise MethodNotFound("session/close")
 
     @unimplemented
-    def set_mode(self, params: schema.SetSessionModeRequest) -> Any:
+    def set_mode(
+        self, params: schema.SetSessionModeRequest
+    ) -> MaybeAsync[schema.SetSessionModeResponse | None]:
         raise MethodNotFound("session/set_mode")
 
     @unimplemented
-    def set_config_option(self, params: schema.SetSessionConfigOptionRequest) -> Any:
+    def set_config_option(
+        self, params: schema.SetSessionConfigOptionRequest
+    ) -> MaybeAsync[schema.SetSessionConfigOptionResponse]:
         raise MethodNotFound("session/set_config_option")
 
     @unimplemented
-    def prompt(self, params: schema.PromptRequest) -> Any:
+    def prompt(
+        self, params: schema.PromptRequest
+    ) -> MaybeAsync[schema.PromptResponse | unstable.PromptResponse]:
         raise MethodNotFound("session/prompt")
 
-    def cancel(self, params: schema.CancelNotification) -> None:
+    def cancel(self, params: schema.CancelNotification) -> MaybeAsync[None]:
         return None
 
 
@@ -520,6 +602,7 @@ class AgentConnection(_Role[IAgent]):
         protocol: JSONRPCProtocol | None = None,
         strict: bool = False,
         name: str = "client",
+        tracer: LineTracer | None = None,
     ) -> None:
         self._turns: dict[str, list[_Turn]] = {}
         # Sessions whose id the client knows (seen in a request or a written response).
@@ -530,7 +613,9 @@ class AgentConnection(_Role[IAgent]):
         self.client_capabilities: schema.ClientCapabilities | None = None
         self.client_info: schema.Implementation | None = None
         self.protocol_version: int | None = None
-        super().__init__(agent, protocol=protocol, strict=strict, name=name, interface=IAgent)
+        super().__init__(
+            agent, protocol=protocol, strict=strict, name=name, interface=IAgent, tracer=tracer
+        )
         self.protocol.on_request_received = self._request_received
 
     # -- inbound semantics -----------------------------------------------------------
@@ -655,7 +740,11 @@ class AgentConnection(_Role[IAgent]):
             raise CapabilityError(method, capability)
 
     def session_update(
-        self, session_id: str, update: Any, *, meta: Mapping[str, Any] | None = None
+        self,
+        session_id: str,
+        update: schema.SessionUpdate | unstable.SessionUpdate,
+        *,
+        meta: Mapping[str, Any] | None = None,
     ) -> Deferred[None]:
         """
         Send one ``session/update``; returns :meth:`writable`.
@@ -792,10 +881,12 @@ class Client:
     default); everything else answers ``-32601`` until overridden.
     """
 
-    def session_update(self, params: schema.SessionNotification) -> None:
+    def session_update(self, params: schema.SessionNotification) -> MaybeAsync[None]:
         return None
 
-    def request_permission(self, params: schema.RequestPermissionRequest) -> Any:
+    def request_permission(
+        self, params: schema.RequestPermissionRequest
+    ) -> MaybeAsync[schema.RequestPermissionResponse]:
         for option in params.options:
             if str(option.kind) in ("reject_once", "reject_always"):
                 return codec.decode(
@@ -805,38 +896,56 @@ class Client:
         return codec.decode(schema.RequestPermissionResponse, dict(_CANCELLED_PERMISSION))
 
     @unimplemented
-    def read_text_file(self, params: schema.ReadTextFileRequest) -> Any:
+    def read_text_file(
+        self, params: schema.ReadTextFileRequest
+    ) -> MaybeAsync[schema.ReadTextFileResponse]:
         raise MethodNotFound("fs/read_text_file")
 
     @unimplemented
-    def write_text_file(self, params: schema.WriteTextFileRequest) -> Any:
+    def write_text_file(
+        self, params: schema.WriteTextFileRequest
+    ) -> MaybeAsync[schema.WriteTextFileResponse | None]:
         raise MethodNotFound("fs/write_text_file")
 
     @unimplemented
-    def create_terminal(self, params: schema.CreateTerminalRequest) -> Any:
+    def create_terminal(
+        self, params: schema.CreateTerminalRequest
+    ) -> MaybeAsync[schema.CreateTerminalResponse]:
         raise MethodNotFound("terminal/create")
 
     @unimplemented
-    def terminal_output(self, params: schema.TerminalOutputRequest) -> Any:
+    def terminal_output(
+        self, params: schema.TerminalOutputRequest
+    ) -> MaybeAsync[schema.TerminalOutputResponse]:
         raise MethodNotFound("terminal/output")
 
     @unimplemented
-    def release_terminal(self, params: schema.ReleaseTerminalRequest) -> Any:
+    def release_terminal(
+        self, params: schema.ReleaseTerminalRequest
+    ) -> MaybeAsync[schema.ReleaseTerminalResponse | None]:
         raise MethodNotFound("terminal/release")
 
     @unimplemented
-    def wait_for_terminal_exit(self, params: schema.WaitForTerminalExitRequest) -> Any:
+    def wait_for_terminal_exit(
+        self, params: schema.WaitForTerminalExitRequest
+    ) -> MaybeAsync[schema.WaitForTerminalExitResponse | None]:
         raise MethodNotFound("terminal/wait_for_exit")
 
     @unimplemented
-    def kill_terminal(self, params: schema.KillTerminalRequest) -> Any:
+    def kill_terminal(
+        self, params: schema.KillTerminalRequest
+    ) -> MaybeAsync[schema.KillTerminalResponse | None]:
         raise MethodNotFound("terminal/kill")
 
     @unimplemented
-    def create_elicitation(self, params: schema.CreateElicitationRequest) -> Any:
+    def create_elicitation(
+        self, params: schema.CreateElicitationRequest
+    ) -> MaybeAsync[schema.CreateElicitationResponse]:
         raise MethodNotFound("elicitation/create")
 
-    def complete_elicitation(self, params: schema.CompleteElicitationNotification) -> None:
+    def complete_elicitation(
+        self, params: schema.CompleteElicitationNotification
+    ) -> MaybeAsync[None]:
         return None
 
 
@@ -865,13 +974,16 @@ class ClientConnection(_Role[IClient]):
         protocol: JSONRPCProtocol | None = None,
         strict: bool = False,
         name: str = "agent",
+        tracer: LineTracer | None = None,
     ) -> None:
         self._known_sessions: set[str] = set()
         self._early_updates: deque[tuple[str, schema.SessionNotification]] = deque()
         self._permissions: dict[str, list[InboundRequest]] = {}
         #: What the agent answered to ``initialize`` (None before).
         self.initialize_response: schema.InitializeResponse | None = None
-        super().__init__(client, protocol=protocol, strict=strict, name=name, interface=IClient)
+        super().__init__(
+            client, protocol=protocol, strict=strict, name=name, interface=IClient, tracer=tracer
+        )
         self.protocol.on_request_received = self._request_received
 
     @property
@@ -1020,7 +1132,7 @@ class ClientConnection(_Role[IClient]):
                 self._session_known(sid)
 
         d.addCallbacks(answered, mine.errback)
-        return mine
+        return task_awaitable(mine)
 
     def new_session(self, params: schema.NewSessionRequest) -> Deferred[schema.NewSessionResponse]:
         """``session/new``."""

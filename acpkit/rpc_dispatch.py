@@ -39,6 +39,7 @@ import attrs
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.python.failure import Failure
 
+from acpkit.asyncio_support import coroutine_deferred
 from acpkit.errors import InternalError, RPCError
 from acpkit.rpc_classify import RequestId
 
@@ -61,7 +62,7 @@ def _as_deferred(value: Any) -> Deferred[Any]:
     if isinstance(value, Deferred):
         return value
     if inspect.iscoroutine(value):
-        return Deferred.fromCoroutine(value)
+        return coroutine_deferred(value)  # an asyncio task on the asyncio reactor
     return succeed(value)
 
 
