@@ -132,6 +132,10 @@ def default_connector(reactor: Any) -> Connector:
     return connect
 
 
+class _GivenUp(Exception):
+    """A server's startup was given up (timeout, closed); the message says why."""
+
+
 def _one_line(text: str) -> str:
     first = text.strip().splitlines()[0] if text.strip() else text
     return clip(" ".join(first.split()))
@@ -306,26 +310,39 @@ class McpServerSet:
             d.callback(None)
 
     def _start_one(self, server: RunningServer) -> Deferred[None]:
+        """
+        Connect and list one server.  Its startup is given up after the startup timeout
+        or at :meth:`close` without cancelling the connection attempt (a transport may
+        not support it): a client that arrives afterwards is closed at once.
+        """
         try:
             connecting = self._connect(server.config)
         except Exception as error:
             connecting = fail(error)
-        self._pending[server.name] = connecting
-        timed_out: list[bool] = []
+        gate: Deferred[Any] = Deferred()
+        self._pending[server.name] = gate
 
-        def expire() -> None:
-            timed_out.append(True)
-            connecting.cancel()
+        def give_up(why: str) -> None:
+            if not gate.called:
+                gate.errback(Failure(_GivenUp(why)))
 
-        timer = self.reactor.callLater(self._startup_timeout, expire)
+        timer = self.reactor.callLater(
+            self._startup_timeout, give_up, f"no answer in {self._startup_timeout:g} s"
+        )
+
+        def arrived(client: Any) -> None:
+            if gate.called:  # given up meanwhile: nobody will use it
+                client.close()
+            else:
+                gate.callback(client)
+
+        def not_arrived(failure: Failure) -> None:
+            if not gate.called:
+                gate.errback(failure)
+
+        connecting.addCallbacks(arrived, not_arrived)
 
         def connected(client: Any) -> Deferred[None]:
-            if timer.active():
-                timer.cancel()
-            self._pending.pop(server.name, None)
-            if self._closing:
-                client.close()
-                raise CancelledError()
             server.client = client
             self._track_group(client)
             listing: Deferred[list[mcp.Tool]] = client.list_tools()
@@ -334,6 +351,8 @@ class McpServerSet:
             def listed(tools: list[mcp.Tool]) -> None:
                 if listing_timer.active():
                     listing_timer.cancel()
+                if self._closing:
+                    raise _GivenUp("closed before it started")
                 server.take_tools(tools)
                 server.state = "ready"
                 self.version += 1
@@ -345,38 +364,30 @@ class McpServerSet:
                     listing_timer.cancel()
                 client.close()
                 if failure.check(CancelledError):
-                    return Failure(
-                        RuntimeError(f"tools/list not answered in {self._startup_timeout:g} s")
-                    )
+                    why = f"tools/list not answered in {self._startup_timeout:g} s"
+                    return Failure(_GivenUp(why))
                 return failure
 
             return listing.addCallbacks(listed, not_listed)
 
         def failed(failure: Failure) -> None:
+            server.state = "failed"
+            server.reason = _why(failure)
+
+        def settled(_: object) -> None:
             if timer.active():
                 timer.cancel()
             self._pending.pop(server.name, None)
-            server.state = "failed"
-            if timed_out:
-                server.reason = f"no answer in {self._startup_timeout:g} s"
-            elif self._closing:
-                server.reason = "closed before it started"
-            else:
-                server.reason = _why(failure)
-
-        def settled(_: object) -> None:
-            if server.state == "failed":
-                _log.warn("[mcp] {server}: failed: {why}", server=server.label, why=server.reason)
-            elif server.state == "ready":
-                _log.info(
-                    "[mcp] {server}: {count}",
-                    server=server.label,
-                    count=_plural(len(server.tools), "tool"),
-                )
             if self._on_settled is not None:
                 self._on_settled(server)
+            elif server.state == "failed":
+                _log.warn("[mcp] {server}: failed: {why}", server=server.label, why=server.reason)
+            else:
+                _log.info(
+                    "[mcp] {server}: {summary}", server=server.label, summary=server.summary()
+                )
 
-        d: Deferred[None] = connecting.addCallback(connected)
+        d: Deferred[None] = gate.addCallback(connected)
         d.addErrback(failed)
         d.addCallback(settled)
         return d
@@ -443,8 +454,9 @@ class McpServerSet:
             return succeed(None)
         self._closing = True
         _open_sets.discard(self)
-        for pending in list(self._pending.values()):
-            pending.cancel()
+        for gate in list(self._pending.values()):
+            if not gate.called:
+                gate.errback(Failure(_GivenUp("closed before it started")))
         closing: list[Deferred[Any]] = []
         for server in self.servers:
             client = server.client

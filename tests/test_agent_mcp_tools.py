@@ -573,6 +573,9 @@ def test_startup_failure_and_timeout_are_banner_lines() -> None:
     clock.advance(30)
     assert seen[1] == "slow (stdio): failed: no answer in 30 s"
     assert ready.called
+    late = FakeClient([tool("t")])
+    servers.clients["slow"].callback(late)  # it answers after all: closed, not used
+    assert late.closes == 1 and server_set.servers[1].state == "failed"
 
 
 def test_a_prompt_waits_for_servers_still_starting() -> None:
@@ -591,19 +594,22 @@ def test_a_prompt_waits_for_servers_still_starting() -> None:
 
 
 def test_close_closes_every_server_and_gives_up_starting_ones() -> None:
-    """close(): each started client closed; a starting connection cancelled; no death line."""
+    """close(): each started client closed; one still starting is closed when it arrives."""
     client = FakeClient([tool("t")])
+    late = FakeClient([tool("t")])
     starting: Deferred[Any] = Deferred()
     with captured_logs() as logs:
         server_set = McpServerSet(
             [stdio("a"), stdio("b")], Clock(), connect=Servers({"a": client, "b": starting}).connect
         )
-        server_set.start()
+        ready = server_set.start()
         server_set.close()
-    assert client.closes == 1
-    assert starting.called
+        assert ready.called
+        starting.callback(late)
+    assert client.closes == 1 and late.closes == 1
     assert not any("stopped" in line for line in logs.lines)
     assert server_set.servers[0].unavailable() == "closed by bob"
+    assert server_set.servers[1].summary() == "failed: closed before it started"
 
 
 # -- the client's mcpServers ----------------------------------------------------------------
