@@ -693,6 +693,24 @@ class StreamableHTTPTests(TestCase):
 
         return ensureDeferred(run())
 
+    def test_response_id_echoed_as_string(self) -> Deferred[None]:
+        """A server echoing our integer id as its decimal string: the request gets its
+        result (the engine accepts it) and the transport counts it as answered."""
+
+        def on_list(request: Request, message: Any) -> None:
+            json_answer(request, {"jsonrpc": "2.0", "id": str(message["id"]), "result": {}})
+
+        self.mcp.on_post["tools/list"] = on_list
+
+        async def run() -> None:
+            proto, _ = self.connect()
+            await self.initialize(proto)
+            assert await proto.request("tools/list", {}) == {}
+            assert await proto.request("ping") == {}
+            assert not any("held no response" in line for line in self.log.lines)
+
+        return ensureDeferred(run())
+
     def test_headers_never_logged(self) -> Deferred[None]:
         """The configured headers appear in no log event, whatever failed."""
 

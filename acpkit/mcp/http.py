@@ -607,6 +607,8 @@ class StreamableHTTPTransport:
         )
 
     def _deliver_json(self, body: bytes) -> None:
+        if not body.strip():
+            return  # an empty body (a 200 to a notification) holds no message
         try:
             value = json.loads(body)
         except ValueError:
@@ -777,9 +779,7 @@ class StreamableHTTPTransport:
         if self.protocol is None or self._lost:
             return
         if isinstance(message, dict) and ("result" in message or "error" in message):
-            answered = (
-                self._pending.pop(message.get("id"), None) if _hashable(message.get("id")) else None
-            )
+            answered = self._answered(message.get("id"))
             if answered is not None and answered.id == self._init_id:
                 result = message.get("result")
                 version = result.get("protocolVersion") if isinstance(result, dict) else None
@@ -793,6 +793,16 @@ class StreamableHTTPTransport:
                 # Not JSON: keep it invalid (NUL is never valid JSON) for the engine's error.
                 data = b"\x00".join(data.splitlines())
         self.protocol.dataReceived(data + b"\n")
+
+    def _answered(self, response_id: object) -> _Pending | None:
+        """Remove and return our pending request a response names (the engine accepts the
+        decimal string of an integer id too), or None."""
+        if not _hashable(response_id):
+            return None
+        found = self._pending.pop(response_id, None)
+        if found is None and isinstance(response_id, str) and _decimal(response_id):
+            found = self._pending.pop(int(response_id), None)
+        return found
 
     def _fail(
         self,
@@ -934,6 +944,10 @@ def connect_http(
 
     client.start(timeout=handshake_timeout).addCallbacks(started, failed)
     return done
+
+
+def _decimal(text: str) -> bool:
+    return text.isascii() and text.isdecimal()
 
 
 def _hashable(value: object) -> bool:
