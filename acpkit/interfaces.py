@@ -38,6 +38,14 @@ ACP method                               Python method
 
 The params and result classes of each method are in ``acpkit.schema.AGENT_METHODS`` and
 ``acpkit.schema.CLIENT_METHODS`` (for example ``PromptRequest`` → ``PromptResponse``).
+Each method here is typed with them: a handler's return type is :data:`MaybeAsync` of its
+result class (``MaybeAsync[schema.PromptResponse]``: the result itself, a ``Deferred`` of
+it, or an awaitable such as an ``async def``'s coroutine), so ``mypy --strict`` refuses a
+``prompt`` that returns anything else.  Methods whose result class has only optional
+fields (``authenticate``, ``session/set_mode``, ``fs/write_text_file``…) may also return
+``None``, answered as the empty result.  Where ``acpkit.unstable`` has its own version of
+a result class (``InitializeResponse``, ``ListSessionsResponse``, ``PromptResponse``), an
+agent that opts into unstable features may return that one instead.
 
 A method an implementation does not provide is answered ``-32601`` (method not found):
 subclass :class:`acpkit.connection.Agent` or :class:`acpkit.connection.Client`, whose
@@ -46,11 +54,23 @@ optional methods raise :class:`acpkit.errors.MethodNotFound`, and override what 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
+from twisted.internet.defer import Deferred
 from zope.interface import Interface
 
-__all__ = ["AGENT_METHOD_NAMES", "CLIENT_METHOD_NAMES", "IAgent", "IClient"]
+if TYPE_CHECKING:  # annotations only: importing this module stays cheap
+    from acpkit import schema, unstable
+
+__all__ = ["AGENT_METHOD_NAMES", "CLIENT_METHOD_NAMES", "IAgent", "IClient", "MaybeAsync"]
+
+T = TypeVar("T")
+
+#: What a handler method returns: the value itself, a ``Deferred`` that fires with it,
+#: or an awaitable of it (an ``async def`` method's coroutine).  ``MaybeAsync[None]``
+#: for notifications.
+MaybeAsync: TypeAlias = T | Deferred[T] | Awaitable[T]
 
 #: ACP method name → Python method name on :class:`IAgent`.
 AGENT_METHOD_NAMES: dict[str, str] = {
@@ -88,43 +108,63 @@ CLIENT_METHOD_NAMES: dict[str, str] = {
 class IAgent(Interface):
     """The agent side of ACP: what a client may call."""
 
-    def initialize(params: Any) -> Any:
+    def initialize(
+        params: schema.InitializeRequest,
+    ) -> MaybeAsync[schema.InitializeResponse | unstable.InitializeResponse]:
         """``initialize``: negotiate the version and exchange capabilities."""
 
-    def authenticate(params: Any) -> Any:
+    def authenticate(
+        params: schema.AuthenticateRequest,
+    ) -> MaybeAsync[schema.AuthenticateResponse | None]:
         """``authenticate``: authenticate with one of the advertised ``authMethods``."""
 
-    def logout(params: Any) -> Any:
+    def logout(params: schema.LogoutRequest) -> MaybeAsync[schema.LogoutResponse | None]:
         """``logout``: end the authenticated state (only when ``auth.logout`` is advertised)."""
 
-    def new_session(params: Any) -> Any:
+    def new_session(params: schema.NewSessionRequest) -> MaybeAsync[schema.NewSessionResponse]:
         """``session/new``: create a session in ``params.cwd``."""
 
-    def load_session(params: Any) -> Any:
+    def load_session(
+        params: schema.LoadSessionRequest,
+    ) -> MaybeAsync[schema.LoadSessionResponse | None]:
         """``session/load``: replay a stored session as updates, then answer."""
 
-    def list_sessions(params: Any) -> Any:
+    def list_sessions(
+        params: schema.ListSessionsRequest,
+    ) -> MaybeAsync[schema.ListSessionsResponse | unstable.ListSessionsResponse]:
         """``session/list``: list stored sessions."""
 
-    def delete_session(params: Any) -> Any:
+    def delete_session(
+        params: schema.DeleteSessionRequest,
+    ) -> MaybeAsync[schema.DeleteSessionResponse | None]:
         """``session/delete``: delete a stored session."""
 
-    def resume_session(params: Any) -> Any:
+    def resume_session(
+        params: schema.ResumeSessionRequest,
+    ) -> MaybeAsync[schema.ResumeSessionResponse | None]:
         """``session/resume``: resume a session without replaying it."""
 
-    def close_session(params: Any) -> Any:
+    def close_session(
+        params: schema.CloseSessionRequest,
+    ) -> MaybeAsync[schema.CloseSessionResponse | None]:
         """``session/close``: cancel the session's work and free it."""
 
-    def set_mode(params: Any) -> Any:
+    def set_mode(
+        params: schema.SetSessionModeRequest,
+    ) -> MaybeAsync[schema.SetSessionModeResponse | None]:
         """``session/set_mode``: switch the session's mode."""
 
-    def set_config_option(params: Any) -> Any:
+    def set_config_option(
+        params: schema.SetSessionConfigOptionRequest,
+    ) -> MaybeAsync[schema.SetSessionConfigOptionResponse]:
         """``session/set_config_option``: change one configuration option."""
 
-    def prompt(params: Any) -> Any:
+    def prompt(
+        params: schema.PromptRequest,
+    ) -> MaybeAsync[schema.PromptResponse | unstable.PromptResponse]:
         """``session/prompt``: run one prompt turn; answer with its stop reason."""
 
-    def cancel(params: Any) -> None:
+    def cancel(params: schema.CancelNotification) -> MaybeAsync[None]:
         """
         ``session/cancel`` (notification): the client cancelled the session's turn.
 
@@ -136,35 +176,53 @@ class IAgent(Interface):
 class IClient(Interface):
     """The client side of ACP: what an agent may call."""
 
-    def session_update(params: Any) -> None:
+    def session_update(params: schema.SessionNotification) -> MaybeAsync[None]:
         """``session/update`` (notification): one update of a session."""
 
-    def request_permission(params: Any) -> Any:
+    def request_permission(
+        params: schema.RequestPermissionRequest,
+    ) -> MaybeAsync[schema.RequestPermissionResponse]:
         """``session/request_permission``: ask the user to choose among the agent's options."""
 
-    def read_text_file(params: Any) -> Any:
+    def read_text_file(
+        params: schema.ReadTextFileRequest,
+    ) -> MaybeAsync[schema.ReadTextFileResponse]:
         """``fs/read_text_file``: read a text file (from an open buffer when there is one)."""
 
-    def write_text_file(params: Any) -> Any:
+    def write_text_file(
+        params: schema.WriteTextFileRequest,
+    ) -> MaybeAsync[schema.WriteTextFileResponse | None]:
         """``fs/write_text_file``: write a text file, creating it when missing."""
 
-    def create_terminal(params: Any) -> Any:
+    def create_terminal(
+        params: schema.CreateTerminalRequest,
+    ) -> MaybeAsync[schema.CreateTerminalResponse]:
         """``terminal/create``: start a command in a terminal; answer its id at once."""
 
-    def terminal_output(params: Any) -> Any:
+    def terminal_output(
+        params: schema.TerminalOutputRequest,
+    ) -> MaybeAsync[schema.TerminalOutputResponse]:
         """``terminal/output``: the terminal's output so far and its exit status if any."""
 
-    def release_terminal(params: Any) -> Any:
+    def release_terminal(
+        params: schema.ReleaseTerminalRequest,
+    ) -> MaybeAsync[schema.ReleaseTerminalResponse | None]:
         """``terminal/release``: free the terminal (its id becomes invalid)."""
 
-    def wait_for_terminal_exit(params: Any) -> Any:
+    def wait_for_terminal_exit(
+        params: schema.WaitForTerminalExitRequest,
+    ) -> MaybeAsync[schema.WaitForTerminalExitResponse | None]:
         """``terminal/wait_for_exit``: wait for the terminal's command to exit."""
 
-    def kill_terminal(params: Any) -> Any:
+    def kill_terminal(
+        params: schema.KillTerminalRequest,
+    ) -> MaybeAsync[schema.KillTerminalResponse | None]:
         """``terminal/kill``: kill the terminal's command without releasing it."""
 
-    def create_elicitation(params: Any) -> Any:
+    def create_elicitation(
+        params: schema.CreateElicitationRequest,
+    ) -> MaybeAsync[schema.CreateElicitationResponse]:
         """``elicitation/create``: ask the user for structured input."""
 
-    def complete_elicitation(params: Any) -> None:
+    def complete_elicitation(params: schema.CompleteElicitationNotification) -> MaybeAsync[None]:
         """``elicitation/complete`` (notification): a URL elicitation finished."""

@@ -44,7 +44,7 @@ from zope.interface import implementer
 
 from acpkit import schema, unstable
 from acpkit.connection import Agent, negotiate_version
-from acpkit.errors import InternalError, InvalidParams, clip
+from acpkit.errors import InternalError, InvalidParams, MethodNotFound, clip
 from acpkit.interfaces import IAgent
 from acpkit_agent.commands import advertised_commands, builtin_commands, skill_library_for
 from acpkit_agent.compaction import maybe_compact
@@ -190,7 +190,8 @@ class BobAgent(Agent):
         if not self._sessions_on_disk():
             # Without saved sessions bob does not implement session/load: the base stub
             # (marked unimplemented) answers -32601 before any params are decoded.
-            self.load_session = super().load_session  # type: ignore[method-assign]
+            # The stub's type is the base's (MaybeAsync), not this class's coroutine.
+            self.load_session = super().load_session  # type: ignore[method-assign, assignment]
 
     # -- initialize ---------------------------------------------------------------------
 
@@ -261,7 +262,7 @@ class BobAgent(Agent):
         """With ``sessions.enabled``: read the saved session, replay it, advertise commands."""
         store = self.sessions
         if not self._sessions_on_disk() or not isinstance(store, DiskSessionStore):
-            return super().load_session(params)  # type: ignore[no-any-return]
+            raise MethodNotFound("session/load")  # what the base stub answers
         _require_usable_cwd(params.cwd)
         config = self._config_for(params.cwd)
         lock = self.runtime.lock
