@@ -8,7 +8,13 @@ from acpkit_agent.config import AgentConfig
 from acpkit_agent.hooks import hook_banner_lines
 from acpkit_agent.skills import SkillLibrary, catalog_banner_lines
 
-__all__ = ["YOLO_WARNING", "banner_lines", "mcp_banner_lines", "mcp_server_line"]
+__all__ = [
+    "YOLO_WARNING",
+    "banner_lines",
+    "lsp_banner_lines",
+    "mcp_banner_lines",
+    "mcp_server_line",
+]
 
 YOLO_WARNING = (
     "yolo: runs commands and changes files WITHOUT ASKING "
@@ -49,6 +55,7 @@ def banner_lines(
         f"  context:     {window}",
         *hook_banner_lines(config.hooks),
         *mcp_banner_lines(config),
+        *lsp_banner_lines(config),
         *catalog_banner_lines(
             SkillLibrary(config.skills_dirs, home).catalog(cwd if cwd is not None else os.getcwd())
         ),
@@ -70,6 +77,17 @@ def mcp_banner_lines(config: AgentConfig) -> list[str]:
             "  mcp:         also connects to the client's mcpServers (mcp.useClientServers)"
         )
     return lines
+
+
+def lsp_banner_lines(config: AgentConfig) -> list[str]:
+    """
+    The language servers of the ``lsp`` tool and the files each serves, started on first
+    use: ``lsp: pylsp (*.py), ts (*.ts, *.tsx); started on first use``; nothing without.
+    """
+    if not config.lsp_servers:
+        return []
+    names = ", ".join(f"{server.name} ({', '.join(server.files)})" for server in config.lsp_servers)
+    return [f"  lsp:         {names}; started on first use"]
 
 
 def mcp_server_line(label: str, summary: str) -> str:

@@ -896,3 +896,22 @@ def test_cancelling_a_call_cancels_the_request(project: Any) -> None:
     running.cancel()
     assert cancelled == [True]
     assert len(outcome) == 1 and outcome[0].check(CancelledError)
+
+
+def test_banner_names_the_language_servers() -> None:
+    """The banner has one lsp line naming each server and its files; none without servers."""
+    from acpkit_agent.banner import banner_lines
+    from acpkit_agent.lsp_config import LspServerConfig
+
+    servers = (
+        LspServerConfig(name="pylsp", command="pylsp", files=("*.py",)),
+        LspServerConfig(name="ts", command="tsls", files=("*.ts", "*.tsx")),
+    )
+    lines = banner_lines(
+        AgentConfig(lsp_servers=servers), "echo", "1", cwd="/nonexistent", home="/nonexistent"
+    )
+    assert [line for line in lines if "lsp:" in line] == [
+        "  lsp:         pylsp (*.py), ts (*.ts, *.tsx); started on first use"
+    ]
+    plain = banner_lines(AgentConfig(), "echo", "1", cwd="/nonexistent", home="/nonexistent")
+    assert not any("lsp:" in line for line in plain)
