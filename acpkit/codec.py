@@ -63,6 +63,7 @@ Hooks are generated lazily, on first use of each class, so importing this module
 from __future__ import annotations
 
 import enum
+import itertools
 import json
 import linecache
 import operator
@@ -303,6 +304,10 @@ def _s_object(v: Any, _: Any) -> Any:
     return v
 
 
+_NONES = itertools.repeat(None)
+"""The second argument of item hooks, for ``map`` (no Python frame per item)."""
+
+
 def _optional(inner: StructureHook) -> StructureHook:
     def structure_optional(v: Any, t: Any) -> Any:
         return None if v is None else inner(v, t)
@@ -419,7 +424,7 @@ class _Hooks:
             if type(v) is not list:
                 raise _type_error("array", v)
             try:
-                return [item(x, None) for x in v]
+                return list(map(item, v, _NONES))
             except Exception:
                 pass  # redo item by item for the path, or to skip invalid items
             out = []
@@ -1131,12 +1136,26 @@ def decode(cls: Any, obj: object, *, strict: bool = False) -> Any:
     if not strict:
         fn = _FAST.get(cls)
         if fn is None:
-            fn = _FAST[cls] = _fast_hooks.hook(cls)
-        try:
-            return fn(obj, cls)
-        except Exception:
-            pass  # decoded again below, for the error's path
+            fn = _FAST[cls] = _fast_entry(cls)
+        if type(obj) is dict or cls not in _OBJECT_ONLY:
+            try:
+                return fn(obj, cls)
+            except Exception:
+                pass  # decoded again below, for the error's path
     return _decode_detailed(cls, obj, strict)
+
+
+_OBJECT_ONLY: set[Any] = set()
+"""Model classes whose decode() hook is the class hook itself: decode() checks the input
+is an object before calling it."""
+
+
+def _fast_entry(cls: Any) -> StructureHook:
+    """decode()'s hook for ``cls`` on the fast converter (see :data:`_OBJECT_ONLY`)."""
+    if _is_our_model(cls) and getattr(cls, "__acp_unknown__", None) is None:
+        _OBJECT_ONLY.add(cls)
+        return _fast_converter.get_structure_hook(cls)
+    return _fast_hooks.hook(cls)
 
 
 def _decode_detailed(cls: Any, obj: object, strict: bool) -> Any:
@@ -1190,7 +1209,8 @@ def dumps(obj: Any) -> bytes:
 
     orjson, and :mod:`json` for what orjson cannot write the same way: integers past 64
     bits, non-``str`` keys, and any output with ``null`` (orjson writes NaN as ``null``;
-    json then raises ``ValueError`` as it always did)."""
+    json then raises ``ValueError`` as it always did). The bytes are json's but for the
+    exponent of small floats (``1e-7``, json ``1e-07``)."""
     try:
         out = orjson.dumps(obj)
     except TypeError:
