@@ -156,7 +156,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Never
 
 import attrs
 from twisted.internet.defer import Deferred, fail, succeed
@@ -481,6 +481,8 @@ class JSONRPCEngine(Protocol):
         # Bound once: one call per message, no attribute chain.
         self._send_message = framing.sendMessage
         self._frame_data = framing.dataReceived
+        if max_line_length is None:
+            max_line_length = self._class_max_length
         if max_line_length is not None:
             framing.MAX_LENGTH = max_line_length
         self.connected = False
@@ -493,7 +495,7 @@ class JSONRPCEngine(Protocol):
         self._eof_handled = False
         self._closing = False
         self._closed_reason: Failure | None = None
-        self._close_waiters: list[Deferred[Failure]] = []
+        self._close_waiters: list[Deferred[Never]] = []
         self._write_paused = False
         # Bytes written since the transport paused us (reset when it resumes us).
         self._written_while_paused = 0
@@ -517,6 +519,20 @@ class JSONRPCEngine(Protocol):
         logged (a client shows the count: its agent's updates may be among them).
         """
         return self._undecodable_dropped
+
+    #: A subclass's ``MAX_LENGTH = n`` class attribute (see ``__init_subclass__``).
+    _class_max_length: int | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """
+        A subclass may still say ``MAX_LENGTH = n`` (as when the engine inherited its
+        framing): ``n`` becomes its framings' default instead of hiding the property.
+        """
+        super().__init_subclass__(**kwargs)
+        value = cls.__dict__.get("MAX_LENGTH")
+        if isinstance(value, int):
+            del cls.MAX_LENGTH  # type: ignore[misc]
+            cls._class_max_length = value
 
     def make_framing(self) -> IFraming:
         """
@@ -627,17 +643,18 @@ class JSONRPCEngine(Protocol):
         for c in closers:
             c.errback(reason)
 
-    def when_closed(self) -> Deferred[Failure]:
+    def when_closed(self) -> Deferred[Never]:
         """
-        A Deferred that fires with the ``connectionLost`` reason (a ``Failure``).
+        A Deferred that fails with the ``connectionLost`` reason (a ``Failure``), even
+        for a clean close, and never succeeds (hence ``Deferred[Never]``).
 
-        Twisted runs a Deferred fired with a ``Failure`` down its ERRBACK chain, so
-        use ``addErrback``/``addBoth`` (``await`` raises the reason's exception,
-        ``ConnectionDone`` for a clean close).  :attr:`closed_reason` holds it too.
+        Use ``addErrback``/``addBoth``: ``await`` raises the reason's exception,
+        ``ConnectionDone`` for a clean close.  :attr:`closed_reason` holds it too.  The
+        typed connections' ``closed`` Deferred succeeds on a clean close instead.
         """
         if self._closed_reason is not None:
             return fail(self._closed_reason)
-        d: Deferred[Failure] = Deferred()
+        d: Deferred[Never] = Deferred()
         self._close_waiters.append(d)
         return d
 

@@ -74,6 +74,13 @@ SNIPPETS: dict[str, str] = {
 
         ClientConnection(GoodClient())
     """,
+    "ok_closed.py": """
+        from acpkit.connection import AgentConnection
+
+        def watch(conn: AgentConnection) -> None:
+            reveal_type(conn.protocol.when_closed())
+            reveal_type(conn.closed)
+    """,
     "bad_prompt_str.py": """
         from zope.interface import implementer
         from acpkit import schema
@@ -186,6 +193,18 @@ def test_awaited_calls_have_the_result_type(
     ]
     assert _revealed(mypy_output["ok_client.py"]) == [
         'Revealed type is "acpkit.schema.PromptResponse"'
+    ]
+
+
+def test_close_deferreds_say_what_they_fire_with(
+    mypy_output: dict[str, list[tuple[str, str]]],
+) -> None:
+    """``protocol.when_closed()`` never succeeds (it fails with the reason, even on a
+    clean close): ``Deferred[Never]``; the connection's ``closed`` fires with None."""
+    assert _errors(mypy_output["ok_closed.py"]) == []
+    assert _revealed(mypy_output["ok_closed.py"]) == [
+        'Revealed type is "twisted.internet.defer.Deferred[Never]"',
+        'Revealed type is "twisted.internet.defer.Deferred[None]"',
     ]
 
 
