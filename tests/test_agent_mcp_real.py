@@ -29,7 +29,7 @@ from acpkit.errors import RPCError
 from acpkit.testing.modelserver import ScriptedModelServer
 from acpkit.testing.script import parse_script
 from tests.fixtures.agent.harness import RecordingClient
-from tests.real_peers import MCP_EVERYTHING, MCP_TIME, require_peer
+from tests.real_peers import MCP_EVERYTHING, MCP_GIT, MCP_TIME, require_peer
 
 pytestmark = pytest.mark.process
 
@@ -459,6 +459,38 @@ class McpRealTests(TestCase):
             assert "42" in result
             assert bob.client.tool_updates()[0]["kind"] == "read"
             assert "  mcp:         web (http): " in bob.agent.stderr_tail()
+
+        return ensureDeferred(run())
+
+    @pytest.mark.real_agent
+    def test_git_status_through_the_allow_list(self) -> Deferred[None]:
+        """tools = ["git_status"]: one of the server's tools offered; it reads the repository."""
+        git_server = require_peer(MCP_GIT)
+        subprocess.run(["git", "init", "-q", self.cwd], check=True)
+        with open(os.path.join(self.cwd, "new.txt"), "w") as stream:
+            stream.write("x\n")
+
+        async def run() -> None:
+            bob = await self.bob(
+                [
+                    {
+                        "tool_calls": [
+                            {"name": "git__git_status", "arguments": {"repo_path": self.cwd}}
+                        ]
+                    },
+                    {"chunks": ["clean enough"]},
+                ],
+                f"[mcp.servers.git]\ncommand = {toml_string(git_server)}\n"
+                f'args = ["--repository", {toml_string(self.cwd)}]\ntools = ["git_status"]\n',
+            )
+            response = await bob.prompt()
+            assert response.stop_reason == schema.StopReason.END_TURN
+            offered = {t["function"]["name"] for t in bob.model.requests[0]["tools"]}
+            assert {name for name in offered if name.startswith("git__")} == {"git__git_status"}
+            (result,) = bob.tool_messages()
+            assert "new.txt" in result, result
+            assert "git (stdio): 1 of " in bob.agent.stderr_tail()
+            assert "tools (tools allow-list)" in bob.agent.stderr_tail()
 
         return ensureDeferred(run())
 
