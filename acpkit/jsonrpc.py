@@ -531,7 +531,7 @@ class JSONRPCEngine(Protocol):
         super().__init_subclass__(**kwargs)
         value = cls.__dict__.get("MAX_LENGTH")
         if isinstance(value, int):
-            del cls.MAX_LENGTH  # type: ignore[misc]
+            del cls.MAX_LENGTH
             cls._class_max_length = value
 
     def make_framing(self) -> IFraming:

@@ -193,6 +193,29 @@ def test_framing_settings_are_read_and_set_through_the_protocol() -> None:
     assert proto.framing.paused and proto.paused
 
 
+def test_a_subclass_max_length_class_attribute_still_sets_the_limit() -> None:
+    """
+    ``MAX_LENGTH = n`` in a protocol subclass (as with the inherited framing) becomes its
+    framing's limit, still settable per instance; ``max_line_length`` wins over it.
+    """
+
+    class Small(JSONRPCProtocol):
+        MAX_LENGTH = 50
+
+    proto = Small(registry(), clock=Clock())
+    assert proto.MAX_LENGTH == proto.framing.MAX_LENGTH == 50
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    proto.dataReceived(
+        b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":"' + b"a" * 60 + b'"}}\n'
+    )
+    assert proto.oversized_dropped == 1
+    proto.MAX_LENGTH = 70
+    assert proto.framing.MAX_LENGTH == 70
+    assert Small(clock=Clock(), max_line_length=9).framing.MAX_LENGTH == 9
+    assert JSONRPCProtocol(clock=Clock()).MAX_LENGTH == DEFAULT_MAX_LENGTH
+
+
 def test_tracer_set_on_the_protocol_sees_both_directions() -> None:
     """A tracer set on the protocol records every message read and written, once each."""
     seen: list[tuple[str, bytes]] = []
