@@ -493,19 +493,20 @@ def test_long_hover_is_cut(project: Any) -> None:
 def test_bad_arguments_are_one_failed_line(
     project: Any, args: dict[str, Any], message: str
 ) -> None:
-    """Bad arguments: a failed result naming the problem; nothing is asked of the server."""
+    """Bad arguments: a failed result naming the problem; no server is even started."""
     cwd, files, server, tool = project
     files.files[str(cwd / "a.py")] = "f(x)\n"
     result = run(tool, context(cwd, files), **args)
     assert result.failed and message in result.output
     assert result.output.startswith("lsp ") and "\n" not in result.output
-    assert server.requests == []
+    assert tool.servers.asked == [] and server.synced == [] and server.requests == []
 
 
 def test_no_language_server_is_one_line(tmp_path: Path) -> None:
     """No server configured (or not installed): the client's message, one failed line."""
     tool = LspTool(FakeServers(None, NoLanguageServer("no language server is configured for x.rs")))
-    result = run(tool, context(tmp_path, MemoryFiles()), action="document_symbols", path="x.rs")
+    files = MemoryFiles({str(tmp_path / "x.rs"): "fn main() {}\n"})
+    result = run(tool, context(tmp_path, files), action="document_symbols", path="x.rs")
     assert result == ToolResult(
         output="lsp document_symbols: no language server is configured for x.rs", failed=True
     )

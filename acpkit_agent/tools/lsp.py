@@ -281,27 +281,30 @@ class LspTool:
         if action in _POSITIONAL and character is None and not symbol:
             raise ArgumentError(f"{action} needs 'character' (1-based) or 'symbol'")
 
+        # The file and the position are checked before any server is started.
+        index = await self._read(ctx, path)
+        target = None
+        if action in _POSITIONAL:
+            assert line is not None
+            target = _target(path, index, line, character, symbol, ctx.cwd)
         server = await self._server(ctx, path)
+        self._sync(server, path, index)
         if action == "diagnostics":
-            index = await self._synced(ctx, server, path)
             return await self._diagnostics(ctx, server, path, index)
         attribute, method = _PROVIDERS[action]
         if not _offers(server, attribute):
             raise _Failed(f"the language server {server.name} does not offer {method}")
         if action == "workspace_symbols":
             assert query is not None
-            await self._synced(ctx, server, path)
             result = await self._request(
                 ctx, server, method, lsp.WorkspaceSymbolParams(query=query)
             )
             return await self._workspace_symbols(ctx, server, query, result)
-        index = await self._synced(ctx, server, path)
         if action == "document_symbols":
             params = lsp.DocumentSymbolParams(text_document=_document(path))
             result = await self._request(ctx, server, method, params)
             return self._document_symbols(ctx, server, path, index, result)
-        assert line is not None
-        target = _target(path, index, line, character, symbol, ctx.cwd)
+        assert target is not None
         if action == "rename":
             assert new_name is not None
             return await self._rename(ctx, server, target, new_name)
@@ -316,8 +319,8 @@ class LspTool:
             raise _Failed(describe_error(error)) from None
         return server
 
-    async def _synced(self, ctx: ToolContext, server: ILanguageServer, path: str) -> LineIndex:
-        """Read ``path`` through ``ctx.files`` and give its text to the server."""
+    async def _read(self, ctx: ToolContext, path: str) -> LineIndex:
+        """Read ``path`` through ``ctx.files`` (what the client holds, unsaved buffers too)."""
         shown = display_path(path, ctx.cwd)
         try:
             text = await ctx.files.read_text(path)
@@ -327,11 +330,15 @@ class LspTool:
             raise _Failed(f"no such file: {shown}") from None
         except Exception as error:
             raise _Failed(f"cannot read {shown}: {describe_error(error)}") from None
+        return LineIndex.of(text)
+
+    @staticmethod
+    def _sync(server: ILanguageServer, path: str, index: LineIndex) -> None:
+        """Give the text just read to the server (``didOpen`` / ``didChange``)."""
         try:
-            server.sync(path, text)
+            server.sync(path, index.text)
         except Exception as error:
             raise _Failed(_server_failure(server, "didOpen", error)) from None
-        return LineIndex.of(text)
 
     async def _request(
         self, ctx: ToolContext, server: ILanguageServer, method: str, params: Any
