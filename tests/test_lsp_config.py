@@ -165,7 +165,7 @@ def test_servers_are_per_process(tmp_path: Path) -> None:
     [
         (("*.py",), "main.py", True),
         (("*.py",), "src/deep/main.py", True),
-        (("*.py",), "/root/src/main.py", True),
+        (("*.py",), "/home/user/src/main.py", True),
         (("*.py",), "main.pyc", False),
         (("*.PY",), "main.py", False),
         (("src/*.py",), "src/main.py", True),
