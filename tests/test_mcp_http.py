@@ -197,6 +197,7 @@ class ScriptedMcp(Resource):
         self.on_delete: Handler = lambda request, _: self.status(request, 204)
         self.session: str | None = "sess-1"
         self.open: list[Request] = []
+        self.uris: list[bytes] = []
 
     @staticmethod
     def status(request: Request, code: int, body: bytes = b"") -> None:
@@ -210,6 +211,7 @@ class ScriptedMcp(Resource):
         }
         method = request.method.decode()
         self.seen.append((method, headers, message))
+        self.uris.append(request.uri)
         self.open.append(request)
         request.notifyFinish().addBoth(lambda _: self.open.remove(request))
 
@@ -260,6 +262,9 @@ class TrackingSite(Site):
     def __init__(self, resource: Resource) -> None:
         super().__init__(resource)
         self.connections: dict[Any, Deferred[None]] = {}
+
+    def log(self, request: Any) -> None:
+        """No access log: the tests read the client's log lines only."""
 
     def buildProtocol(self, addr: Any) -> Any:
         proto = super().buildProtocol(addr)
@@ -690,6 +695,29 @@ class StreamableHTTPTests(TestCase):
             for url in ("ftp://host/mcp", "http:///mcp", "localhost:3001/mcp"):
                 with pytest.raises(ValueError, match="http"):
                     await connect_http(reactor, url, name="bad")
+
+        return ensureDeferred(run())
+
+    def test_url_secrets_never_shown(self) -> Deferred[None]:
+        """A URL's query (it may hold a key) appears in no error and no log line; the URL
+        is still used as given.  User info in a URL is refused (headers carry credentials)."""
+        self.mcp.on_post["tools/call"] = lambda request, _: ScriptedMcp.status(request, 500)
+        secret_url = self.url + "?key=s3cret"
+
+        async def run() -> None:
+            proto = JSONRPCProtocol(cancellation=MCP_CANCELLATION, name="scripted")
+            StreamableHTTPTransport(reactor, secret_url, name="scripted").connect(proto)
+            self.addCleanup(self._close, proto)
+            await self.initialize(proto)
+            with pytest.raises(RPCError) as caught:
+                await proto.request("tools/call", {"name": "x"})
+            assert self.url in caught.value.message
+            shown = [caught.value.message, json.dumps(caught.value.data), *self.log.lines]
+            assert not [text for text in shown if "s3cret" in text]
+            assert self.mcp.uris[0].endswith(b"/mcp?key=s3cret")
+            with pytest.raises(ValueError, match="user info") as refused:
+                StreamableHTTPTransport(reactor, self.url.replace("//", "//u:pa55word@"))
+            assert "pa55word" not in str(refused.value)
 
         return ensureDeferred(run())
 

@@ -72,7 +72,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import attrs
 from twisted.internet.address import HostnameAddress
@@ -234,9 +234,17 @@ class StreamableHTTPTransport:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"an MCP Streamable HTTP URL must be http(s)://host/...: {url!r}")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError(
+                "an MCP Streamable HTTP URL with user info (user:password@) is not "
+                "supported: give credentials as headers (Authorization)"
+            )
         if max_message_size < 1:
             raise ValueError("max_message_size must be positive")
         self.url = url
+        #: The URL as errors and logs show it: no user info, query or fragment (they
+        #: may hold credentials).
+        self.shown_url = _shown_url(parts)
         self.name = name
         self.max_message_size = max_message_size
         self.max_resumes = max_resumes
@@ -425,7 +433,7 @@ class StreamableHTTPTransport:
             self._discard(response)
             self._fatal(
                 McpSessionExpired(
-                    f"the MCP server at {self.url} answered 404 to our session: the session "
+                    f"the MCP server at {self.shown_url} answered 404 to our session: the session "
                     "has ended (a new connection starts a new session)"
                 )
             )
@@ -482,16 +490,18 @@ class StreamableHTTPTransport:
             return
         why = _failure_text(failure)
         if failure.check(ConnectError, DNSLookupError):
-            self._fatal(McpServerUnreachable(f"cannot reach the MCP server at {self.url}: {why}"))
+            self._fatal(
+                McpServerUnreachable(f"cannot reach the MCP server at {self.shown_url}: {why}")
+            )
             return
         if pending is not None:
-            self._fail(pending, f"POST of {pending.method} to {self.url} failed: {why}")
+            self._fail(pending, f"POST of {pending.method} to {self.shown_url} failed: {why}")
         else:
             self._log.warn(
                 "{peer}: POST of {method} to {url} failed: {why}",
                 peer=self.name,
                 method=method or "a response",
-                url=self.url,
+                url=self.shown_url,
                 why=why,
             )
 
@@ -516,7 +526,7 @@ class StreamableHTTPTransport:
                 return
             reported.append(True)
             detail = _error_detail(bytes(head))
-            text = f"HTTP {status} {phrase} from {what} to {self.url}"
+            text = f"HTTP {status} {phrase} from {what} to {self.shown_url}"
             if 300 <= status < 400:
                 text += " (redirects are not followed)"
             if status in (401, 403):
@@ -594,7 +604,7 @@ class StreamableHTTPTransport:
             self._log.warn(
                 "{peer}: a message from {url} exceeded the {limit}-byte limit and was dropped",
                 peer=self.name,
-                url=self.url,
+                url=self.shown_url,
                 limit=limit,
             )
             return
@@ -705,7 +715,9 @@ class StreamableHTTPTransport:
                 return
             if response.code == 404 and self.session_id is not None:
                 self._discard(response)
-                self._fatal(McpSessionExpired(f"the MCP server at {self.url} ended our session"))
+                self._fatal(
+                    McpSessionExpired(f"the MCP server at {self.shown_url} ended our session")
+                )
                 return
             if response.code != 200 or _content_type(response) != "text/event-stream":
                 self._error_status(response, pending, f"GET (resuming {pending.method})")
@@ -735,7 +747,9 @@ class StreamableHTTPTransport:
                 return
             if response.code == 404 and self.session_id is not None:
                 self._discard(response)
-                self._fatal(McpSessionExpired(f"the MCP server at {self.url} ended our session"))
+                self._fatal(
+                    McpSessionExpired(f"the MCP server at {self.shown_url} ended our session")
+                )
                 return
             if response.code != 200 or _content_type(response) != "text/event-stream":
                 self.get_stream = "failed"
@@ -753,7 +767,7 @@ class StreamableHTTPTransport:
             self._log.warn(
                 "{peer}: GET stream from {url} failed: {why}",
                 peer=self.name,
-                url=self.url,
+                url=self.shown_url,
                 why=_failure_text(failure),
             )
 
@@ -944,6 +958,15 @@ def connect_http(
 
     client.start(timeout=handshake_timeout).addCallbacks(started, failed)
     return done
+
+
+def _shown_url(parts: SplitResult) -> str:
+    """``scheme://host[:port]/path``: the URL without what may hold a secret."""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port is not None else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
 def _decimal(text: str) -> bool:
