@@ -31,7 +31,13 @@ from zope.interface import implementer
 
 from acpkit.errors import ConnectionLost, MessageTooLarge, RPCError
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
-from acpkit.mcp.client import SUPPORTED_VERSIONS, McpClient, McpHandshakeError, McpServerGone
+from acpkit.mcp.client import (
+    SUPPORTED_VERSIONS,
+    McpClient,
+    McpHandshakeError,
+    McpHandshakeTimeout,
+    McpServerGone,
+)
 from acpkit.mcp.http import (
     HTTP_TRANSPORT_ERROR,
     McpServerUnreachable,
@@ -685,6 +691,19 @@ class StreamableHTTPTests(TestCase):
             await maybeDeferred(self.port.stopListening)
             with pytest.raises(McpHandshakeError, match="cannot reach the MCP server at http"):
                 await connect_http(reactor, self.url, name="nowhere")
+
+        return ensureDeferred(run())
+
+    def test_connect_http_server_hangs(self) -> Deferred[None]:
+        """A server that never answers initialize: McpHandshakeTimeout after
+        handshake_timeout, and the client's HTTP request is closed (nothing left open)."""
+        held: list[Request] = []
+        self.mcp.on_post["initialize"] = lambda request, _: held.append(request)
+
+        async def run() -> None:
+            with pytest.raises(McpHandshakeTimeout, match="did not answer initialize"):
+                await connect_http(reactor, self.url, name="hung", handshake_timeout=0.3)
+            await wait_until(lambda: not self.mcp.open, timeout=5)
 
         return ensureDeferred(run())
 
