@@ -906,6 +906,30 @@ class RealEverythingHTTPTests(TestCase):
 
         return ensureDeferred(run())
 
+    def test_server_notifications_on_the_get_stream(self) -> Deferred[None]:
+        """The server's own messages come on the GET stream: the simulated-logging tool
+        sends a log message unrelated to any request at once, and the client logs it."""
+
+        async def run() -> None:
+            logged: list[dict[str, Any]] = []
+
+            @implementer(ILogObserver)
+            def observe(event: dict[str, Any]) -> None:
+                if "mcp_level" in event:
+                    logged.append(event)
+
+            globalLogPublisher.addObserver(observe)
+            self.addCleanup(globalLogPublisher.removeObserver, observe)
+            client = await self.connect()
+            transport = client.protocol.transport
+            assert isinstance(transport, StreamableHTTPTransport)
+            await client.call_tool("toggle-simulated-logging", {})
+            await wait_until(lambda: bool(logged), timeout=10)
+            assert transport.get_stream == "open"
+            await client.call_tool("toggle-simulated-logging", {})  # stop its timer
+
+        return ensureDeferred(run())
+
     def test_server_killed_mid_call(self) -> Deferred[None]:
         """The server is killed during a long call: its stream drops after event ids, the
         resumption cannot connect, so the call fails promptly with McpServerGone saying
