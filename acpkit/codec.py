@@ -74,7 +74,6 @@ from typing import Any, TypeVar, Union, get_args, get_origin
 
 import attrs
 import cattrs
-import orjson
 from cattrs.errors import (
     AttributeValidationNote,
     BaseValidationError,
@@ -89,6 +88,7 @@ from cattrs.gen import (
     override,
 )
 
+from acpkit.jsonbytes import dumps, loads
 from acpkit.schema import ABSENT, AbsentType, OpenIntEnum, OpenStrEnum
 
 __all__ = [
@@ -1184,40 +1184,8 @@ def encode(value: object) -> Any:
 
 
 # ------------------------------------------------------------------ bytes <-> builtins
-_DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
-_LONG_NUMBER = b"0" * 19
-"""orjson reads integers past 64 bits as floats: text with a run of 19 digits goes through
-:mod:`json` (found with one ``bytes.translate``: a regular expression costs more than the
-parse)."""
-_json_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-
-
-def loads(data: bytes | str) -> Any:
-    """Parse JSON text to builtins (orjson; :func:`json.loads` where orjson would lose an
-    integer past 64 bits or refuse what json accepts). Raises ``ValueError``."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(data)
-
-
-def dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON (``ensure_ascii=False``, no NaN/Infinity), no trailing newline.
-
-    orjson, and :mod:`json` for what orjson cannot write the same way: integers past 64
-    bits, non-``str`` keys, and any output with ``null`` (orjson writes NaN as ``null``;
-    json then raises ``ValueError`` as it always did). The bytes are json's but for the
-    exponent of small floats (``1e-7``, json ``1e-07``)."""
-    try:
-        out = orjson.dumps(obj)
-    except TypeError:
-        return _json_dumps(obj).encode("utf-8")
-    if b"null" in out:
-        return _json_dumps(obj).encode("utf-8")
-    return out
+# loads / dumps: orjson with json fallbacks, shared with the JSON-RPC engine
+# (acpkit.jsonbytes); re-exported here as the codec's bytes layer.
 
 
 def encode_json(value: object) -> bytes:

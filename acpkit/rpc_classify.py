@@ -34,6 +34,7 @@ import re
 from typing import Any, Final
 
 from acpkit.errors import RPCError, clip
+from acpkit.jsonbytes import NOT_PARSED, dumps_or_none, loads_or_not_parsed
 
 __all__ = [
     "Invalid",
@@ -78,6 +79,9 @@ def encode_message(obj: Any) -> bytes:
     cannot carry) falls back to ``ensure_ascii=True``.  Raises ``TypeError`` or
     ``ValueError`` (NaN, infinities) for what is not JSON.
     """
+    fast = dumps_or_none(obj)  # orjson, when its bytes are the encoder's (jsonbytes)
+    if fast is not None:
+        return fast
     text = _ENCODER.encode(obj)
     try:
         return text.encode("utf-8")
@@ -170,6 +174,9 @@ def decode_message(data: bytes) -> tuple[Any, list[HugeInt]] | Unparsable | None
         return None
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
+    fast = loads_or_not_parsed(data)  # orjson, when it reads what json would (jsonbytes)
+    if fast is not NOT_PARSED:
+        return fast, _NO_HUGE
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -151,3 +151,14 @@ def test_dumps_is_byte_compatible_with_the_json_encoder() -> None:
         dumps({"x": float("nan")})
     with pytest.raises(TypeError):
         dumps({"x": object()})
+
+
+def test_orjson_path_leaves_to_json_what_it_would_read_differently() -> None:
+    """loads_or_not_parsed (the engine's and the codec's fast path) declines huge integers,
+    lone surrogates, NaN, invalid UTF-8 and invalid text; it reads the rest as json does."""
+    from acpkit.jsonbytes import NOT_PARSED, loads_or_not_parsed
+
+    for text in (b"12345678901234567890", b'"\\ud800"', b"NaN", b"\xff", b"[1,", b"1e400"):
+        assert loads_or_not_parsed(text) is NOT_PARSED, text
+    for text in (b' {"a": [1, -2, 0.5, "\\u00e9", null, true]} ', b"-0", b"1E5"):
+        assert loads_or_not_parsed(text) == json.loads(text), text

@@ -1,0 +1,75 @@
+"""JSON text <-> builtins with orjson, and :mod:`json` wherever orjson would differ.
+
+orjson parses ACP lines 2-4x faster than :func:`json.loads` and writes them ~10x faster
+than :class:`json.JSONEncoder`; both the codec (:func:`acpkit.codec.loads` /
+:func:`acpkit.codec.dumps`) and the JSON-RPC engine (:mod:`acpkit.rpc_classify`) use it,
+with the standard library for what orjson does differently:
+
+- integers past 64 bits: orjson reads them as floats (lossy) and cannot write them. A text
+  with a run of 19 digits is left to :mod:`json` (one ``bytes.translate``: a regular
+  expression costs more than the parse);
+- ``NaN`` / ``Infinity``: orjson refuses them on reading (json's own rules then apply) and
+  writes NaN as ``null``, so an output containing ``null`` is written again by json
+  (which raises ``ValueError`` for NaN, as it always did);
+- lone surrogates, non-``str`` keys, other types: orjson raises, json decides.
+  Dataclasses and datetimes, which orjson would write and json refuses, are refused.
+
+Output bytes are the compact json encoder's (``ensure_ascii=False``, ``","``/``":"``),
+but for the exponent of small floats (orjson ``1e-7``, json ``1e-07``: the same number).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+import orjson
+
+__all__ = ["NOT_PARSED", "dumps", "dumps_or_none", "loads", "loads_or_not_parsed"]
+
+NOT_PARSED: Final = object()
+"""What :func:`loads_or_not_parsed` returns for text it leaves to :mod:`json`."""
+
+_DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+_LONG_NUMBER = b"0" * 19
+_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+_json_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def loads_or_not_parsed(data: bytes) -> Any:
+    """The value of ``data`` when orjson reads it exactly as json would, else
+    :data:`NOT_PARSED` (invalid text too: the caller's json path reports it)."""
+    if _LONG_NUMBER in data.translate(_DIGITS_AS_ZERO):
+        return NOT_PARSED
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return NOT_PARSED
+
+
+def loads(data: bytes | str) -> Any:
+    """Parse JSON text to builtins, as :func:`json.loads` does (``ValueError`` on invalid
+    JSON; ``NaN`` accepted, huge integers exact), with orjson where it agrees."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    value = loads_or_not_parsed(raw)
+    if value is NOT_PARSED:
+        return json.loads(data)
+    return value
+
+
+def dumps_or_none(obj: Any) -> bytes | None:
+    """orjson's compact UTF-8 JSON for ``obj`` when it is the json encoder's, else None."""
+    try:
+        out = orjson.dumps(obj, option=_OPTIONS)
+    except TypeError:
+        return None
+    return None if b"null" in out else out
+
+
+def dumps(obj: Any) -> bytes:
+    """Compact UTF-8 JSON (``ensure_ascii=False``, no NaN/Infinity), no trailing newline;
+    ``TypeError`` / ``ValueError`` for what is not JSON."""
+    out = dumps_or_none(obj)
+    if out is None:
+        return _json_dumps(obj).encode("utf-8")
+    return out
