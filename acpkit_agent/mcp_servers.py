@@ -121,6 +121,7 @@ def default_connector(reactor: Any) -> Connector:
                 env=dict(config.env) if config.env else None,
                 cwd=config.cwd,
                 name=config.name,
+                groups=child_groups,
             )
         from acpkit.mcp.http import connect_http
 

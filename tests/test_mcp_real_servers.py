@@ -33,6 +33,7 @@ from acpkit.mcp.schema import (
     TextContent,
 )
 from acpkit.mcp.stdio import McpServerNotStarted, connect_stdio
+from acpkit.process_groups import ChildGroups
 from tests.real_peers import MCP_EVERYTHING, MCP_GIT, MCP_TIME, require_peer
 
 pytestmark = [pytest.mark.process, pytest.mark.real_agent]
@@ -306,6 +307,28 @@ class MisbehavingServerTests(McpServerTestCase):
                 reactor, sys.executable, [FIXTURE, "hang"], name="hang", handshake_timeout=1.0
             )
         assert 'MCP server "hang" did not answer initialize within 1 s' in str(caught.value)
+        assert fixture_processes("hang") == []
+
+    @deferred_test
+    async def test_group_is_tracked_from_spawn_not_from_the_handshake(self) -> None:
+        """With ``groups``, the server's group is tracked while initialize is still unanswered."""
+        tracked: list[int] = []
+
+        class Groups(ChildGroups):
+            def add(self, pgid: int) -> None:
+                tracked.append(pgid)
+
+        starting = connect_stdio(
+            reactor,
+            sys.executable,
+            [FIXTURE, "hang"],
+            name="hang",
+            handshake_timeout=1.0,
+            groups=Groups(),
+        )
+        assert len(tracked) == 1 and tracked[0] > 0
+        with pytest.raises(McpHandshakeTimeout):
+            await starting
         assert fixture_processes("hang") == []
 
     @deferred_test

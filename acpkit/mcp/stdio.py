@@ -33,6 +33,7 @@ from acpkit.endpoints import AgentNotFoundError, AgentProcess, spawn_agent
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient, McpError
 from acpkit.mcp.schema import Implementation
+from acpkit.process_groups import ChildGroups
 from acpkit.rpc_cancel import MCP_CANCELLATION
 
 __all__ = [
@@ -73,6 +74,7 @@ def connect_stdio(
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE,
     client_info: Implementation = DEFAULT_CLIENT_INFO,
     stderr_tail_lines: int = 50,
+    groups: ChildGroups | None = None,
 ) -> Deferred[McpClient]:
     """
     Start ``command args...`` (no shell) and initialize it; fires with the started client.
@@ -82,6 +84,10 @@ def connect_stdio(
     :meth:`McpClient.close` closes stdin, waits ``shutdown_grace`` seconds, then sends
     SIGTERM, waits again, then SIGKILL to the server's process group.  Failures are
     listed in the module docstring; on any of them no process is left behind.
+
+    ``groups`` (for example :data:`acpkit.process_groups.child_groups`): the server's
+    process group is added to it as soon as it is spawned, before the handshake, so a
+    watchdog ends it even if this process is killed while the server is starting.
     """
     protocol = mcp_stdio_protocol(reactor, name)
     try:
@@ -100,6 +106,9 @@ def connect_stdio(
         return fail(McpServerNotStarted(f'MCP server "{name}" cannot start: {what}'))
     except OSError as e:
         return fail(McpServerNotStarted(f'MCP server "{name}" cannot start: {e}'))
+
+    if groups is not None and process.pid is not None:
+        groups.add(process.pid)
 
     def shutdown() -> Deferred[Any]:
         return process.stop(shutdown_grace)
