@@ -1080,12 +1080,19 @@ def get_converter(converter: cattrs.Converter | None = None) -> cattrs.Converter
 
     The hooks cover the classes and enums of :mod:`acpkit.schema`, :mod:`acpkit.unstable`
     and :mod:`acpkit.mcp.schema` and the unions of them; your own hooks on the same
-    converter stay in place, and hooks you register afterwards for one of our classes
-    win (cattrs uses the newest matching hook), also inside our models and unions.
+    converter stay in place, and a hook you register for one of our classes wins (cattrs
+    uses the newest matching hook), also inside our models and unions, if registered
+    before the first structure of a type that contains it (cattrs captures hooks when it
+    generates a class's function).
     ``forbid_extra_keys=True`` gives the strict mode's rules; pass
     ``detailed_validation=True`` (cattrs' default) for errors that carry the attribute.
     """
     conv = converter if converter is not None else cattrs.Converter()
+    _install(conv)
+    return conv
+
+
+def _install(conv: cattrs.Converter) -> _Hooks:
     hooks = _Hooks(conv)
     conv.register_structure_hook_factory(_is_our_model, hooks.structure_class)
     conv.register_structure_hook_factory(_is_our_enum, hooks.structure_enum)
@@ -1095,28 +1102,47 @@ def get_converter(converter: cattrs.Converter | None = None) -> cattrs.Converter
         conv.register_structure_hook(base, hooks.structure_enum_by_type)
     conv.register_structure_hook_factory(_is_our_union, hooks.structure_union)
     conv.register_unstructure_hook_factory(_is_our_model, hooks.unstructure_class)
-    _HOOKS[id(conv)] = hooks
-    return conv
+    return hooks
 
 
-_HOOKS: dict[int, _Hooks] = {}
+_CONVERTER_OPTIONS: dict[str, tuple[bool, bool]] = {
+    "lenient": (False, True),
+    "strict": (True, True),
+    "fast": (False, False),
+}
+"""The module's three converters (``forbid_extra_keys``, ``detailed_validation``), made
+on first use (a ``cattrs.Converter`` costs
+milliseconds to build: ``import acpkit.codec`` builds none).
 
-converter: cattrs.Converter = get_converter(cattrs.Converter(detailed_validation=True))
+``lenient`` is :data:`converter`; ``strict`` serves ``decode(..., strict=True)``;
+``fast`` is decode()'s first try: the same hooks without detailed validation (cattrs'
+generated functions then pass required fields straight to the constructor, with no
+per-field ``try`` and no error list). Input it rejects is decoded again by ``lenient``
+for the JSON path, so its own errors never reach the user."""
+
+_HOOKS: dict[str, _Hooks] = {}
+
+
+def _hooks(name: str) -> _Hooks:
+    found = _HOOKS.get(name)
+    if found is None:
+        forbid, detailed = _CONVERTER_OPTIONS[name]
+        conv = cattrs.Converter(forbid_extra_keys=forbid, detailed_validation=detailed)
+        found = _HOOKS[name] = _install(conv)
+    return found
+
+
+converter: cattrs.Converter
 """The lenient converter: ``converter.structure(obj, cls)`` == ``decode(cls, obj)``, with
-cattrs' detailed validation (its errors name the attribute)."""
+cattrs' detailed validation (its errors name the attribute). Made on first access."""
 
-_strict_converter = get_converter(
-    cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
-)
-_fast_converter = get_converter(cattrs.Converter(detailed_validation=False))
-"""decode()'s first try: the same hooks without detailed validation (cattrs' generated
-functions then pass required fields straight to the constructor, with no per-field
-``try`` and no error list). Input it rejects is decoded again by ``converter`` for the
-JSON path, so this one's own errors never reach the user."""
 
-_lenient_hooks = _HOOKS[id(converter)]
-_strict_hooks = _HOOKS[id(_strict_converter)]
-_fast_hooks = _HOOKS[id(_fast_converter)]
+def __getattr__(name: str) -> Any:
+    if name == "converter":
+        return _hooks("lenient").conv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _LENIENT: dict[Any, StructureHook] = {}
 _STRICT: dict[Any, StructureHook] = {}
 _FAST: dict[Any, StructureHook] = {}
@@ -1154,15 +1180,15 @@ def _fast_entry(cls: Any) -> StructureHook:
     """decode()'s hook for ``cls`` on the fast converter (see :data:`_OBJECT_ONLY`)."""
     if _is_our_model(cls) and getattr(cls, "__acp_unknown__", None) is None:
         _OBJECT_ONLY.add(cls)
-        return _fast_converter.get_structure_hook(cls)
-    return _fast_hooks.hook(cls)
+        return _hooks("fast").conv.get_structure_hook(cls)
+    return _hooks("fast").hook(cls)
 
 
 def _decode_detailed(cls: Any, obj: object, strict: bool) -> Any:
     cache = _STRICT if strict else _LENIENT
     fn = cache.get(cls)
     if fn is None:
-        fn = cache[cls] = (_strict_hooks if strict else _lenient_hooks).hook(cls)
+        fn = cache[cls] = _hooks("strict" if strict else "lenient").hook(cls)
     try:
         return fn(obj, cls)
     except RecursionError:
@@ -1178,9 +1204,9 @@ def encode(value: object) -> Any:
     if fn is not None:
         return fn(value)
     if _is_model(type(value)):
-        fn = _ENCODERS[type(value)] = converter.get_unstructure_hook(type(value))
+        fn = _ENCODERS[type(value)] = _hooks("lenient").conv.get_unstructure_hook(type(value))
         return fn(value)
-    return _lenient_hooks.unstructure_runtime(value)
+    return _hooks("lenient").unstructure_runtime(value)
 
 
 # ------------------------------------------------------------------ bytes <-> builtins
