@@ -1,6 +1,8 @@
 """
-An incremental Server-Sent Events parser (the WHATWG "event stream interpretation"),
-bounded in memory, for MCP's Streamable HTTP transport (:mod:`acpkit.mcp.http`).
+Server-Sent Events: an incremental parser (the WHATWG "event stream interpretation"),
+bounded in memory, and the writer of one event.  Shared by the transports that read or
+write an SSE stream: MCP's Streamable HTTP client (:mod:`acpkit.mcp.http`) and ACP's
+remote transport (:mod:`acpkit.remote`).
 
 Feed it the body's bytes as they arrive, in chunks of any size; it returns the events
 completed so far.  Linear in its input: each byte is searched for a line end once.
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["SSEEvent", "SSEEventTooLarge", "SSEParser"]
+__all__ = ["KEEPALIVE", "SSEEvent", "SSEEventTooLarge", "SSEParser", "encode_event"]
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -154,3 +156,28 @@ class SSEParser:
         if not data:
             return None
         return SSEEvent(b"\n".join(data), event_type or "message", self.last_event_id)
+
+
+#: A comment line: keeps an idle stream's intermediaries from timing it out; parsers
+#: ignore it.
+KEEPALIVE = b": keepalive\n\n"
+
+
+def encode_event(
+    data: bytes, *, event_id: str | None = None, event_type: str | None = None
+) -> bytes:
+    """One SSE event carrying ``data``, as :class:`SSEParser` reads it back.
+
+    Each line of ``data`` (split on CR, LF or CRLF, which SSE cannot carry inside a
+    field) becomes a ``data:`` line; a JSON message from a compact encoder is one line.
+    ``event_id`` and ``event_type`` must not hold a line end (:class:`ValueError`).
+    """
+    fields = []
+    for name, value in (("event", event_type), ("id", event_id)):
+        if value is not None:
+            if "\r" in value or "\n" in value:
+                raise ValueError(f"an SSE {name} field cannot hold a line end: {value!r}")
+            fields.append(f"{name}: {value}\n".encode())
+    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    fields.extend(b"data: " + line + b"\n" for line in lines)
+    return b"".join(fields) + b"\n"

@@ -45,8 +45,8 @@ from acpkit.mcp.http import (
     StreamableHTTPTransport,
     connect_http,
 )
-from acpkit.mcp.sse import SSEEvent, SSEEventTooLarge, SSEParser
 from acpkit.rpc_cancel import MCP_CANCELLATION
+from acpkit.sse import SSEEvent, SSEEventTooLarge, SSEParser
 from tests.real_peers import MCP_EVERYTHING, require_peer
 
 pytest.importorskip("treq")

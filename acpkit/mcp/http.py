@@ -88,8 +88,8 @@ from acpkit.errors import clip
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient
 from acpkit.mcp.schema import Implementation
-from acpkit.mcp.sse import SSEEventTooLarge, SSEParser
 from acpkit.rpc_cancel import MCP_CANCELLATION
+from acpkit.sse import SSEEventTooLarge, SSEParser
 
 if TYPE_CHECKING:
     from twisted.web.iweb import IResponse
