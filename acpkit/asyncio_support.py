@@ -13,19 +13,31 @@ asyncio libraries (``asyncio.sleep``, ``httpx``, the ``openai`` SDK, anything ne
 same body: the task is driven through a small bridge that turns each Deferred the
 coroutine waits on into a future of the loop.
 
-==================================  ===========================  ==========================
-                                    default reactor              asyncio reactor
-==================================  ===========================  ==========================
-a coroutine handler runs as         ``Deferred.fromCoroutine``   an asyncio task
-``await <Deferred>`` in it          yes                          yes (bridged)
-``await <asyncio awaitable>``       no: "no running event loop"  yes
-the handler is cancelled            ``CancelledError`` (Twisted) ``asyncio.CancelledError``
-                                    at its ``await``             at its ``await``
-the request's answer once           -32800 / the method's        the same
-cancelled                           cancelled result
-acpkit's Deferreds (``conn.…``)     awaitable                    awaitable, also in other
-                                                                 tasks (``gather``…)
-==================================  ===========================  ==========================
+.. list-table::
+   :header-rows: 1
+   :widths: 3 3 3
+
+   * -
+     - default reactor
+     - asyncio reactor
+   * - a coroutine handler runs as
+     - ``Deferred.fromCoroutine``
+     - an asyncio task
+   * - ``await <Deferred>`` in it
+     - yes
+     - yes (bridged)
+   * - ``await <asyncio awaitable>`` in it
+     - no: "no running event loop"
+     - yes
+   * - a cancelled handler sees, at its ``await``
+     - Twisted's ``CancelledError``
+     - ``asyncio.CancelledError``
+   * - the answer of a cancelled request
+     - ``cancelled`` (prompt), else -32800
+     - the same
+   * - acpkit's Deferreds (``conn.…``) in tasks of your own (``gather``…)
+     - (no tasks)
+     - awaitable
 
 Cancelling the handler's Deferred (``session/cancel``, ``$/cancel_request``) cancels the
 task; the Deferred it was awaiting, if any, is cancelled too, as ``fromCoroutine``

@@ -6,18 +6,24 @@ Both choose and install the reactor (``reactor="asyncio"`` for asyncio libraries
 handlers, see :mod:`acpkit.asyncio_support`), run it until the work is done, and exit
 the process with a status that says how it ended:
 
-=====================================================  ================================
-what happened                                          exit status
-=====================================================  ================================
-agent: the client closed our stdin (EOF), every        0
-request answered; or the agent called ``conn.close()``
-agent: the connection broke (stdout gone, a signal     1, the reason on stderr
-stopped the reactor)
-client: ``main`` returned                              0
-client: ``main`` raised ``SystemExit(n)``              n
-client: ``main`` failed (the agent exited, an error    1, one line on stderr (a
-answer, a missing agent command...)                    traceback for unexpected errors)
-=====================================================  ================================
+.. list-table::
+   :header-rows: 1
+   :widths: 5 3
+
+   * - what happened
+     - exit status
+   * - agent: the client closed our stdin (EOF) and every request was answered, or the
+       agent called ``conn.close()``
+     - 0
+   * - agent: the connection broke (stdout gone, a signal stopped the reactor)
+     - 1, the reason on stderr
+   * - client: ``main`` returned
+     - 0
+   * - client: ``main`` raised ``SystemExit(n)``
+     - ``n``
+   * - client: ``main`` failed (the agent exited, an error answer, a missing agent
+       command...)
+     - 1, one line on stderr (a traceback for unexpected errors)
 
 Warnings and errors of the Twisted log go to stderr (``log_level``); stdout is the
 protocol's own.  Under ``twistd`` the reactor belongs to twistd: an application plugin

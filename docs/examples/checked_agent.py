@@ -1,14 +1,11 @@
 """The echo agent of ``minimal_agent.py``, refusing the relative ``cwd`` the tester found."""
 
 import os
-import sys
 
 from minimal_agent import EchoAgent
-from twisted.internet import reactor
 
-from acpkit import schema
+from acpkit import run_agent, schema
 from acpkit.connection import AgentConnection
-from acpkit.endpoints import serve_stdio
 from acpkit.errors import InvalidParams
 
 
@@ -33,8 +30,4 @@ class CheckedEchoAgent(EchoAgent):
 
 
 if __name__ == "__main__":
-    conn = AgentConnection(CheckedEchoAgent)
-    conn.protocol.when_closed().addBoth(lambda _: reactor.stop())
-    serve_stdio(conn.protocol)
-    reactor.run()
-    sys.exit(0)
+    run_agent(CheckedEchoAgent)

@@ -36,7 +36,7 @@ class EchoAgentService(Service):
     def startService(self) -> None:
         super().startService()
         conn = AgentConnection(EchoAgent)
-        conn.protocol.when_closed().addBoth(lambda _: reactor.stop())  # stdin closed: exit
+        conn.closed.addBoth(lambda _: reactor.stop())  # stdin closed: exit
         serve_stdio(conn.protocol)
 
 

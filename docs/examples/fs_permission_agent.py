@@ -8,13 +8,9 @@ it proposes to upper-case that file.
 
 import itertools
 import os
-import sys
 
-from twisted.internet import reactor
-
-from acpkit import schema
+from acpkit import run_agent, schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
-from acpkit.endpoints import serve_stdio
 from acpkit.errors import RPCError
 
 ALLOW, REJECT = "allow", "reject"
@@ -109,8 +105,4 @@ class UpperCaseAgent(Agent):
 
 
 if __name__ == "__main__":
-    conn = AgentConnection(UpperCaseAgent)
-    conn.protocol.when_closed().addBoth(lambda _: reactor.stop())
-    serve_stdio(conn.protocol)
-    reactor.run()
-    sys.exit(0)
+    run_agent(UpperCaseAgent)

@@ -1,13 +1,9 @@
 """An echo agent: it streams the prompt back to the client, on stdin/stdout."""
 
 import itertools
-import sys
 
-from twisted.internet import reactor
-
-from acpkit import schema
+from acpkit import run_agent, schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
-from acpkit.endpoints import serve_stdio
 
 
 class EchoAgent(Agent):
@@ -37,8 +33,4 @@ class EchoAgent(Agent):
 
 
 if __name__ == "__main__":
-    conn = AgentConnection(EchoAgent)
-    conn.protocol.when_closed().addBoth(lambda _: reactor.stop())  # stdin closed: exit
-    serve_stdio(conn.protocol)
-    reactor.run()
-    sys.exit(0)
+    run_agent(EchoAgent)  # serve on stdin/stdout; exit when the client closes stdin

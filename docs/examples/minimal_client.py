@@ -7,12 +7,8 @@ Start an agent, send it one prompt, print what it streams back.
 import os
 import sys
 
-from twisted.internet.interfaces import IReactorProcess
-from twisted.internet.task import react
-
-from acpkit import schema
+from acpkit import run_client, schema
 from acpkit.connection import Client, ClientConnection
-from acpkit.endpoints import spawn_agent
 
 
 class PrintingClient(Client):
@@ -27,23 +23,20 @@ class PrintingClient(Client):
             sys.stdout.flush()
 
 
-async def main(reactor: IReactorProcess, prompt: str, command: list[str]) -> None:
-    conn = ClientConnection(PrintingClient())
-    agent = spawn_agent(reactor, conn.protocol, command[0], command[1:])
-    try:
-        await conn.initialize()
-        session = await conn.new_session(schema.NewSessionRequest(cwd=os.getcwd(), mcp_servers=[]))
-        response = await conn.prompt(
-            schema.PromptRequest(
-                session_id=session.session_id, prompt=[schema.TextContentBlock(text=prompt)]
-            )
+async def ask(conn: ClientConnection, prompt: str) -> None:
+    await conn.initialize()
+    session = await conn.new_session(schema.NewSessionRequest(cwd=os.getcwd(), mcp_servers=[]))
+    response = await conn.prompt(
+        schema.PromptRequest(
+            session_id=session.session_id, prompt=[schema.TextContentBlock(text=prompt)]
         )
-        sys.stdout.write(f"\n[stop reason: {response.stop_reason}]\n")
-    finally:
-        await agent.stop()  # close its stdin, wait for it to exit
+    )
+    sys.stdout.write(f"\n[stop reason: {response.stop_reason}]\n")
 
 
 if __name__ == "__main__":
     if len(sys.argv) < 4 or sys.argv[2] != "--":
         sys.exit("usage: minimal_client.py PROMPT -- AGENT-COMMAND [ARGS...]")
-    react(lambda reactor: main(reactor, sys.argv[1], sys.argv[3:]))
+    prompt, command = sys.argv[1], sys.argv[3:]
+    # Start the agent, run ask(), then close the agent's stdin and wait for it to exit.
+    run_client(lambda conn: ask(conn, prompt), command, client=PrintingClient())

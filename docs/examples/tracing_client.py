@@ -14,12 +14,8 @@ import json
 import os
 import sys
 
-from twisted.internet.interfaces import IReactorProcess
-from twisted.internet.task import react
-
-from acpkit import schema
-from acpkit.connection import Client, ClientConnection
-from acpkit.endpoints import spawn_agent
+from acpkit import run_client, schema
+from acpkit.connection import ClientConnection
 from acpkit.trace import TRACE_VARIABLE, Tracer, open_trace_file, read_trace
 
 
@@ -31,24 +27,15 @@ def summary(message: bytes) -> str:
     return " ".join(part for part in parts if part)
 
 
-async def main(reactor: IReactorProcess, trace_path: str, prompt: str, command: list[str]) -> None:
-    conn = ClientConnection(Client())  # the base Client ignores updates, rejects permissions
-    if trace_path != os.environ.get(TRACE_VARIABLE):
-        trace_file = open_trace_file(trace_path)
-        if trace_file is None:
-            raise SystemExit(f"cannot write the trace file {trace_path}")
-        conn.protocol.tracer = Tracer("agent", trace_file)
-    agent = spawn_agent(reactor, conn.protocol, command[0], command[1:], name="agent")
-    try:
-        await conn.initialize()
-        session = await conn.new_session(schema.NewSessionRequest(cwd=os.getcwd(), mcp_servers=[]))
-        await conn.prompt(
-            schema.PromptRequest(
-                session_id=session.session_id, prompt=[schema.TextContentBlock(text=prompt)]
-            )
+async def main(conn: ClientConnection, trace_path: str, prompt: str) -> None:
+    await conn.initialize()
+    session = await conn.new_session(schema.NewSessionRequest(cwd=os.getcwd(), mcp_servers=[]))
+    await conn.prompt(
+        schema.PromptRequest(
+            session_id=session.session_id, prompt=[schema.TextContentBlock(text=prompt)]
         )
-    finally:
-        await agent.stop()
+    )
+    # Every message of the turn is in the file now (each line is written as it goes).
     for record in read_trace(trace_path):
         sys.stdout.write(f"{record.direction} {record.name} {summary(record.message)}\n")
 
@@ -61,4 +48,16 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if not args.trace:
         parser.error(f"give --trace FILE or set {TRACE_VARIABLE}")
-    react(lambda reactor: main(reactor, args.trace, args.prompt, args.command))
+    tracer = None  # ACPKIT_TRACE names the file: the agent's connection is traced anyway
+    if args.trace != os.environ.get(TRACE_VARIABLE):
+        trace_file = open_trace_file(args.trace)
+        if trace_file is None:
+            sys.exit(f"cannot write the trace file {args.trace}")
+        tracer = Tracer("agent", trace_file)
+    # The base Client (the default) ignores updates and rejects permission requests.
+    run_client(
+        lambda conn: main(conn, args.trace, args.prompt),
+        args.command,
+        tracer=tracer,
+        name="agent",
+    )
