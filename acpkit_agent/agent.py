@@ -381,7 +381,7 @@ class BobAgent(Agent):
             return f"{count} MCP server(s) from the client, none usable"
         if not self._client_mcp:
             # closed with the connection (bob's exit closes them too)
-            self.conn.protocol.when_closed().addBoth(self._close_client_servers)
+            self.conn.closed.addBoth(self._close_client_servers)
 
         def settled(server: Any) -> None:
             _log.info(

@@ -271,7 +271,7 @@ class AgentService(Service):
             conn = AgentConnection(lambda c: BobAgent(c, runtime), protocol=protocol, name="client")
             self.conn = conn
             serve_stdio(conn.protocol, self.reactor)
-            conn.protocol.when_closed().addBoth(self._stdio_closed)
+            conn.closed.addBoth(self._stdio_closed)
         else:
             d = self._listening_d
             if d is None:
@@ -282,13 +282,13 @@ class AgentService(Service):
         """Stdin ended: cancel the running turns; exit within ``STDIN_EOF_GRACE`` at most."""
         if self.conn is None or self._eof_timer is not None:
             return
-        if self.conn.protocol.closed_reason is None:
+        if self.conn.closed_reason is None:
             _log.info(
                 "[acp] stdin closed: running turns cancelled, exiting within {grace:g} s",
                 grace=STDIN_EOF_GRACE,
             )
         self.conn.cancel_all_turns()
-        if self.conn.protocol.closed_reason is None:
+        if self.conn.closed_reason is None:
             self._eof_timer = self.reactor.callLater(STDIN_EOF_GRACE, self._eof_grace_over)
 
     def _eof_grace_over(self) -> None:
@@ -300,7 +300,7 @@ class AgentService(Service):
         reads nothing more cannot hold the agent past :data:`STDIN_EOF_FLUSH_LIMIT`.
         """
         self._eof_timer = None
-        if self.conn is None or self.conn.protocol.closed_reason is not None:
+        if self.conn is None or self.conn.closed_reason is not None:
             return
         _log.warn(
             "[acp] requests still running {grace:g} s after stdin closed: closing the"
@@ -308,7 +308,7 @@ class AgentService(Service):
             grace=STDIN_EOF_GRACE,
             limit=STDIN_EOF_FLUSH_LIMIT,
         )
-        self.conn.protocol.close()
+        self.conn.close()
         self._eof_timer = self.reactor.callLater(STDIN_EOF_FLUSH_LIMIT, self._flush_limit_over)
 
     def _flush_limit_over(self) -> None:
@@ -352,7 +352,7 @@ class AgentService(Service):
     def stopService(self) -> Any:
         """Cancel the running turns of the stdio connection; stop listening; close MCP."""
         super().stopService()
-        if self.conn is not None and self.conn.protocol.connected:
+        if self.conn is not None and self.conn.closed_reason is None:
             self.conn.cancel_all_turns()
         stopping: list[Deferred[Any]] = [servers.close() for servers in self._mcp_sets()]
         if self.port is not None:

@@ -267,10 +267,11 @@ class AgentRun:
                 f'cannot start: command "{self.entry.command}" not found in PATH '
                 f"({env.get('PATH', os.defpath)})"
             )
-        connection = ClientConnection(client, name=self.entry.name)
-        tracer = tracer_from_environment(self.entry.name, self.environ)
-        if tracer is not None:
-            connection.protocol.tracer = tracer
+        connection = ClientConnection(
+            client,
+            name=self.entry.name,
+            tracer=tracer_from_environment(self.entry.name, self.environ),
+        )
         try:
             process = spawn_agent(
                 reactor,
@@ -398,9 +399,8 @@ class AgentRun:
             if self.process is not None:
                 self._stopping = self.process.stop(grace)
             else:
-                connection = self.connection
-                if connection is not None and connection.protocol.transport is not None:
-                    connection.protocol.transport.loseConnection()
+                if self.connection is not None:
+                    self.connection.close()
                 self._stopping = succeed(None)
         waiter: Deferred[Any] = Deferred()
 
