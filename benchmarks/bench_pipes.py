@@ -20,7 +20,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -42,6 +42,7 @@ def summarise(latencies: list[float]) -> tuple[float, float]:
 
 async def bench_sdk(n: int, chunks: int) -> dict[str, float]:
     from acp import PROTOCOL_VERSION, text_block
+    from acp.interfaces import Client as SdkClient
     from acp.stdio import spawn_agent_process
 
     class Counter:
@@ -54,8 +55,13 @@ async def bench_sdk(n: int, chunks: int) -> dict[str, float]:
             self.received += 1
 
     client = Counter()
+    # A partial client (the SDK answers method-not-found for the rest), cast to its protocol.
     async with spawn_agent_process(
-        client, sys.executable, str(HERE / "pipes_agents.py"), "sdk", env=child_env()
+        cast(SdkClient, client),
+        sys.executable,
+        str(HERE / "pipes_agents.py"),
+        "sdk",
+        env=child_env(),
     ) as (conn, _process):
         await conn.initialize(protocol_version=PROTOCOL_VERSION)
         latencies = []

@@ -5,15 +5,18 @@ The ``/new`` and ``/compact`` slash commands (seed 000, "session/prompt" rows ``
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from twisted.internet.defer import ensureDeferred, succeed
+from twisted.internet.defer import Deferred, ensureDeferred, succeed
+from zope.interface import implementer
 
 from acpkit import schema
 from acpkit_agent.compaction import is_summary
 from acpkit_agent.config import AgentConfig
+from acpkit_agent.engines.base import IEngine, ModelReply, StreamSink, ToolSpec
 from acpkit_agent.turn import AgentRuntime
 from tests.fixtures.agent.harness import Harness, captured_logs, make_harness, scripted
 
@@ -237,8 +240,17 @@ def test_unknown_window_is_asked_again_and_a_known_one_kept() -> None:
     answers = [0, 4096, 9999]
     asked: list[int] = []
 
+    @implementer(IEngine)
     class Probe:
-        def context_window(self) -> Any:
+        name = "probe"
+        description = "answers context_window() only"
+
+        def complete(
+            self, messages: Sequence[Mapping[str, Any]], tools: Sequence[ToolSpec], sink: StreamSink
+        ) -> Deferred[ModelReply]:
+            raise AssertionError("this runtime only probes the window")
+
+        def context_window(self) -> Deferred[int]:
             asked.append(answers[len(asked)])
             return succeed(asked[-1])
 

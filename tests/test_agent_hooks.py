@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from twisted.internet import reactor
-from twisted.internet.defer import ensureDeferred
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import TestCase
 
@@ -128,7 +128,7 @@ class HookProcessTests(TestCase):
     async def run_turn(self, h: Harness, sid: str, text: str = "go") -> Any:
         return await pumping(h.pair, h.prompt(sid, text))
 
-    def test_deny(self) -> None:
+    def test_deny(self) -> Deferred[None]:
         """Deny: tool_call, then failed '… — denied by a hook'; nothing asked, nothing run."""
 
         async def go() -> None:
@@ -195,9 +195,9 @@ class HookProcessTests(TestCase):
                 any("bash: touch ran.txt denied by a hook" in line for line in self.lines)
             )
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_allow_then_permission_and_run(self) -> None:
+    def test_allow_then_permission_and_run(self) -> Deferred[None]:
         """A hook answering {} (or nothing) lets the call go on: asked (yolo false), then run."""
 
         async def go() -> None:
@@ -215,9 +215,9 @@ class HookProcessTests(TestCase):
             self.assertEqual(h.client.tool_updates()[-1]["status"], "completed")
             self.assertEqual(self.hook_lines(), [])
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_post_ask_replace(self) -> None:
+    def test_post_ask_replace(self) -> Deferred[None]:
         """postAsk replaces the final answer: one more chunk, the history, the 🪝 notice."""
 
         async def go() -> None:
@@ -258,9 +258,9 @@ class HookProcessTests(TestCase):
                 [f"🪝 postAsk: {censor} replaced the answer (17 → 25 characters)"],
             )
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_post_ask_keep_runs_in_session_cwd(self) -> None:
+    def test_post_ask_keep_runs_in_session_cwd(self) -> Deferred[None]:
         """A postAsk hook answering nothing keeps the answer; hooks run in the session cwd."""
 
         async def go() -> None:
@@ -273,9 +273,9 @@ class HookProcessTests(TestCase):
             where = (self.dir / "where.txt").read_text(encoding="utf-8").strip()
             self.assertEqual(Path(where).resolve(), self.dir.resolve())
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_failing_hook_fails_open(self) -> None:
+    def test_failing_hook_fails_open(self) -> Deferred[None]:
         """A hook exiting 3 is logged with its stderr; the call runs anyway."""
 
         async def go() -> None:
@@ -290,9 +290,9 @@ class HookProcessTests(TestCase):
                 self.hook_lines(), [f"🪝 preToolCall hook {bad} failed with exit status 3: boom"]
             )
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_slow_hook_is_killed(self) -> None:
+    def test_slow_hook_is_killed(self) -> Deferred[None]:
         """A hook over its timeout is killed with what it started; the turn goes on."""
 
         async def go() -> None:
@@ -314,9 +314,9 @@ class HookProcessTests(TestCase):
                 pid = int((self.dir / name).read_text(encoding="ascii"))
                 self.assertTrue(process_gone(pid), f"{name} {pid} still runs")
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_garbage_hook_fails_open(self) -> None:
+    def test_garbage_hook_fails_open(self) -> Deferred[None]:
         """A hook printing something that is not a JSON object is logged; no effect."""
 
         async def go() -> None:
@@ -339,9 +339,9 @@ class HookProcessTests(TestCase):
                 ],
             )
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_missing_hook_fails_open(self) -> None:
+    def test_missing_hook_fails_open(self) -> Deferred[None]:
         """A hook command that does not exist is logged; the turn is not broken."""
 
         async def go() -> None:
@@ -357,9 +357,9 @@ class HookProcessTests(TestCase):
                 ],
             )
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_cancel_while_hook_runs(self) -> None:
+    def test_cancel_while_hook_runs(self) -> Deferred[None]:
         """session/cancel during a preToolCall hook kills it; the turn ends cancelled."""
 
         async def go() -> None:
@@ -377,7 +377,7 @@ class HookProcessTests(TestCase):
             pid = int(pid_file.read_text(encoding="ascii"))
             await wait_until(lambda: process_gone(pid))
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
 
 def test_banner_lists_hooks() -> None:

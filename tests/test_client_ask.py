@@ -70,7 +70,9 @@ class LoginOnPrompt(TinyAgent):
 
     def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
         response = super().initialize(params)
-        methods = [schema.AuthMethodAgent(id="login", name="Log in with tiny")]
+        methods: list[schema.AuthMethod] = [
+            schema.AuthMethodAgent(id="login", name="Log in with tiny")
+        ]
         return attrs.evolve(response, auth_methods=methods)
 
     def prompt(self, params: schema.PromptRequest) -> Any:

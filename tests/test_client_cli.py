@@ -389,7 +389,12 @@ def test_no_subcommand_opens_the_terminal_ui(monkeypatch: Any) -> None:
     import acpkit_client.tui.app
 
     seen: list[list[str]] = []
-    monkeypatch.setattr(acpkit_client.tui.app, "main", lambda argv: seen.append(argv) or 0)
+
+    def fake_main(argv: list[str]) -> int:
+        seen.append(argv)
+        return 0
+
+    monkeypatch.setattr(acpkit_client.tui.app, "main", fake_main)
     assert cli.main([]) == 0
     assert cli.main(["--cwd", "/tmp", "-v"]) == 0
     assert seen == [[], ["--cwd", "/tmp"]]

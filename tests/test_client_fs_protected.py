@@ -106,7 +106,9 @@ def test_refusal_on_the_wire_names_the_path(root: Path) -> None:
     access = FileAccess([str(root)])
 
     class FsClient(Client):
-        def write_text_file(self, params: schema.WriteTextFileRequest) -> object:
+        def write_text_file(
+            self, params: schema.WriteTextFileRequest
+        ) -> schema.WriteTextFileResponse:
             return access.write_text_file(params)
 
     class Minimal(Agent):

@@ -321,7 +321,7 @@ def validate(tool: ToolSpec, arguments: Any) -> None:
 # -- directives -----------------------------------------------------------------------------
 
 directories = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=40
+    st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=40
 ).map(lambda text: "/" + text)
 tokens = st.text(st.sampled_from("abcXYZ019_-."), max_size=12)
 

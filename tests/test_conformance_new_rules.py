@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -278,7 +280,7 @@ def test_cancelled_turn_error_and_new_tool_work_after_the_race_margin(
     answer CANCEL-003; within the margin an error is only noted (it may predate the cancel).
     """
     clock = [100.0]
-    monkeypatch.setattr(checks.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the checks' clock
     observer = _observer()
     _prompt(observer, 2)
     observer.sent({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}})
@@ -426,7 +428,9 @@ def test_initialize_terminal_auth_method_needs_the_client_capability() -> None:
     assert "AUTH-001" not in _findings(allowed)
 
 
-def _session_result(modes: dict[str, object], options: list[dict[str, object]]) -> list[str]:
+def _session_result(
+    modes: Mapping[str, object], options: Sequence[Mapping[str, object]]
+) -> list[str]:
     observer = _observer()
     observer.sent(
         {

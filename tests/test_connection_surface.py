@@ -79,8 +79,10 @@ class FullAgent(Agent):
         self.calls.append("set_mode")
         return schema.SetSessionModeResponse()
 
-    def prompt(self, params: schema.PromptRequest) -> None:
-        return None  # PromptResponse requires stopReason: a handler bug, answered -32603
+    # A handler bug on purpose (the type checker refuses it): PromptResponse requires
+    # stopReason, so the connection answers -32603.
+    def prompt(self, params: schema.PromptRequest) -> None:  # type: ignore[override]
+        return None
 
 
 class Recorder(Client):

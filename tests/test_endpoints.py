@@ -8,14 +8,19 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Generator
+from typing import Any
 
 from twisted.internet import defer, reactor
+from twisted.internet.address import IPv4Address
+from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from acpkit.endpoints import (
+    AgentAddress,
     AgentExited,
     AgentNotFoundError,
     AgentProcess,
@@ -38,7 +43,7 @@ class Recorder(NDJSONProtocol):
         self.lines: list[bytes] = []
         self.input_ended = 0
         #: Fires with the exception of the connectionLost reason.
-        self.lost: defer.Deferred[BaseException] = defer.Deferred()
+        self.lost: defer.Deferred[BaseException | None] = defer.Deferred()
         self.line_waiters: list[tuple[int, defer.Deferred[None]]] = []
 
     def lineReceived(self, line: bytes) -> None:
@@ -74,17 +79,17 @@ class EchoServer(NDJSONProtocol):
         self.sendLine(line)
 
 
-def python_agent(protocol: NDJSONProtocol, *args: str, **kwargs: object) -> AgentProcess:
+def python_agent(protocol: NDJSONProtocol, *args: str, **kwargs: Any) -> AgentProcess:
     """Spawn the fixture agent with the current interpreter."""
     env = dict(PYTHONPATH)
-    env.update(kwargs.pop("env", {}))  # type: ignore[arg-type]
+    env.update(kwargs.pop("env", {}))
     return spawn_agent(
         reactor,
         protocol,
         sys.executable,
         [FIXTURE, *args],
         env=env,
-        **kwargs,  # type: ignore[arg-type]
+        **kwargs,
     )
 
 
@@ -97,7 +102,14 @@ def alive(pid: int) -> bool:
         return False
 
 
-def poll_until(condition: object, timeout: float = 5.0) -> defer.Deferred[bool]:
+def _port_number(port: IListeningPort) -> int:
+    """The TCP port a listening port is bound to."""
+    host = port.getHost()
+    assert isinstance(host, IPv4Address)
+    return host.port
+
+
+def poll_until(condition: Callable[[], object], timeout: float = 5.0) -> defer.Deferred[bool]:
     """Fires True as soon as ``condition()`` holds (checked every 20 ms), False at timeout."""
     from twisted.internet.task import LoopingCall
 
@@ -105,7 +117,7 @@ def poll_until(condition: object, timeout: float = 5.0) -> defer.Deferred[bool]:
     result: defer.Deferred[bool] = defer.Deferred()
 
     def check() -> None:
-        if condition():  # type: ignore[operator]
+        if condition():
             loop.stop()
             result.callback(True)
         elif time.monotonic() > deadline:
@@ -123,7 +135,7 @@ class SpawnAgentTests(TestCase):
     timeout = 30
 
     @defer.inlineCallbacks
-    def test_echo_round_trip(self):  # type: ignore[no-untyped-def]
+    def test_echo_round_trip(self) -> Generator[defer.Deferred[Any], Any, None]:
         """
         Lines written to the agent come back; an exiting agent's end is reported once,
         through connectionLost with AgentExited (not as a bare end of input first, so that
@@ -138,7 +150,9 @@ class SpawnAgentTests(TestCase):
         proto.transport.writeSequence([b'{"a":', b"2}\n"])
         yield proto.wait_lines(2)
         self.assertEqual(proto.lines, [b'{"jsonrpc":"2.0","id":1,"method":"x"}', b'{"a":2}'])
-        self.assertEqual(proto.transport.getPeer().name, "bob")
+        peer = proto.transport.getPeer()
+        assert isinstance(peer, AgentAddress)
+        self.assertEqual(peer.name, "bob")
         proto.transport.loseConnection()
         reason = yield proto.lost
         self.assertIsInstance(reason, AgentExited)
@@ -148,7 +162,7 @@ class SpawnAgentTests(TestCase):
         self.assertIs(exited, reason)
 
     @defer.inlineCallbacks
-    def test_environment_inherited_and_added(self):  # type: ignore[no-untyped-def]
+    def test_environment_inherited_and_added(self) -> Generator[defer.Deferred[Any], Any, None]:
         """The child sees our environment plus the given variables; cwd is honoured."""
         os.environ["ACPKIT_TEST_INHERITED"] = "from-parent"
         self.addCleanup(os.environ.pop, "ACPKIT_TEST_INHERITED")
@@ -170,7 +184,7 @@ class SpawnAgentTests(TestCase):
         self.assertEqual(os.path.realpath(info["cwd"]), os.path.realpath(directory))
 
     @defer.inlineCallbacks
-    def test_command_found_in_path_without_shell(self):  # type: ignore[no-untyped-def]
+    def test_command_found_in_path_without_shell(self) -> Generator[defer.Deferred[Any], Any, None]:
         """A bare command name is looked up in the child's PATH and run with its args as-is."""
         proto = Recorder()
         bindir = os.path.dirname(sys.executable)
@@ -185,7 +199,9 @@ class SpawnAgentTests(TestCase):
         self.assertEqual(proto.lines, [b"['$HOME', 'a b']"])
 
     @defer.inlineCallbacks
-    def test_stdout_closed_by_a_running_agent_half_closes(self):  # type: ignore[no-untyped-def]
+    def test_stdout_closed_by_a_running_agent_half_closes(
+        self,
+    ) -> Generator[defer.Deferred[Any], Any, None]:
         """
         An agent that closes stdout and keeps running: after STDOUT_EOF_GRACE the
         protocol gets readConnectionLost (its inputEnded closes stdin), then the exit.
@@ -208,7 +224,7 @@ class SpawnAgentTests(TestCase):
             spawn_agent(reactor, Recorder(), "./missing/agent")
 
     @defer.inlineCallbacks
-    def test_stderr_drained_past_64k(self):  # type: ignore[no-untyped-def]
+    def test_stderr_drained_past_64k(self) -> Generator[defer.Deferred[Any], Any, None]:
         """An agent writing 1 MB to stderr does not freeze; the tail keeps the last lines."""
         proto = Recorder()
         agent = python_agent(proto, "stderr-flood", str(1024 * 1024), stderr_tail_lines=3)
@@ -220,7 +236,7 @@ class SpawnAgentTests(TestCase):
         self.assertEqual(reason.stderr_tail, agent.stderr_tail())
 
     @defer.inlineCallbacks
-    def test_crash_mid_stream_reports_promptly(self):  # type: ignore[no-untyped-def]
+    def test_crash_mid_stream_reports_promptly(self) -> Generator[defer.Deferred[Any], Any, None]:
         """
         A crash mid-line delivers the complete line, the partial last line, then
         AgentExited with status and stderr tail, promptly although a grandchild keeps
@@ -240,7 +256,9 @@ class SpawnAgentTests(TestCase):
         yield agent.stop(grace=0.5)
 
     @defer.inlineCallbacks
-    def test_stop_kills_stubborn_agent_and_grandchild(self):  # type: ignore[no-untyped-def]
+    def test_stop_kills_stubborn_agent_and_grandchild(
+        self,
+    ) -> Generator[defer.Deferred[Any], Any, None]:
         """stop() escalates to SIGKILL of the group: agent and grandchild both die."""
         proto = Recorder()
         agent = python_agent(proto, "stubborn", name="mule")
@@ -256,7 +274,9 @@ class SpawnAgentTests(TestCase):
         self.assertIs(again, exited)
 
     @defer.inlineCallbacks
-    def test_stop_polite_agent_exits_on_stdin_eof(self):  # type: ignore[no-untyped-def]
+    def test_stop_polite_agent_exits_on_stdin_eof(
+        self,
+    ) -> Generator[defer.Deferred[Any], Any, None]:
         """stop() on an agent that exits at stdin EOF ends it without signals."""
         proto = Recorder()
         agent = python_agent(proto, "echo")
@@ -264,7 +284,7 @@ class SpawnAgentTests(TestCase):
         self.assertEqual((exited.exit_code, exited.signal), (0, None))
 
     @defer.inlineCallbacks
-    def test_pause_stops_reading_stdout(self):  # type: ignore[no-untyped-def]
+    def test_pause_stops_reading_stdout(self) -> Generator[defer.Deferred[Any], Any, None]:
         """pauseProducing/resumeProducing on the protocol pause and resume stdout reading."""
         proto = Recorder()
         agent = python_agent(proto, "echo")
@@ -313,7 +333,9 @@ class EndpointStringTests(TestCase):
     timeout = 20
 
     @defer.inlineCallbacks
-    def _round_trip(self, server_description, client_description_for):  # type: ignore[no-untyped-def]
+    def _round_trip(
+        self, server_description: str, client_description_for: Callable[[IListeningPort], str]
+    ) -> Generator[defer.Deferred[Any], Any, None]:
         port = yield serve(reactor, server_description, Factory.forProtocol(EchoServer))
         self.addCleanup(port.stopListening)
         client = Recorder()
@@ -326,14 +348,14 @@ class EndpointStringTests(TestCase):
         client.transport.loseConnection()
         yield client.lost
 
-    def test_tcp(self):  # type: ignore[no-untyped-def]
+    def test_tcp(self) -> defer.Deferred[None]:
         """An NDJSON echo over tcp:0 (port chosen by the system)."""
         return self._round_trip(
             "tcp:0:interface=127.0.0.1",
-            lambda port: f"tcp:host=127.0.0.1:port={port.getHost().port}",
+            lambda port: f"tcp:host=127.0.0.1:port={_port_number(port)}",
         )
 
-    def test_unix(self):  # type: ignore[no-untyped-def]
+    def test_unix(self) -> defer.Deferred[None]:
         """An NDJSON echo over a unix socket."""
         path = os.path.join(tempfile.mkdtemp(), "acp.sock")
         return self._round_trip(f"unix:{path}", lambda port: f"unix:path={path}")
@@ -406,7 +428,7 @@ class StdioTests(TestCase):
     timeout = 20
 
     @defer.inlineCallbacks
-    def test_peer_gone_stdout_first_still_ends(self):  # type: ignore[no-untyped-def]
+    def test_peer_gone_stdout_first_still_ends(self) -> Generator[defer.Deferred[Any], Any, None]:
         """
         The peer closes our stdout first, then our stdin: connectionLost still comes
         (stock StandardIO with a half-closeable protocol would wait forever).
@@ -428,7 +450,7 @@ class StdioTests(TestCase):
         self.assertEqual(proto.input_ended, 1)
 
     @defer.inlineCallbacks
-    def test_half_close_replies_then_ends(self):  # type: ignore[no-untyped-def]
+    def test_half_close_replies_then_ends(self) -> Generator[defer.Deferred[Any], Any, None]:
         """Stdin EOF right after a request: the reply is written, then the connection ends."""
         from acpkit.endpoints import serve_stdio
 

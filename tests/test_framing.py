@@ -457,7 +457,7 @@ class HalfCloseProcessTests(TestCase):
     def _echo(self, delay: str) -> defer.Deferred[None]:
         output = _Output()
         env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-        reactor.spawnProcess(  # type: ignore[attr-defined]
+        reactor.spawnProcess(
             output, sys.executable, [sys.executable, FIXTURE, "echo", delay], env=env
         )
 

@@ -965,6 +965,7 @@ class LoopbackBackPressureTests(TrialTestCase):
     def test_slow_reader_pauses_writer(self) -> Deferred[None]:
         """A peer that stops reading makes writable() wait; reading again releases it."""
         from twisted.internet import reactor
+        from twisted.internet.address import IPv4Address
         from twisted.internet.protocol import Factory, Protocol
 
         server_protos: list[JSONRPCProtocol] = []
@@ -979,12 +980,17 @@ class LoopbackBackPressureTests(TrialTestCase):
             server_protos.append(proto)
             return proto
 
-        port = reactor.listenTCP(0, Factory.forProtocol(make_server), interface="127.0.0.1")
+        # listenTCP is annotated for a ServerFactory of protocols with a ``factory``
+        # attribute; Factory.forProtocol's result is one at run time, not in the stubs.
+        factory = Factory.forProtocol(make_server)
+        port = reactor.listenTCP(0, factory, interface="127.0.0.1")  # type: ignore[arg-type]
         self.addCleanup(port.stopListening)
         reader = Reader()
         from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 
-        endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", port.getHost().port)
+        host = port.getHost()
+        assert isinstance(host, IPv4Address)
+        endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", host.port)
 
         async def scenario() -> None:
             await connectProtocol(endpoint, reader)

@@ -274,8 +274,13 @@ def scenario_registry(clock: Clock, records: dict[int, HandlerRecord]) -> Method
     return registry
 
 
+def _record_outcome(result: object, outcomes: dict[int, Any], k: int) -> None:
+    """An ``addBoth`` callback: keep what request ``k`` ended with."""
+    outcomes[k] = result
+
+
 @given(st.lists(specs, min_size=1, max_size=8), st.lists(ops, max_size=30))
-def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, int]]) -> None:
+def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, Any]]) -> None:
     """
     Whatever the timings and cancels (Deferred.cancel, InboundRequest.cancel, raw
     $/cancel_request, timeouts, a connection loss) on both sides: each request is
@@ -308,7 +313,7 @@ def test_cancellation_races(plan: list[Spec], steps: list[tuple[str, int]]) -> N
         params = {"k": k, "kind": spec.kind, "duration": spec.duration}
         d = protos[spec.sender].request(method, params, timeout=spec.timeout)
         ids.append(protos[spec.sender]._next_id - 1)
-        d.addBoth(lambda result, k=k: outcomes.__setitem__(k, result))
+        d.addBoth(_record_outcome, outcomes, k)
         deferreds.append(d)
 
     lost = False

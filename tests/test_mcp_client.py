@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
-from twisted.logger import Logger
+from twisted.logger import ILogObserver, LogEvent, Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from acpkit.endpoints import AgentExited
 from acpkit.errors import MethodNotFound, RequestTimeout, RPCError
@@ -127,6 +128,7 @@ class FakeServer:
         d.addBoth(out.append)
         assert out, f"{d!r} did not fire"
         assert isinstance(out[0], Failure), f"{d!r} fired with {out[0]!r}"
+        assert out[0].value is not None
         return out[0].value
 
     def methods(self) -> list[str]:
@@ -535,7 +537,12 @@ def test_unsupported_server_requests_are_method_not_found(method: str) -> None:
 def test_server_log_messages_are_logged_at_their_level(monkeypatch: pytest.MonkeyPatch) -> None:
     """notifications/message: logged with the MCP level mapped onto Twisted's."""
     events: list[dict[str, Any]] = []
-    monkeypatch.setattr(client_module, "_log", Logger(observer=events.append))
+
+    @implementer(ILogObserver)
+    def observe(event: LogEvent) -> None:
+        events.append(event)
+
+    monkeypatch.setattr(client_module, "_log", Logger(observer=observe))
     fake = FakeServer()
     fake.started()
     for level in ("debug", "notice", "warning", "error", "emergency"):

@@ -9,7 +9,9 @@ from typing import Any
 
 from treq.client import HTTPClient
 from twisted.internet import reactor
-from twisted.internet.defer import CancelledError, Deferred, DeferredList
+from twisted.internet.address import IPv4Address
+from twisted.internet.defer import CancelledError, Deferred, DeferredList, maybeDeferred
+from twisted.internet.interfaces import IListeningPort
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from twisted.web.client import Agent
 from twisted.web.resource import Resource
@@ -65,6 +67,13 @@ class Stalled(Resource):
         if self.first:
             request.write(self.first)
         return NOT_DONE_YET
+
+
+def _port_number(port: IListeningPort) -> int:
+    """The TCP port a listening port is bound to."""
+    host = port.getHost()
+    assert isinstance(host, IPv4Address)
+    return host.port
 
 
 class TrackingSite(Site):
@@ -188,17 +197,19 @@ class FetchServerTests(TestCase):
         root.putChild(b"stalled", self.stalled)
         root.putChild(b"hang", self.hanging)
         self.site = TrackingSite(root)
-        self.port = reactor.listenTCP(0, self.site, interface="127.0.0.1")
-        self.base = f"http://127.0.0.1:{self.port.getHost().port}"
+        # Twisted annotates listenTCP for ServerFactory[a protocol with .factory]; Site's
+        # HTTPChannel is one, but its stubs do not say so.
+        self.port = reactor.listenTCP(0, self.site, interface="127.0.0.1")  # type: ignore[arg-type]
+        self.base = f"http://127.0.0.1:{_port_number(self.port)}"
         self.cwd = temp_dir(self)
         self.ctx = ToolContext(self.cwd, DiskFileAccess(), reactor, PlanState(), lambda e: None)
 
-    async def tearDown(self) -> None:
+    async def tearDown(self) -> None:  # type: ignore[override]  # trial awaits it
         """Close the server and wait until every server-side connection is gone."""
         for transport in self.site.transports:
             transport.abortConnection()
         await DeferredList(self.site.lost)
-        await self.port.stopListening()
+        await maybeDeferred(self.port.stopListening)
 
     def fetch(self, tool: FetchContentTool | None = None, **args: Any) -> Deferred[ToolResult]:
         """Run fetch_content on the loopback server."""
@@ -232,9 +243,9 @@ class FetchServerTests(TestCase):
 
     async def test_connection_refused(self) -> None:
         """A refused connection is a failed result saying so."""
-        closed = reactor.listenTCP(0, self.site, interface="127.0.0.1")
-        url = f"http://127.0.0.1:{closed.getHost().port}/"
-        await closed.stopListening()
+        closed = reactor.listenTCP(0, self.site, interface="127.0.0.1")  # type: ignore[arg-type]
+        url = f"http://127.0.0.1:{_port_number(closed)}/"
+        await maybeDeferred(closed.stopListening)
         result = await self.fetch(url=url)
         self.assertTrue(result.failed)
         self.assertTrue(result.output.startswith(f"fetch_content: cannot fetch {url}: "))

@@ -8,14 +8,15 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Generator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, AnyStr
 
 from twisted.internet import defer, reactor
-from twisted.internet.interfaces import IReactorProcess
+from twisted.internet.interfaces import IProcessProtocol, IReactorProcess
 from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.internet.utils import getProcessOutputAndValue
-from twisted.logger import LogEvent, globalLogPublisher
+from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
@@ -46,6 +47,7 @@ def warnings_during(test: SynchronousTestCase) -> list[LogEvent]:
     """Collect acpkit.trace log events until the end of ``test``."""
     events: list[LogEvent] = []
 
+    @implementer(ILogObserver)
     def observer(event: LogEvent) -> None:
         if event.get("log_namespace") == "acpkit.trace":
             events.append(event)
@@ -259,7 +261,9 @@ class ReplayTests(TestCase):
         self.patch(os, "environ", dict(os.environ, PYTHONPATH=REPO_ROOT))
 
     @defer.inlineCallbacks
-    def test_replay_waits_for_responses_and_answers_agent_requests(self):  # type: ignore[no-untyped-def]
+    def test_replay_waits_for_responses_and_answers_agent_requests(
+        self,
+    ) -> Generator[defer.Deferred[Any], Any, None]:
         """The first peer's lines are sent in order, each after what preceded it came back."""
         out = io.StringIO()
         records = list(read_trace(write_trace(SAMPLE)))
@@ -286,7 +290,9 @@ class ReplayTests(TestCase):
         self.assertEqual(flow[-1][2]["result"], {"answer": "content"})
 
     @defer.inlineCallbacks
-    def test_replay_times_out_when_a_response_never_comes(self):  # type: ignore[no-untyped-def]
+    def test_replay_times_out_when_a_response_never_comes(
+        self,
+    ) -> Generator[defer.Deferred[Any], Any, None]:
         """A request the agent never answers fails the replay (status 1) after the timeout."""
         lines = [
             b'2026-11-29T19:45:01.000001Z -> bob {"jsonrpc":"2.0","id":1,"method":"mute"}',
@@ -303,7 +309,7 @@ class ReplayTests(TestCase):
         self.flushLoggedErrors()
 
     @defer.inlineCallbacks
-    def test_replay_command_line(self):  # type: ignore[no-untyped-def]
+    def test_replay_command_line(self) -> Generator[defer.Deferred[Any], Any, None]:
         """'python -m acpkit.trace replay FILE -- CMD ARGS' prints the exchange and exits 0."""
         path = write_trace(SAMPLE[:3])
         out, err, code = yield getProcessOutputAndValue(
@@ -324,7 +330,9 @@ class SpawnedTraceTests(TestCase):
     timeout = 30
 
     @defer.inlineCallbacks
-    def test_explicit_env_does_not_pass_the_trace_either(self):  # type: ignore[no-untyped-def]
+    def test_explicit_env_does_not_pass_the_trace_either(
+        self,
+    ) -> Generator[defer.Deferred[Any], Any, None]:
         """
         ACPKIT_TRACE in the ``env`` given to spawn_agent (acpkit-client passes its whole
         environment that way) is not passed on: a spawned acpkit agent's traffic is
@@ -352,7 +360,7 @@ class SpawnedTraceTests(TestCase):
         self.assertEqual(seen, [("->", "bob"), ("<-", "bob")])
 
     @defer.inlineCallbacks
-    def test_child_does_not_inherit_the_trace(self):  # type: ignore[no-untyped-def]
+    def test_child_does_not_inherit_the_trace(self) -> Generator[defer.Deferred[Any], Any, None]:
         """By default the child does not inherit ACPKIT_TRACE: each message is traced once."""
         from acpkit.endpoints import spawn_agent
 
@@ -374,8 +382,30 @@ class _RecordingProcessReactor:
     def __init__(self) -> None:
         self.spawned: list[dict[str, Any]] = []
 
-    def spawnProcess(self, protocol: Any, executable: Any, args: Any = (), **kw: Any) -> Any:
-        self.spawned.append({"executable": executable, "args": list(args), **kw})
+    def spawnProcess(
+        self,
+        processProtocol: IProcessProtocol,
+        executable: bytes | str,
+        args: Sequence[bytes | str] = (),
+        env: Mapping[AnyStr, AnyStr] | None = None,
+        path: bytes | str | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        usePTY: bool = False,
+        childFDs: Mapping[int, int | str] | None = None,
+    ) -> Any:  # no process: None
+        self.spawned.append(
+            {
+                "executable": executable,
+                "args": list(args),
+                "env": env,
+                "path": path,
+                "uid": uid,
+                "gid": gid,
+                "usePTY": usePTY,
+                "childFDs": childFDs,
+            }
+        )
         return None
 
 
@@ -407,12 +437,12 @@ class SpawnEnvironmentTests(SynchronousTestCase):
         self.patch(os, "environ", dict(os.environ, ACPKIT_TRACE=path))
         proto = Line()
         spawn_agent(_RecordingProcessReactor(), proto, sys.executable, [], name="bob")
-        assert proto.tracer is not None
+        assert isinstance(proto.tracer, trace.Tracer)
         self.assertEqual(proto.tracer.name, "bob")
         served = Line()
         read_end, write_end = os.pipe()
         self.addCleanup(os.close, read_end)
         self.addCleanup(os.close, write_end)
         serve_stdio(served, MemoryReactor(), stdin=read_end, stdout=write_end)
-        assert served.tracer is not None
+        assert isinstance(served.tracer, trace.Tracer)
         self.assertEqual(served.tracer.name, "client")

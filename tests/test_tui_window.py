@@ -7,12 +7,12 @@ in-memory pair: it announces ``/web <query>`` and ``/help``, asks permission, an
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, AnyStr, cast
 
 import pytest
-from twisted.internet.interfaces import IReactorProcess
+from twisted.internet.interfaces import IProcessProtocol, IProcessTransport, IReactorProcess
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from zope.interface import implementer
@@ -530,10 +530,21 @@ class _SilentAgentReactor(Clock):
         super().__init__()
         self.processes: list[_SilentProcess] = []
 
-    def spawnProcess(self, protocol: Any, executable: Any, args: Any = (), **kw: Any) -> Any:
+    def spawnProcess(
+        self,
+        processProtocol: IProcessProtocol,
+        executable: bytes | str,
+        args: Sequence[bytes | str] = (),
+        env: Mapping[AnyStr, AnyStr] | None = None,
+        path: bytes | str | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        usePTY: bool = False,
+        childFDs: Mapping[int, int | str] | None = None,
+    ) -> Any:  # a stand-in process transport, not a full IProcessTransport
         process = _SilentProcess()
         self.processes.append(process)
-        protocol.makeConnection(process)
+        processProtocol.makeConnection(cast(IProcessTransport, process))  # enough of one
         return process
 
 
