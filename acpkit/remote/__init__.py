@@ -1,0 +1,35 @@
+"""
+Remote ACP: the Streamable HTTP and WebSocket transports of the RFD "Streamable HTTP &
+WebSocket Transport", both sides, over the same JSON-RPC engine as stdio.
+
+Names are imported lazily (``from acpkit.remote import serve_remote`` loads only the
+server's modules): each transport's dependencies are only needed when it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: Public name -> the module that defines it (one line per name; each transport adds its own).
+_EXPORTS = {
+    "serve_remote": "acpkit.remote.server",
+    "ACPResource": "acpkit.remote.server",
+    "RemoteLimits": "acpkit.remote.server",
+    "InsecureBindError": "acpkit.remote.security",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'acpkit.remote' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -1,0 +1,165 @@
+"""
+The security rules of the remote ACP server (:func:`acpkit.remote.serve_remote`).
+
+=====================================  ==================================================
+rule                                   what happens
+=====================================  ==================================================
+``tcp:PORT`` / ``ssl:PORT`` without    bound to ``127.0.0.1`` (loopback by default)
+``interface=``
+a non-loopback ``interface=``          refused at startup (:class:`InsecureBindError`,
+without a bearer token                 one line) unless a token is configured
+``unix:PATH``                          local: no token needed (file permissions apply)
+``Authorization: Bearer T`` with a     compared in constant time; anything else is
+token configured                       ``401`` with ``WWW-Authenticate: Bearer``
+a token in the URL                     never accepted: ``?access_token=``/``?token=``
+                                       is ``401`` even when the token is right
+``Origin`` absent                      accepted (a non-browser client)
+``Origin`` present                     accepted when listed in ``allowed_origins``, or
+                                       when both it and ``Host`` name this machine's
+                                       loopback; ``403`` otherwise
+=====================================  ==================================================
+
+The token is never logged nor put in an error message.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+from twisted.internet.endpoints import _parse
+
+__all__ = [
+    "InsecureBindError",
+    "RequestCheck",
+    "bearer_token_ok",
+    "check_bind",
+    "is_loopback_host",
+    "origin_allowed",
+]
+
+#: Query parameters that would carry a token in a URL: always refused.
+URL_TOKEN_PARAMETERS = frozenset({"access_token", "token", "auth", "authorization"})
+
+
+class InsecureBindError(ValueError):
+    """A listening address that would expose the agent without authentication."""
+
+
+def is_loopback_host(host: str) -> bool:
+    """True when ``host`` (a name or an address, brackets allowed) is this machine's loopback."""
+    host = host.strip().strip("[]").lower()
+    if host in ("localhost", "localhost.", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
+
+
+def check_bind(description: str, *, token: bytes | None) -> str:
+    """
+    The endpoint string to listen on: ``description`` with ``interface=127.0.0.1`` added
+    to a TCP or TLS endpoint that names no interface.  Raises :class:`InsecureBindError`
+    (one line saying why) for a non-loopback interface without a bearer token.
+    """
+    try:
+        args, kwargs = _parse(description)
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"{description!r} is not a server endpoint string: {e}") from None
+    if not args:
+        raise ValueError(f"{description!r} is not a server endpoint string")
+    kind = str(args[0]).lower()
+    if kind == "unix":
+        return description
+    if kind not in ("tcp", "ssl", "tcp6"):
+        if token is None:
+            raise InsecureBindError(
+                f"cannot tell whether {kind}: endpoints are local; configure a bearer token"
+            )
+        return description
+    # tcp:PORT:INTERFACE is also accepted by Twisted (the third positional argument)
+    interface = kwargs.get("interface", args[2] if kind == "tcp" and len(args) > 2 else None)
+    if not interface:
+        if "interface" in kwargs or len(args) > 2:
+            interface = "0.0.0.0"  # an empty interface: every interface
+        elif kind == "tcp6":
+            return f"{description}:interface={_escape('::1')}"
+        else:
+            return f"{description}:interface=127.0.0.1"
+    if is_loopback_host(str(interface)):
+        return description
+    if token is None:
+        raise InsecureBindError(
+            f"refusing to listen on {interface} (not loopback) without a bearer token:"
+            " configure one (--token-file), or bind 127.0.0.1 behind a proxy that"
+            " authenticates"
+        )
+    return description
+
+
+def bearer_token_ok(authorization: bytes | None, token: bytes) -> bool:
+    """True when the ``Authorization`` header value is ``Bearer <token>`` (constant time)."""
+    if authorization is None:
+        return False
+    scheme, _, credentials = authorization.strip().partition(b" ")
+    if scheme.lower() != b"bearer":
+        # Still compare, so the time taken does not tell the scheme was wrong.
+        hmac.compare_digest(b"", token)
+        return False
+    return hmac.compare_digest(credentials.strip(), token)
+
+
+def origin_allowed(origin: bytes | None, host: bytes | None, allowed: Iterable[str]) -> bool:
+    """The ``Origin`` rule of the module docstring."""
+    if origin is None:
+        return True
+    text = origin.decode("latin-1").strip()
+    if text.rstrip("/") in {a.rstrip("/") for a in allowed}:
+        return True
+    origin_host = urlsplit(text).hostname
+    if origin_host is None or not is_loopback_host(origin_host):
+        return False
+    if host is None:
+        return False
+    request_host = host.decode("latin-1").strip()
+    if request_host.startswith("["):
+        request_host = request_host[1:].partition("]")[0]
+    else:
+        request_host = request_host.rpartition(":")[0] or request_host
+    return is_loopback_host(request_host)
+
+
+class RequestCheck:
+    """
+    The checks every request to the endpoint goes through before anything else, in
+    order: a token in the URL, the bearer token, the ``Origin``.  :meth:`refusal`
+    returns ``(status, message)`` for a refused request, ``None`` for an accepted one.
+    """
+
+    def __init__(self, token: bytes | None, allowed_origins: Iterable[str]) -> None:
+        self._token = token
+        self._allowed_origins = tuple(allowed_origins)
+
+    def refusal(
+        self,
+        *,
+        query_names: Iterable[bytes],
+        authorization: bytes | None,
+        origin: bytes | None,
+        host: bytes | None,
+    ) -> tuple[int, str] | None:
+        """Why this request is refused, or None."""
+        if any(name.decode("latin-1").lower() in URL_TOKEN_PARAMETERS for name in query_names):
+            return 401, "credentials are never accepted in the URL: send Authorization: Bearer"
+        if self._token is not None and not bearer_token_ok(authorization, self._token):
+            return 401, "a valid bearer token is required (Authorization: Bearer ...)"
+        if not origin_allowed(origin, host, self._allowed_origins):
+            return 403, "this Origin is not allowed"
+        return None

@@ -1,0 +1,764 @@
+"""
+The agent side of remote ACP: the ``/acp`` endpoint of the Streamable HTTP transport.
+
+:func:`serve_remote` listens on a Twisted endpoint string and serves an acpkit agent
+there; :class:`ACPResource` is the ``twisted.web`` resource itself, for mounting in a
+site of your own.  Each connection is one :class:`~acpkit.connection.AgentConnection`
+over ``JSONRPCProtocol(framing=MessageFraming())``: the ACP lifecycle, ordering,
+cancellation and ``ACPKIT_TRACE`` are the engine's, unchanged.  The security checks
+(:mod:`acpkit.remote.security`) run first on every request.  docs/reference/remote.md
+has the behaviour as a table.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, cast
+
+import attr
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone, ConnectionLost
+from twisted.internet.interfaces import (
+    IAddress,
+    IDelayedCall,
+    IListeningPort,
+    IPushProducer,
+    IReactorTime,
+    ITransport,
+)
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET, Request, Site
+from zope.interface import implementer
+
+from acpkit.connection import AgentConnection
+from acpkit.endpoints import _attach_tracer, serve
+from acpkit.framing_messages import MessageFraming
+from acpkit.interfaces import IAgent
+from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.remote.security import RequestCheck, check_bind
+
+__all__ = [
+    "CONNECTION_ID_HEADER",
+    "SESSION_ID_HEADER",
+    "ACPResource",
+    "RemoteLimits",
+    "serve_remote",
+]
+
+_log = Logger(namespace="acpkit.remote")
+
+CONNECTION_ID_HEADER = b"Acp-Connection-Id"
+SESSION_ID_HEADER = b"Acp-Session-Id"
+
+#: Methods whose ``params.sessionId`` names a session the client attaches to (or copies):
+#: the ``Acp-Session-Id`` header is not required on them (the official SDK does not send
+#: it); every other request or notification carrying ``params.sessionId`` needs it.
+SESSION_ATTACHING_METHODS = frozenset({"session/load", "session/resume", "session/fork"})
+
+AgentFactory = Callable[[AgentConnection], IAgent]
+
+
+@attr.s(frozen=True, auto_attribs=True, kw_only=True)
+class RemoteLimits:
+    """The limits of one :func:`serve_remote` endpoint (see docs/reference/remote.md)."""
+
+    #: Largest POST body (one JSON-RPC message), in bytes: 413 with a -32600 error above.
+    max_message_size: int = 16 * 1024 * 1024
+    #: Open connections at once: an ``initialize`` beyond is answered 503.
+    max_connections: int = 100
+    #: Messages held for a connection whose client does not read (no stream, or a
+    #: stream the client does not drain): beyond, the connection is closed.
+    max_queued_messages: int = 10_000
+    #: Seconds a connection with no open stream and no POST lives on.
+    grace_period: float = 60.0
+    #: Seconds between SSE keep-alive comments on an open stream.
+    keepalive_interval: float = 15.0
+    #: Seconds ``initialize`` may take before its POST is answered 504.
+    initialize_timeout: float = 30.0
+
+
+def _sse_event(message: bytes) -> bytes:
+    """One server-sent event carrying ``message`` (each line a ``data:`` field)."""
+    if b"\n" not in message and b"\r" not in message:
+        return b"data: " + message + b"\n\n"
+    lines = message.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    return b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
+
+
+def _json_error(request: Request, status: int, message: str, code: int = -32600) -> bytes:
+    """A refusal: the status and a JSON-RPC error body (id null) saying why."""
+    request.setResponseCode(status)
+    request.setHeader(b"content-type", b"application/json")
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return json.dumps(body).encode()
+
+
+@implementer(IAddress)
+@attr.s(frozen=True, auto_attribs=True)
+class RemoteAddress:
+    """The address of a remote ACP connection: its id and the peer of its first request."""
+
+    connection_id: str
+    peer: str
+
+
+@implementer(ITransport)
+class _EngineTransport:
+    """What the engine of one connection writes to: each ``write`` is one message."""
+
+    disconnecting = False
+
+    def __init__(self, connection: RemoteConnection) -> None:
+        self._connection = connection
+
+    def write(self, data: bytes) -> None:
+        self._connection.deliver(data)
+
+    def writeSequence(self, data: Iterable[bytes]) -> None:
+        for message in data:
+            self._connection.deliver(message)
+
+    def loseConnection(self) -> None:
+        self.disconnecting = True
+        self._connection.end(ConnectionDone("the agent closed the connection"))
+
+    def abortConnection(self) -> None:
+        self.loseConnection()
+
+    def getPeer(self) -> IAddress:
+        return self._connection.address
+
+    def getHost(self) -> IAddress:
+        return self._connection.address
+
+    def registerProducer(self, producer: IPushProducer, streaming: bool) -> None:
+        self._connection.engine_producer = producer
+
+    def unregisterProducer(self) -> None:
+        self._connection.engine_producer = None
+
+
+@implementer(IPushProducer)
+class _StreamProducer:
+    """Told by the HTTP transport when the client stops (and resumes) reading the stream."""
+
+    def __init__(self, connection: RemoteConnection) -> None:
+        self._connection = connection
+
+    def pauseProducing(self) -> None:
+        self._connection.stream_paused(True)
+
+    def resumeProducing(self) -> None:
+        self._connection.stream_paused(False)
+
+    def stopProducing(self) -> None:
+        """The stream's ``notifyFinish`` reports the end."""
+
+
+class RemoteConnection:
+    """
+    One remote ACP connection: the agent's engine, the SSE stream that carries what it
+    writes, the queue of messages written while no stream can take them, the
+    keep-alive and grace timers.
+    """
+
+    def __init__(
+        self,
+        connection_id: str,
+        agent_factory: AgentFactory,
+        *,
+        clock: IReactorTime,
+        limits: RemoteLimits,
+        peer: str,
+        on_end: Callable[[RemoteConnection], None],
+    ) -> None:
+        self.connection_id = connection_id
+        self.address = RemoteAddress(connection_id, peer)
+        self._clock = clock
+        self._limits = limits
+        self._on_end = on_end
+        self.queue: deque[bytes] = deque()
+        self.stream: Request | None = None
+        #: Session-scoped GET streams (``Acp-Session-Id``): kept open, carry nothing.
+        self.listeners: set[Request] = set()
+        self._stream_paused = False
+        self.engine_producer: IPushProducer | None = None
+        self._engine_paused = False
+        self._keepalive: IDelayedCall | None = None
+        self._grace: IDelayedCall | None = None
+        self._overflow: IDelayedCall | None = None
+        self._init_waiter: tuple[Any, Deferred[bytes]] | None = None
+        #: Why the connection ended, once it has.
+        self.ended: Failure | None = None
+        framing = MessageFraming()
+        framing.MAX_LENGTH = limits.max_message_size
+        self.protocol = JSONRPCProtocol(
+            framing=framing, clock=clock, name=f"remote {connection_id[:8]}"
+        )
+        _attach_tracer(self.protocol, "client")
+        self.agent_connection = AgentConnection(agent_factory, protocol=self.protocol)
+        self.protocol.makeConnection(_EngineTransport(self))
+        self._start_grace()
+
+    # -- from the client ----------------------------------------------------------------
+
+    def receive(self, body: bytes) -> None:
+        """A message POSTed by the client: to the engine; the grace period restarts."""
+        if self.stream is None:
+            self._start_grace()
+        self.protocol.dataReceived(body)
+
+    def initialize(self, body: bytes, request_id: Any) -> Deferred[bytes]:
+        """The ``initialize`` request: fires with its answer (not sent on the stream)."""
+        waiter: Deferred[bytes] = Deferred()
+        self._init_waiter = (request_id, waiter)
+        self.receive(body)
+        return waiter
+
+    # -- to the client ------------------------------------------------------------------
+
+    def deliver(self, message: bytes) -> None:
+        """One message from the engine: on the stream, else queued (bounded)."""
+        if self.ended is not None:
+            return
+        if self._init_waiter is not None and self._answers_initialize(message):
+            return
+        if self.stream is not None and not self._stream_paused and not self.queue:
+            self.stream.write(_sse_event(message))
+            return
+        self.queue.append(message)
+        if len(self.queue) > self._limits.max_queued_messages and self._overflow is None:
+            # Not from inside the engine's write: end on the next turn.
+            self._overflow = self._clock.callLater(0, self._queue_overflowed)
+
+    def _answers_initialize(self, message: bytes) -> bool:
+        assert self._init_waiter is not None
+        request_id, waiter = self._init_waiter
+        try:
+            decoded = json.loads(message)
+        except ValueError:
+            return False
+        if not isinstance(decoded, dict) or "method" in decoded or decoded.get("id") != request_id:
+            return False
+        self._init_waiter = None
+        waiter.callback(message)
+        return True
+
+    def _queue_overflowed(self) -> None:
+        self._overflow = None
+        limit = self._limits.max_queued_messages
+        self.end(
+            ConnectionLost(
+                f"closed: more than {limit} messages queued for a client that does not read"
+                " its event stream"
+            )
+        )
+
+    # -- the event stream ---------------------------------------------------------------
+
+    def attach_stream(self, request: Request) -> None:
+        """A GET opened the stream: send what was queued, then everything as it comes."""
+        previous = self.stream
+        if previous is not None:
+            # The newer stream wins (a client that reconnects a half-open stream).
+            self.stream = None
+            self._finish(previous)
+        self._cancel_grace()
+        self.stream = request
+        self._stream_paused = False
+        self._event_stream_headers(request)
+        request.setHeader(CONNECTION_ID_HEADER, self.connection_id.encode())
+        request.registerProducer(_StreamProducer(self), True)
+        request.write(b": stream open\n\n")
+        request.notifyFinish().addBoth(lambda _: self._stream_gone(request))
+        self._flush_queue()
+        self._schedule_keepalive()
+
+    def attach_listener(self, request: Request) -> None:
+        """
+        A GET naming a session (``Acp-Session-Id``), as the official Python SDK's client
+        opens for each session (the RFD's revision of 2026-04-01): kept open with
+        keep-alives, but every message goes on the connection's one stream (the RFD's
+        revision of 2026-04-23: one ordered stream per connection).
+        """
+        self._event_stream_headers(request)
+        self.listeners.add(request)
+        request.write(b": session stream: messages come on the connection stream\n\n")
+        request.notifyFinish().addBoth(lambda _: self.listeners.discard(request))
+        if self._keepalive is None:
+            self._schedule_keepalive()
+
+    @staticmethod
+    def _event_stream_headers(request: Request) -> None:
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", b"text/event-stream")
+        request.setHeader(b"cache-control", b"no-cache")
+        request.setHeader(b"x-accel-buffering", b"no")
+
+    def stream_paused(self, paused: bool) -> None:
+        """The client stopped or resumed reading: hold the engine's writers meanwhile."""
+        self._stream_paused = paused
+        if not paused:
+            self._flush_queue()
+        self._pause_engine(paused)
+
+    def _pause_engine(self, paused: bool) -> None:
+        if paused == self._engine_paused or self.engine_producer is None:
+            return
+        self._engine_paused = paused
+        if paused:
+            self.engine_producer.pauseProducing()
+        else:
+            self.engine_producer.resumeProducing()
+
+    def _flush_queue(self) -> None:
+        stream = self.stream
+        while self.queue and stream is not None and not self._stream_paused:
+            stream.write(_sse_event(self.queue.popleft()))
+            stream = self.stream
+        if not self.queue and self.stream is not None and not self._stream_paused:
+            self._pause_engine(False)
+
+    def _schedule_keepalive(self) -> None:
+        self._cancel(self._keepalive)
+        self._keepalive = self._clock.callLater(self._limits.keepalive_interval, self._keep_alive)
+
+    def _keep_alive(self) -> None:
+        self._keepalive = None
+        if self.stream is not None:
+            self.stream.write(b": keepalive\n\n")
+        for listener in self.listeners:
+            listener.write(b": keepalive\n\n")
+        if self.stream is not None or self.listeners:
+            self._schedule_keepalive()
+
+    def _stream_gone(self, request: Request) -> None:
+        if self.stream is not request:
+            return
+        self.stream = None
+        self._stream_paused = False
+        if not self.listeners:
+            self._cancel(self._keepalive)
+            self._keepalive = None
+        if self.ended is None:
+            _log.info(
+                "remote connection {cid}: event stream closed; the connection ends in"
+                " {grace:g} s unless the client comes back",
+                cid=self.connection_id[:8],
+                grace=self._limits.grace_period,
+            )
+            self._start_grace()
+
+    # -- lifetime -----------------------------------------------------------------------
+
+    def _start_grace(self) -> None:
+        self._cancel_grace()
+        self._grace = self._clock.callLater(self._limits.grace_period, self._grace_over)
+
+    def _cancel_grace(self) -> None:
+        self._cancel(self._grace)
+        self._grace = None
+
+    def _grace_over(self) -> None:
+        self._grace = None
+        grace = self._limits.grace_period
+        self.end(ConnectionLost(f"closed: no event stream and no request for {grace:g} s"))
+
+    def end(self, reason: Exception) -> None:
+        """
+        End the connection: running turns are cancelled (their answers still go to an
+        open stream), the engine sees the connection lost with ``reason``, the stream
+        ends.  Ending twice does nothing.
+        """
+        if self.ended is not None:
+            return
+        if not isinstance(reason, ConnectionDone):
+            _log.info("remote connection {cid}: {why}", cid=self.connection_id[:8], why=reason)
+        self.agent_connection.cancel_all_turns()
+        self.ended = Failure(reason)
+        for call in (self._grace, self._keepalive, self._overflow):
+            self._cancel(call)
+        self._grace = self._keepalive = self._overflow = None
+        self.queue.clear()
+        self.protocol.connectionLost(self.ended)
+        if self._init_waiter is not None:
+            _, waiter = self._init_waiter
+            self._init_waiter = None
+            waiter.errback(Failure(reason))
+        stream, self.stream = self.stream, None
+        if stream is not None:
+            self._finish(stream)
+        for listener in list(self.listeners):
+            self._finish(listener)
+        self.listeners.clear()
+        self._on_end(self)
+
+    @staticmethod
+    def _finish(request: Request) -> None:
+        if not request.finished and not getattr(request, "_disconnected", False):
+            if request.producer is not None:
+                request.unregisterProducer()
+            request.finish()
+
+    @staticmethod
+    def _cancel(call: IDelayedCall | None) -> None:
+        if call is not None and call.active():
+            call.cancel()
+
+
+def _content_type_is_json(value: bytes | None) -> bool:
+    if value is None:
+        return False
+    media = value.split(b";", 1)[0].strip().lower()
+    return media == b"application/json"
+
+
+def _accepts_event_stream(value: bytes | None) -> bool:
+    if value is None:
+        return False
+    ranges = [part.split(b";", 1)[0].strip().lower() for part in value.split(b",")]
+    return b"text/event-stream" in ranges
+
+
+def _requires_session_header(message: dict[str, Any]) -> str | None:
+    """The session id an ``Acp-Session-Id`` header must name for this message, if any."""
+    method = message.get("method")
+    if not isinstance(method, str) or method in SESSION_ATTACHING_METHODS:
+        return None
+    params = message.get("params")
+    if isinstance(params, dict):
+        sid = params.get("sessionId")
+        if isinstance(sid, str):
+            return sid
+    return None
+
+
+class ACPResource(Resource):
+    """
+    The ``/acp`` endpoint: POST, GET (event stream or WebSocket upgrade), DELETE.
+
+    ``agent_factory`` makes the agent of each new connection from its
+    :class:`~acpkit.connection.AgentConnection`; ``clock`` drives the keep-alive and
+    grace timers (the reactor).
+    """
+
+    isLeaf = True
+
+    def __init__(
+        self,
+        agent_factory: AgentFactory,
+        *,
+        clock: IReactorTime,
+        token: bytes | None = None,
+        allowed_origins: Iterable[str] = (),
+        limits: RemoteLimits | None = None,
+    ) -> None:
+        super().__init__()
+        self._agent_factory = agent_factory
+        self._clock = clock
+        self._check = RequestCheck(token, allowed_origins)
+        self.limits = limits if limits is not None else RemoteLimits()
+        #: The open connections, by ``Acp-Connection-Id``.
+        self.connections: dict[str, RemoteConnection] = {}
+        #: The WebSocket resource (``acpkit.remote.websocket``), made on first upgrade.
+        self._websocket: Any = None
+
+    # -- routing ----------------------------------------------------------------------
+
+    def render(self, request: Request) -> bytes | int:
+        """Security checks first, then the method."""
+        query_names = list((request.args or {}).keys())
+        refusal = self._check.refusal(
+            query_names=query_names,
+            authorization=request.getHeader(b"authorization"),
+            origin=request.getHeader(b"origin"),
+            host=request.getHeader(b"host"),
+        )
+        if refusal is not None:
+            status, why = refusal
+            if status == 401:
+                request.setHeader(b"www-authenticate", b'Bearer realm="acp"')
+            return _json_error(request, status, why)
+        if request.method == b"POST":
+            return self._post(request)
+        if request.method == b"GET":
+            return self._get(request)
+        if request.method == b"DELETE":
+            return self._delete(request)
+        request.setHeader(b"allow", b"GET, POST, DELETE")
+        return _json_error(request, 405, "use POST, GET or DELETE")
+
+    def _connection(self, request: Request) -> RemoteConnection | bytes:
+        """The connection the request names, or the refusal (400, 404) to answer."""
+        header = request.getHeader(CONNECTION_ID_HEADER)
+        if header is None:
+            return _json_error(request, 400, "the Acp-Connection-Id header is required")
+        connection = self.connections.get(header.decode("latin-1"))
+        if connection is None:
+            return _json_error(request, 404, "unknown Acp-Connection-Id (the connection ended?)")
+        return connection
+
+    # -- POST ---------------------------------------------------------------------------
+
+    def _post(self, request: Request) -> bytes | int:
+        if not _content_type_is_json(request.getHeader(b"content-type")):
+            return _json_error(request, 415, "Content-Type must be application/json")
+        if getattr(request, "body_too_large", False):
+            return self._too_large(request)
+        assert request.content is not None
+        body = request.content.read()
+        if len(body) > self.limits.max_message_size:
+            return self._too_large(request)
+        try:
+            message = json.loads(body)
+        except ValueError as e:
+            return _json_error(request, 400, f"the body is not JSON: {e}", code=-32700)
+        if isinstance(message, list):
+            return _json_error(request, 501, "JSON-RPC batches are not supported")
+        if not isinstance(message, dict):
+            return _json_error(request, 400, "the body must be one JSON-RPC message (an object)")
+        if (
+            request.getHeader(CONNECTION_ID_HEADER) is None
+            and message.get("method") == "initialize"
+            and "id" in message
+        ):
+            return self._initialize(request, body, message["id"])
+        connection = self._connection(request)
+        if not isinstance(connection, RemoteConnection):
+            return connection
+        required = _requires_session_header(message)
+        header = request.getHeader(SESSION_ID_HEADER)
+        if required is not None and header is None:
+            return _json_error(request, 400, f"{message['method']} needs the Acp-Session-Id header")
+        if required is not None and header is not None and header.decode("latin-1") != required:
+            return _json_error(
+                request, 400, "the Acp-Session-Id header does not match params.sessionId"
+            )
+        connection.receive(body)
+        request.setResponseCode(202)
+        return b""
+
+    def _too_large(self, request: Request) -> bytes:
+        limit = self.limits.max_message_size
+        return _json_error(request, 413, f"the message is larger than {limit} bytes")
+
+    def _too_many(self, request: Request) -> bytes:
+        request.setHeader(b"retry-after", b"5")
+        limit = self.limits.max_connections
+        return _json_error(request, 503, f"too many open connections ({limit})")
+
+    def _initialize(self, request: Request, body: bytes, request_id: Any) -> bytes | int:
+        if self.open_connections() >= self.limits.max_connections:
+            return self._too_many(request)
+        connection_id = str(uuid.uuid4())
+        peer = request.getClientAddress()
+        connection = RemoteConnection(
+            connection_id,
+            self._agent_factory,
+            clock=self._clock,
+            limits=self.limits,
+            peer=str(getattr(peer, "host", peer)),
+            on_end=self._ended,
+        )
+        self.connections[connection_id] = connection
+        answered = connection.initialize(body, request_id)
+        timeout = self._clock.callLater(
+            self.limits.initialize_timeout,
+            lambda: connection.end(ConnectionLost("initialize was not answered in time")),
+        )
+
+        def reply(answer: bytes) -> None:
+            if timeout.active():
+                timeout.cancel()
+            request.setResponseCode(200)
+            request.setHeader(b"content-type", b"application/json")
+            request.setHeader(CONNECTION_ID_HEADER, connection_id.encode())
+            self._write_and_finish(request, answer)
+
+        def failed(reason: Failure) -> None:
+            if timeout.active():
+                timeout.cancel()
+            self._write_and_finish(
+                request, _json_error(request, 504, f"initialize failed: {reason.value}")
+            )
+
+        answered.addCallbacks(reply, failed)
+        return NOT_DONE_YET
+
+    @staticmethod
+    def _write_and_finish(request: Request, data: bytes) -> None:
+        if request.finished or getattr(request, "_disconnected", False):
+            return
+        request.write(data)
+        request.finish()
+
+    def _ended(self, connection: RemoteConnection) -> None:
+        self.connections.pop(connection.connection_id, None)
+
+    # -- GET ----------------------------------------------------------------------------
+
+    def _get(self, request: Request) -> bytes | int:
+        upgrade = request.getHeader(b"upgrade")
+        if upgrade is not None and upgrade.strip().lower() == b"websocket":
+            return self._websocket_upgrade(request)
+        if not _accepts_event_stream(request.getHeader(b"accept")):
+            return _json_error(request, 406, "Accept must include text/event-stream")
+        connection = self._connection(request)
+        if not isinstance(connection, RemoteConnection):
+            return connection
+        if request.getHeader(SESSION_ID_HEADER) is not None:
+            connection.attach_listener(request)
+        else:
+            connection.attach_stream(request)
+        return NOT_DONE_YET
+
+    def _websocket_upgrade(self, request: Request) -> bytes | int:
+        """
+        The seam to the WebSocket transport (:mod:`acpkit.remote.websocket`): its
+        resource takes the upgrade after the security checks and the connection limit;
+        501 when it cannot be imported (Autobahn not installed).
+        """
+        resource = self._websocket_resource()
+        if resource is None:
+            return _json_error(request, 501, "WebSocket not available")
+        if self.open_connections() >= self.limits.max_connections:
+            return self._too_many(request)
+        return cast("bytes | int", resource.render(request))
+
+    def _websocket_resource(self) -> Any:
+        if self._websocket is None:
+            try:
+                from acpkit.remote.websocket import websocket_resource
+            except ImportError:
+                return None
+            factory = self._agent_factory
+            self._websocket = websocket_resource(
+                lambda protocol: AgentConnection(factory, protocol=protocol),
+                max_message_size=self.limits.max_message_size,
+            )
+        return self._websocket
+
+    def open_connections(self) -> int:
+        """Connections open now: over Streamable HTTP and over WebSocket."""
+        websockets = len(self._websocket.connections) if self._websocket is not None else 0
+        return len(self.connections) + websockets
+
+    # -- DELETE -------------------------------------------------------------------------
+
+    def _delete(self, request: Request) -> bytes | int:
+        connection = self._connection(request)
+        if not isinstance(connection, RemoteConnection):
+            return connection
+        connection.end(ConnectionDone("the client ended the connection (DELETE)"))
+        request.setResponseCode(202)
+        return b""
+
+    def close_all(self) -> None:
+        """End every connection (the server is stopping)."""
+        for connection in list(self.connections.values()):
+            connection.end(ConnectionDone("the server is stopping"))
+
+
+class LimitedRequest(Request):
+    """
+    A request whose body stops being stored past the site's ``max_body`` bytes (the
+    resource answers 413): a huge POST costs reading it, not memory or disk.
+    """
+
+    body_too_large = False
+    _body_size = 0
+
+    def _limit(self) -> int | None:
+        site = getattr(self.channel, "site", None)
+        return getattr(site, "max_body", None)
+
+    def gotLength(self, length: int | None) -> None:
+        limit = self._limit()
+        if length is not None and limit is not None and length > limit:
+            self.body_too_large = True
+            length = 0  # no temporary file sized for it
+        super().gotLength(length)
+
+    def handleContentChunk(self, data: bytes) -> None:
+        if self.body_too_large:
+            return
+        limit = self._limit()
+        self._body_size += len(data)
+        if limit is not None and self._body_size > limit:
+            self.body_too_large = True
+            assert self.content is not None
+            self.content.seek(0)
+            self.content.truncate()
+            return
+        super().handleContentChunk(data)
+
+
+class RemoteSite(Site):
+    """The site :func:`serve_remote` listens with: the endpoint at ``path``, limited bodies."""
+
+    def __init__(self, resource: ACPResource, path: bytes) -> None:
+        root = Resource()
+        segments = [s for s in path.split(b"/") if s]
+        parent = root
+        for segment in segments[:-1]:
+            child = Resource()
+            parent.putChild(segment, child)
+            parent = child
+        if segments:
+            parent.putChild(segments[-1], resource)
+        else:
+            root = resource
+        super().__init__(root, requestFactory=LimitedRequest)
+        self.acp = resource
+        self.max_body = resource.limits.max_message_size
+        self.noisy = False
+
+    def stopFactory(self) -> None:
+        self.acp.close_all()
+        super().stopFactory()
+
+
+def serve_remote(
+    reactor: Any,
+    endpoint_description: str,
+    agent_factory: AgentFactory,
+    *,
+    path: str = "/acp",
+    token: str | bytes | None = None,
+    allowed_origins: Iterable[str] = (),
+    limits: RemoteLimits | None = None,
+) -> Deferred[IListeningPort]:
+    """
+    Serve ``agent_factory``'s agents over remote ACP (Streamable HTTP, and WebSocket
+    when ``acpkit.remote.websocket`` is there) at ``path`` on a Twisted endpoint string.
+
+    A TCP or TLS endpoint naming no ``interface`` listens on ``127.0.0.1``; a
+    non-loopback interface without ``token`` is refused at once
+    (:class:`~acpkit.remote.security.InsecureBindError`, as a failed Deferred).  With a
+    ``token`` every request needs ``Authorization: Bearer <token>``.  Browsers' requests
+    (an ``Origin`` header) are accepted from ``allowed_origins`` and this machine's
+    loopback only.  ``limits``: :class:`RemoteLimits`.  The Deferred fires with the
+    listening port; ``port.factory.acp`` is the :class:`ACPResource`.
+    """
+    from twisted.internet.defer import fail
+
+    secret = token.encode() if isinstance(token, str) else token
+    if secret is not None and not secret.strip():
+        return fail(ValueError("the bearer token is empty"))
+    try:
+        description = check_bind(endpoint_description, token=secret)
+    except ValueError as e:
+        return fail(e)
+    resource = ACPResource(
+        agent_factory,
+        clock=reactor,
+        token=secret,
+        allowed_origins=allowed_origins,
+        limits=limits,
+    )
+    return serve(reactor, description, RemoteSite(resource, path.encode()))
