@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 from twisted.internet import reactor
-from twisted.internet.defer import ensureDeferred
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import TestCase
 
 from acpkit import codec
 from acpkit_agent.config import AgentConfig
+from acpkit_agent.engines.scripted import ScriptedEngine
 from acpkit_agent.tools.ask_agent import AskAgentTool
 from tests.fixtures.agent.harness import Harness, RecordingClient
 from tests.fixtures.agent_b.clients import FORM_CAPABILITIES, ElicitingClient, call, make_b_harness
@@ -33,7 +34,9 @@ ASKED = REPO / "tests" / "fixtures" / "agent_b" / "asked_agent.py"
 
 def tool_result(h: Harness) -> str:
     """What the model received for the last tool call."""
-    messages = h.runtime.engine.received[-1].messages  # type: ignore[attr-defined]
+    engine = h.runtime.engine
+    assert isinstance(engine, ScriptedEngine)
+    messages = engine.received[-1].messages
     content: str = [m for m in messages if m["role"] == "tool"][-1]["content"]
     return content
 
@@ -109,7 +112,7 @@ class AskAgentProcessTests(TestCase):
     def asked_pid(self) -> int:
         return int((self.dir / "asked.pid").read_text(encoding="ascii"))
 
-    def test_answer_and_process_stopped(self) -> None:
+    def test_answer_and_process_stopped(self) -> Deferred[None]:
         """The asked agent's answer is the tool result; its process is gone afterwards."""
 
         async def go() -> None:
@@ -123,9 +126,9 @@ class AskAgentProcessTests(TestCase):
             self.assertEqual(updates[-1]["status"], "completed")
             self.assertTrue(process_gone(self.asked_pid()))
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_relayed_elicitation(self) -> None:
+    def test_relayed_elicitation(self) -> Deferred[None]:
         """The asked agent's form reaches our client as elicitation/create on our tool call."""
 
         async def go() -> None:
@@ -159,9 +162,9 @@ class AskAgentProcessTests(TestCase):
             )
             self.assertEqual(tool_result(h), 'elicited: accept {"name": "Ada"}')
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_elicitation_refused_without_forms(self) -> None:
+    def test_elicitation_refused_without_forms(self) -> Deferred[None]:
         """Our client cannot show forms: the asked agent's elicitation gets an error."""
 
         async def go() -> None:
@@ -170,9 +173,9 @@ class AskAgentProcessTests(TestCase):
             self.assertTrue(tool_result(h).startswith("elicitation refused: "))
             self.assertIn("cannot show forms", tool_result(h))
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_relayed_permission(self) -> None:
+    def test_relayed_permission(self) -> Deferred[None]:
         """The asked agent's permission request is relayed with its options; our answer returns."""
 
         async def go() -> None:
@@ -197,9 +200,9 @@ class AskAgentProcessTests(TestCase):
                 tool_result(h), 'permission: {"outcome": "selected", "optionId": "yes"}'
             )
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_cancel_mid_question(self) -> None:
+    def test_cancel_mid_question(self) -> Deferred[None]:
         """session/cancel while the asked agent works: cancelled turn, its process gone."""
 
         async def go() -> None:
@@ -215,9 +218,9 @@ class AskAgentProcessTests(TestCase):
             self.assertEqual(last["status"], "failed")
             self.assertEqual(last["rawOutput"], {"output": "[tool call cancelled by the user]"})
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_cancel_while_relayed_form_is_open(self) -> None:
+    def test_cancel_while_relayed_form_is_open(self) -> Deferred[None]:
         """Cancel while our client shows the asked agent's form: the form request is cancelled."""
 
         async def go() -> None:
@@ -234,9 +237,9 @@ class AskAgentProcessTests(TestCase):
                 h.pair, ensureDeferred(wait_until(lambda: client.held_elicitations[0].called))
             )
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_unknown_agent(self) -> None:
+    def test_unknown_agent(self) -> Deferred[None]:
         """An unknown name: the call fails and lists the agents; nothing is started."""
 
         async def go() -> None:
@@ -247,9 +250,9 @@ class AskAgentProcessTests(TestCase):
             )
             self.assertFalse((self.dir / "asked.pid").exists())
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_bob_asks_back_through_a_relayed_form(self) -> None:
+    def test_bob_asks_back_through_a_relayed_form(self) -> Deferred[None]:
         """A real bob (scripted engine, postAsk hook) asked by ask_agent: its ask_user form
         reaches our client, and its hook-replaced answer comes back."""
 
@@ -308,9 +311,9 @@ class AskAgentProcessTests(TestCase):
             self.assertEqual(relayed["_meta"]["acpkit.relayedFrom"]["agent"], "bob2")
             self.assertEqual(tool_result(h), "ok\n\n🪝 OK!")
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())
 
-    def test_ask_bob_itself(self) -> None:
+    def test_ask_bob_itself(self) -> Deferred[None]:
         """Without agents files the built-in reference agent (bob, echo engine) is asked."""
 
         async def go() -> None:
@@ -320,4 +323,4 @@ class AskAgentProcessTests(TestCase):
             self.assertIn("hello bob", tool_result(h))
             self.assertEqual(h.client.tool_updates()[-1]["status"], "completed")
 
-        return ensureDeferred(go())  # type: ignore[return-value]
+        return ensureDeferred(go())

@@ -21,6 +21,7 @@ from acpkit_agent.elicitation import (
     outcome_of_response,
     parse_questions,
 )
+from acpkit_agent.engines.scripted import ScriptedEngine
 from tests.fixtures.agent.harness import CANCELLED_ANSWER, Harness, RecordingClient
 from tests.fixtures.agent_b.clients import (
     FORM_CAPABILITIES,
@@ -57,9 +58,23 @@ def start(questions: list[dict[str, Any]], *, forms: bool = True) -> tuple[Harne
     return h, sid
 
 
+def eliciting(h: Harness) -> ElicitingClient:
+    """The harness's client: an ElicitingClient when ``start`` was asked for forms."""
+    client = h.client
+    assert isinstance(client, ElicitingClient)
+    return client
+
+
+def received_messages(h: Harness) -> list[dict[str, Any]]:
+    """The messages of the scripted engine's last model call."""
+    engine = h.runtime.engine
+    assert isinstance(engine, ScriptedEngine)
+    return engine.received[-1].messages
+
+
 def tool_result(h: Harness) -> str:
     """What the model received for the ask_user call (the tool message of the 2nd call)."""
-    messages = h.runtime.engine.received[-1].messages  # type: ignore[attr-defined]
+    messages = received_messages(h)
     tool_messages = [m for m in messages if m["role"] == "tool"]
     content: str = tool_messages[-1]["content"]
     return content
@@ -75,7 +90,7 @@ def final_update(h: Harness) -> dict[str, Any]:
 def test_form_request_shape() -> None:
     """One elicitation/create in form mode: q1…q4 by type, defaults, required, scope in _meta."""
     h, sid = start(FOUR_QUESTIONS)
-    client: ElicitingClient = h.client  # type: ignore[assignment]
+    client = eliciting(h)
     client.elicitation_answers.append({"action": "decline"})
     h.raw_prompt(sid, "set up a project")
     assert len(client.elicitations) == 1
@@ -110,7 +125,7 @@ def test_form_request_shape() -> None:
 def test_single_question_message_and_tool_call_announced_first() -> None:
     """With one question the message is the question; the tool_call came before the request."""
     h, sid = start([FOUR_QUESTIONS[0]])
-    client: ElicitingClient = h.client  # type: ignore[assignment]
+    client = eliciting(h)
     client.elicitation_answers.append({"action": "accept", "content": {"q1": "postgres"}})
     h.raw_prompt(sid, "pick")
     request = client.elicitations[0]
@@ -134,7 +149,7 @@ def test_single_question_message_and_tool_call_announced_first() -> None:
 def test_accept_maps_answers_by_property() -> None:
     """accept + content: each answer read by property name (string, list, boolean)."""
     h, sid = start(FOUR_QUESTIONS)
-    client: ElicitingClient = h.client  # type: ignore[assignment]
+    client = eliciting(h)
     client.elicitation_answers.append(
         {
             "action": "accept",
@@ -158,7 +173,7 @@ def test_accept_maps_answers_by_property() -> None:
 def test_accept_with_missing_or_mistyped_answers() -> None:
     """An answer missing from content, or of the wrong type, is reported as no answer."""
     h, sid = start(FOUR_QUESTIONS[:2])
-    client: ElicitingClient = h.client  # type: ignore[assignment]
+    client = eliciting(h)
     client.elicitation_answers.append({"action": "accept", "content": {"q2": "auth"}})
     h.raw_prompt(sid, "go")
     assert tool_result(h) == (
@@ -169,7 +184,7 @@ def test_accept_with_missing_or_mistyped_answers() -> None:
 def test_decline() -> None:
     """decline: the model is told the user declined; the call completes."""
     h, sid = start(FOUR_QUESTIONS)
-    h.client.elicitation_answers.append({"action": "decline"})  # type: ignore[attr-defined]
+    eliciting(h).elicitation_answers.append({"action": "decline"})
     h.raw_prompt(sid, "go")
     assert tool_result(h) == "[the user declined to answer]"
     assert final_update(h)["status"] == "completed"
@@ -178,7 +193,7 @@ def test_decline() -> None:
 def test_cancel_action() -> None:
     """cancel: the model is told the questions were cancelled; the call fails."""
     h, sid = start(FOUR_QUESTIONS)
-    h.client.elicitation_answers.append({"action": "cancel"})  # type: ignore[attr-defined]
+    eliciting(h).elicitation_answers.append({"action": "cancel"})
     result = h.raw_prompt(sid, "go")
     assert result["stopReason"] == "end_turn"
     assert tool_result(h) == "[the user cancelled the questions]"
@@ -188,9 +203,7 @@ def test_cancel_action() -> None:
 def test_error_response_means_nobody_can_be_asked() -> None:
     """An error response: nobody can be asked, and the turn goes on."""
     h, sid = start(FOUR_QUESTIONS)
-    h.client.elicitation_answers.append(  # type: ignore[attr-defined]
-        RPCError(-32000, "no UI here")
-    )
+    eliciting(h).elicitation_answers.append(RPCError(-32000, "no UI here"))
     result = h.raw_prompt(sid, "go")
     assert result["stopReason"] == "end_turn"
     assert tool_result(h).startswith("[nobody can be asked: the client answered with an error")
@@ -201,7 +214,7 @@ def test_error_response_means_nobody_can_be_asked() -> None:
 def test_turn_cancelled_while_asking() -> None:
     """session/cancel while the form is open: the turn ends cancelled, the call failed."""
     h, sid = start(FOUR_QUESTIONS)
-    client: ElicitingClient = h.client  # type: ignore[assignment]
+    client = eliciting(h)
     d = h.prompt(sid, "go")
     h.pair.pump()
     assert len(client.held_elicitations) == 1
@@ -217,7 +230,7 @@ def test_invalid_questions_fail_without_asking() -> None:
     """Invalid questions end the call failed with the reason, and nobody is asked."""
     h, sid = start([{"question": "Which?", "type": "choice"}])
     h.raw_prompt(sid, "go")
-    assert h.client.elicitations == []  # type: ignore[attr-defined]
+    assert eliciting(h).elicitations == []
     assert tool_result(h).startswith("[invalid questions: question 1 (choice) needs 'options'")
     assert final_update(h)["status"] == "failed"
 
