@@ -20,10 +20,10 @@ but for the exponent of small floats (orjson ``1e-7``, json ``1e-07``: the same 
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from typing import Any, Final
-
-import orjson
 
 __all__ = ["NOT_PARSED", "dumps", "dumps_or_none", "loads", "loads_or_not_parsed"]
 
@@ -32,8 +32,32 @@ NOT_PARSED: Final = object()
 
 _DIGITS_AS_ZERO = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 _LONG_NUMBER = b"0" * 19
-_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 _json_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def _load_orjson() -> None:
+    """Import orjson on first use (its own imports, datetime and uuid, would add
+    milliseconds to ``import acpkit.codec``) and bind the two functions used below."""
+    global _orjson_loads, _orjson_dumps
+    import orjson
+
+    options = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+    _orjson_loads = orjson.loads
+    _orjson_dumps = functools.partial(orjson.dumps, option=options)
+
+
+def _first_loads(data: bytes) -> Any:
+    _load_orjson()
+    return _orjson_loads(data)
+
+
+def _first_dumps(obj: Any) -> bytes:
+    _load_orjson()
+    return _orjson_dumps(obj)
+
+
+_orjson_loads: Callable[[bytes], Any] = _first_loads
+_orjson_dumps: Callable[[Any], bytes] = _first_dumps
 
 
 def loads_or_not_parsed(data: bytes) -> Any:
@@ -42,8 +66,8 @@ def loads_or_not_parsed(data: bytes) -> Any:
     if _LONG_NUMBER in data.translate(_DIGITS_AS_ZERO):
         return NOT_PARSED
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
+        return _orjson_loads(data)
+    except ValueError:  # orjson.JSONDecodeError
         return NOT_PARSED
 
 
@@ -60,8 +84,8 @@ def loads(data: bytes | str) -> Any:
 def dumps_or_none(obj: Any) -> bytes | None:
     """orjson's compact UTF-8 JSON for ``obj`` when it is the json encoder's, else None."""
     try:
-        out = orjson.dumps(obj, option=_OPTIONS)
-    except TypeError:
+        out = _orjson_dumps(obj)
+    except TypeError:  # orjson.JSONEncodeError
         return None
     return None if b"null" in out else out
 

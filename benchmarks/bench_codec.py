@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -101,16 +102,17 @@ def per_call_us(fns: list[Callable[[], Any]], quick: bool) -> list[float]:
     return best
 
 
-def import_time_us(module: str, pythonpath: Path | None = None) -> int:
+def import_time_us(module: str, cache: Path, pythonpath: Path | None = None) -> int:
     """Cumulative ``-X importtime`` microseconds of importing *module* in a fresh
-    interpreter (from *pythonpath* first when given)."""
-    env = None
+    interpreter (from *pythonpath* first when given), best of 5 after a warm-up run that
+    writes the bytecode under *cache* (``PYTHONPYCACHEPREFIX``: the tree is not written),
+    so that neither side pays for compiling its sources."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
     if pythonpath is not None:
-        import os
-
-        env = dict(os.environ, PYTHONPATH=str(pythonpath))
+        env["PYTHONPATH"] = str(pythonpath)
     best = None
-    for _ in range(5):
+    for attempt in range(6):
         done = subprocess.run(
             [sys.executable, "-X", "importtime", "-c", f"import {module}"],
             cwd=pythonpath or ROOT,
@@ -119,6 +121,8 @@ def import_time_us(module: str, pythonpath: Path | None = None) -> int:
             check=True,
             env=env,
         )
+        if attempt == 0:
+            continue
         last = [ln for ln in done.stderr.splitlines() if re.search(rf"\|\s*{module}$", ln)]
         total = int(last[-1].split("|")[1])
         best = total if best is None else min(best, total)
@@ -128,6 +132,7 @@ def import_time_us(module: str, pythonpath: Path | None = None) -> int:
 
 def extract_baseline(rev: str, into: Path) -> Path:
     """``git archive REV acpkit`` unpacked under *into*; returns the tree's root."""
+    into.mkdir(parents=True)
     archive = subprocess.run(
         ["git", "archive", rev, "acpkit"], cwd=ROOT, capture_output=True, check=True
     ).stdout
@@ -161,12 +166,13 @@ def main(argv: list[str] | None = None) -> None:
         base = None
         base_tree = None
         if args.baseline:
-            base_tree = extract_baseline(args.baseline, Path(tmp))
+            base_tree = extract_baseline(args.baseline, Path(tmp) / "baseline")
             base = load_baseline_codec(base_tree)
         run(sdk, base, quick)
-        ours_import = import_time_us("acpkit.codec")
-        base_import = import_time_us("acpkit.codec", base_tree) if base_tree else None
-        sdk_import = import_time_us("acp")
+        cache = Path(tmp) / "pycache"
+        ours_import = import_time_us("acpkit.codec", cache)
+        base_import = import_time_us("acpkit.codec", cache, base_tree) if base_tree else None
+        sdk_import = import_time_us("acp", cache)
     line = f"import time: acpkit.codec {ours_import / 1000:.1f} ms"
     if base_import is not None:
         line += f", baseline {base_import / 1000:.1f} ms ({ours_import / base_import:.2f}x)"
