@@ -13,11 +13,8 @@ from typing import Any, cast
 
 
 def run_acpkit() -> None:
-    from twisted.internet import reactor
-
-    from acpkit import schema
+    from acpkit import run_agent, schema
     from acpkit.connection import Agent, AgentConnection, negotiate_version
-    from acpkit.endpoints import serve_stdio
 
     class BenchAgent(Agent):
         def __init__(self, conn: AgentConnection) -> None:
@@ -44,10 +41,7 @@ def run_acpkit() -> None:
                 )
             return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
 
-    conn = AgentConnection(BenchAgent)
-    conn.protocol.when_closed().addBoth(lambda _: reactor.stop())
-    serve_stdio(conn.protocol)
-    reactor.run()
+    run_agent(BenchAgent)
 
 
 def run_sdk() -> None:
