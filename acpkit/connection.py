@@ -21,8 +21,8 @@ hand to a transport) and does three things the untyped layer does not:
         - what the connection does
       * - ``session/cancel`` while a turn runs
         - the ``prompt`` handler's Deferred is cancelled (``CancelledError`` inside an
-          ``async def``); the turn answers ``stopReason: "cancelled"`` whatever the
-          handler then returns or raises
+          ``async def``, ``asyncio.CancelledError`` on the asyncio reactor); the turn
+          answers ``stopReason: "cancelled"`` whatever the handler then returns or raises
       * - ``session/cancel`` before the turn started
         - a prompt that arrived but waits for a handler slot is answered ``cancelled``
           without running; a cancel for a session with no prompt in flight is ignored
@@ -44,6 +44,13 @@ hand to a transport) and does three things the untyped layer does not:
         - ``session_update()`` (and every notification sender) returns ``writable()``: a
           Deferred that fires once the transport takes more output; ``await`` it in a
           stream and at most one transport buffer piles up
+      * - an ``async def`` handler on the asyncio reactor
+        - runs as an asyncio task: it may await asyncio libraries (``httpx``, the
+          ``openai`` SDK) and the connection's Deferreds in one body; see
+          ``acpkit.asyncio_support``
+      * - the connection ends
+        - ``closed`` fires: ``None`` for a clean end (the peer's EOF, ``close()``, an
+          agent process exiting 0), the reason's failure otherwise
 """
 
 from __future__ import annotations
@@ -582,6 +589,10 @@ class AgentConnection(_Role[IAgent]):
 
         conn = AgentConnection(lambda conn: EchoAgent(conn))
         serve_stdio(conn.protocol)
+        conn.closed.addBoth(lambda _: reactor.stop())
+
+    or, in one call that also runs the reactor and exits when the connection ends,
+    :func:`acpkit.run_agent(EchoAgent) <acpkit.runners.run_agent>`.
 
     Back-pressure: ``writable()`` (both roles have it) returns a Deferred that fires at
     once, or once the transport takes more output (the client stopped reading and a
@@ -954,7 +965,9 @@ class ClientConnection(_Role[IClient]):
     The client's end of an ACP connection.
 
     ``client`` is an :class:`~acpkit.interfaces.IClient` provider, or a callable that
-    receives this connection and returns one.  Typical use::
+    receives this connection and returns one.  Typical use (or
+    :func:`acpkit.run_client <acpkit.runners.run_client>`, which does the spawning, the
+    reactor and the exit status)::
 
         conn = ClientConnection(MyClient())
         spawn_agent(reactor, conn.protocol, "my-agent")

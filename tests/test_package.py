@@ -74,5 +74,7 @@ def test_connection_semantics_table_has_one_row_per_situation() -> None:
         "a client receives updates for a session it does not know yet",
         "a method the implementation lacks",
         "the peer stops reading our output",
+        "an async def handler on the asyncio reactor",
+        "the connection ends",
     ]
     assert all(len(row.children) == 2 and row.children[1].astext() for row in rows)
