@@ -283,6 +283,7 @@ def test_engine_over_content_length_closes_on_a_malformed_header() -> None:
 # -- held and subclassed framings deliver the same events ------------------------------
 
 
+@implementer(IFramedMessageReceiver)
 class Events:
     """An IFramedMessageReceiver recording what a held framing delivers."""
 
