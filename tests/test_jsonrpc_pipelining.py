@@ -18,11 +18,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IPushProducer, ITransport
 from twisted.python.failure import Failure
 
 from acpkit.errors import InternalError
@@ -93,6 +93,12 @@ class SimTransport:
         return True
 
 
+def _as_transport(sim: SimTransport) -> ITransport:
+    """A SimTransport has what the engine uses of a transport (writes, producers), not
+    the rest of ITransport (addresses, loseConnection), which these tests never call."""
+    return cast(ITransport, sim)
+
+
 def read_from(pipe: bytearray, proto: JSONRPCProtocol, transport: SimTransport) -> bool:
     """Deliver one read from ``pipe`` to ``proto`` if it is reading."""
     if not pipe or not transport.reading:
@@ -132,7 +138,7 @@ def run_raw_writer(proto: JSONRPCProtocol, data: bytes, expected: int) -> bytes:
     has ``expected`` lines.  Fails (instead of hanging) if nothing can move any more.
     """
     transport = SimTransport()
-    proto.makeConnection(transport)
+    proto.makeConnection(_as_transport(transport))
     to_agent, from_agent = bytearray(), bytearray()
     unsent = bytearray(data)
     received = bytearray()
@@ -209,8 +215,8 @@ def test_two_peers_that_both_write_before_reading_do_not_deadlock() -> None:
     a = JSONRPCProtocol(echo_registry(), name="a")
     b = JSONRPCProtocol(echo_registry(), name="b")
     ta, tb = SimTransport(), SimTransport()
-    a.makeConnection(ta)
-    b.makeConnection(tb)
+    a.makeConnection(_as_transport(ta))
+    b.makeConnection(_as_transport(tb))
     results: list[object] = []
     for i in range(5000):
         a.request("echo", {"from": "a", "n": i}).addBoth(results.append)
@@ -234,7 +240,7 @@ def test_writable_still_waits_for_the_peer_to_read() -> None:
     """writable() keeps its meaning: it waits while the transport has us paused."""
     proto = JSONRPCProtocol(echo_registry(), name="agent")
     transport = SimTransport()
-    proto.makeConnection(transport)
+    proto.makeConnection(_as_transport(transport))
     proto.notify("big", {"x": "y" * (HIGH_WATER + 1)})
     waiting: Deferred[None] = proto.writable()
     assert not waiting.called and transport.reading

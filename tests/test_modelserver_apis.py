@@ -19,6 +19,8 @@ from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+from openai.types.responses import Response
 from treq.client import HTTPClient
 from twisted.internet import reactor, task
 from twisted.internet.defer import Deferred
@@ -28,7 +30,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.http_headers import Headers
 
 from acpkit.conformance.model import ConformanceModel
-from acpkit.testing.modelapi import Message, ToolCall, ToolSpec
+from acpkit.testing.modelapi import Adapter, Message, ToolCall, ToolSpec
 from acpkit.testing.modelapi.anthropic import Messages
 from acpkit.testing.modelapi.gemini import Gemini
 from acpkit.testing.modelapi.openai_chat import ChatCompletions
@@ -38,7 +40,11 @@ from acpkit.testing.script import Script, script_of
 
 T = TypeVar("T")
 
-SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {"command": {"type": "string"}},
+    "required": ["command"],
+}
 TURN = {
     "chunks": ["Hi", " there", " é"],
     "reasoning": ["hmm", " yes"],
@@ -68,6 +74,16 @@ class _Served(TestCase):
         """Run a blocking SDK call off the reactor thread."""
         return deferToThread(call)
 
+    async def failure_of(
+        self, call: Callable[[], object], error: type[BaseException]
+    ) -> BaseException:
+        """What ``call`` raises off the reactor thread; the test fails unless an ``error``."""
+        # assertFailure's Deferred fires with the exception (its annotation says the
+        # Deferred's own result type).
+        raised: object = await self.assertFailure(self.in_thread(call), error)
+        assert isinstance(raised, error)
+        return raised
+
     def openai(self) -> openai.OpenAI:
         return openai.OpenAI(base_url=self.server.base_url, api_key="sk-test", max_retries=0)
 
@@ -86,15 +102,17 @@ class ChatCompletionsTests(_Served):
         """Text, tool-call fragments and usage arrive as the SDK assembles them."""
         await self.serve(script_of([TURN, TURN]))
         client = self.openai()
-        tools = [{"type": "function", "function": {"name": "bash", "parameters": SCHEMA}}]
-        messages = [{"role": "user", "content": "go"}]
+        tools: list[ChatCompletionToolParam] = [
+            {"type": "function", "function": {"name": "bash", "parameters": SCHEMA}}
+        ]
+        messages: list[ChatCompletionMessageParam] = [{"role": "user", "content": "go"}]
 
         def streamed() -> tuple[str, str, Any]:
             text, arguments, usage = "", "", None
             for chunk in client.chat.completions.create(
                 model="any",
-                messages=messages,  # type: ignore[arg-type]
-                tools=tools,  # type: ignore[arg-type]
+                messages=messages,
+                tools=tools,
                 stream=True,
                 stream_options={"include_usage": True},
             ):
@@ -110,7 +128,7 @@ class ChatCompletionsTests(_Served):
         self.assertEqual((usage.prompt_tokens, usage.completion_tokens), (30, 7))
         self.assertEqual(usage.prompt_tokens_details.cached_tokens, 4)
         whole = await self.in_thread(
-            lambda: client.chat.completions.create(model="any", messages=messages)  # type: ignore[arg-type]
+            lambda: client.chat.completions.create(model="any", messages=messages)
         )
         self.assertEqual(whole.choices[0].finish_reason, "tool_calls")
         call = whole.choices[0].message.tool_calls[0]  # type: ignore[index]
@@ -132,12 +150,14 @@ class ResponsesTests(_Served):
                 model="any",
                 instructions="be brief",
                 input="go",
+                # Without "strict", which the SDK's FunctionToolParam requires: what
+                # clients that omit it send.
                 tools=tools,  # type: ignore[arg-type]
             )
         )
         self.assertEqual(response.output_text, "Hi there é")
         calls = [item for item in response.output if item.type == "function_call"]
-        self.assertEqual(json.loads(calls[0].arguments), {"command": "ls -l"})  # type: ignore[union-attr]
+        self.assertEqual(json.loads(calls[0].arguments), {"command": "ls -l"})
         usage = response.usage
         assert usage is not None
         self.assertEqual((usage.input_tokens, usage.output_tokens, usage.total_tokens), (30, 7, 37))
@@ -152,7 +172,8 @@ class ResponsesTests(_Served):
         await self.serve(script_of([{**TURN, "reasoning": []}]))
         client = self.openai()
 
-        def streamed() -> tuple[list[Any], Any]:
+        # (The events' classes live in the SDK's private openai.lib.streaming package.)
+        def streamed() -> tuple[list[Any], Response]:
             with client.responses.stream(model="any", input="go") as stream:
                 events = list(stream)
                 return events, stream.get_final_response()
@@ -250,11 +271,11 @@ class AnthropicTests(_Served):
         await self.serve(script_of([TURN, TEXT_TURN]))
         client = self.anthropic()
 
-        def streamed(n: int) -> tuple[list[str], Any]:
+        def streamed(n: int) -> tuple[list[str], anthropic.types.Message]:
             with client.messages.stream(
                 model="claude-any", max_tokens=100, messages=[{"role": "user", "content": "go"}]
             ) as stream:
-                kinds = [event.type for event in stream]
+                kinds: list[str] = [event.type for event in stream]
                 return kinds, stream.get_final_message()
 
         kinds, message = await self.in_thread(lambda: streamed(0))
@@ -369,7 +390,7 @@ class GeminiTests(_Served):
         await self.serve(script_of([TURN]))
         client = self.gemini(api_version="v1")
 
-        def streamed() -> list[Any]:
+        def streamed() -> list[genai_types.GenerateContentResponse]:
             return list(
                 client.models.generate_content_stream(
                     model="gemini-any", contents="go", config=self.config()
@@ -408,6 +429,7 @@ class GeminiTests(_Served):
         count = await self.in_thread(
             lambda: gemini.models.count_tokens(model="m", contents="hello")
         )
+        assert count.total_tokens is not None
         self.assertGreater(count.total_tokens, 0)
 
     def test_parts_become_neutral_messages(self) -> None:
@@ -479,12 +501,12 @@ class FaultTests(_Served):
             (messages, anthropic.RateLimitError),
             (gemini, genai_errors.ClientError),
         ]:
-            failure = await self.assertFailure(self.in_thread(call), error)  # type: ignore[arg-type]
+            failure = await self.failure_of(call, error)
             self.assertIn("slow down", str(failure))
 
     async def test_stream_errors_and_cuts(self) -> None:
         """An ``error`` after content is an in-stream error; ``cut_after`` drops the line."""
-        turns = [
+        turns: list[dict[str, Any]] = [
             {"chunks": ["partial"], "error": "boom"},
             {"chunks": ["a", "b", "c", "d"], "cut_after": 3},
         ]
@@ -494,9 +516,9 @@ class FaultTests(_Served):
             with self.anthropic().messages.stream(model="m", max_tokens=1, messages=[]) as s:
                 s.get_final_message()
 
-        failure = await self.assertFailure(self.in_thread(streamed), anthropic.APIStatusError)
+        failure = await self.failure_of(streamed, anthropic.APIStatusError)
         self.assertIn("boom", str(failure))
-        await self.assertFailure(self.in_thread(streamed), Exception)  # type: ignore[arg-type]
+        await self.failure_of(streamed, Exception)
 
     async def test_delay_uses_the_servers_clock(self) -> None:
         """``delay`` spaces streamed events on the server's clock (a task.Clock here)."""
@@ -562,7 +584,7 @@ keys = st.sampled_from(
     ["messages", "input", "contents", "tools", "system", "instructions", "systemInstruction"]
 )
 bodies = st.dictionaries(keys | st.text(max_size=6), json_values, max_size=5)
-ADAPTERS = [ChatCompletions(), Responses(), Messages(), Gemini()]
+ADAPTERS: list[Adapter] = [ChatCompletions(), Responses(), Messages(), Gemini()]
 
 
 class RobustnessTests(SynchronousTestCase):
