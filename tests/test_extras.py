@@ -109,6 +109,7 @@ def module_names(package: str) -> list[str]:
 TESTING = {"acpkit.testing.strategies", "acpkit.testing.jsonschema"}
 PYTEST_ONLY = {"acpkit.conformance.pytest_plugin"}  # loaded by pytest in every project
 PYTEST_ITEMS = {"acpkit.conformance.pytest_items"}  # loaded by the plugin on --acp-agent
+REMOTE = {"acpkit.remote.websocket"}  # the remote extra: Autobahn
 
 
 def _is_conformance(name: str) -> bool:
@@ -116,7 +117,9 @@ def _is_conformance(name: str) -> bool:
 
 
 CORE = [
-    name for name in module_names("acpkit") if not _is_conformance(name) and name not in TESTING
+    name
+    for name in module_names("acpkit")
+    if not _is_conformance(name) and name not in TESTING | REMOTE
 ]
 CONFORMANCE = [
     name
@@ -128,6 +131,7 @@ CONFORMANCE = [
 GROUPS = [
     ("core", (), (), CORE),
     ("testing", ("testing",), (), sorted(TESTING)),
+    ("remote", ("remote",), (), sorted(REMOTE)),
     ("conformance", ("conformance",), (), CONFORMANCE),
     ("pytest plugin", (), ("pytest",), sorted(PYTEST_ONLY)),
     ("pytest items", ("conformance",), ("pytest",), sorted(PYTEST_ITEMS)),
@@ -213,7 +217,7 @@ def test_all_holds_every_user_extra_and_test_holds_all() -> None:
     """``all`` is everything a user runs; ``test`` is ``all`` plus the test tools."""
     config = _setup_cfg()["options.extras_require"]
     named = {name: {str(Requirement(line)) for line in _lines(config[name])} for name in config}
-    user_extras = ("agent", "client", "conformance", "testing")
+    user_extras = ("agent", "client", "conformance", "testing", "remote")
     for extra in user_extras:
         assert named[extra] <= named["all"], extra
     assert set().union(*(named[extra] for extra in user_extras)) == named["all"]

@@ -17,6 +17,10 @@ _EXPORTS = {
     "ACPResource": "acpkit.remote.server",
     "RemoteLimits": "acpkit.remote.server",
     "InsecureBindError": "acpkit.remote.security",
+    "connect_websocket": "acpkit.remote.websocket",
+    "websocket_resource": "acpkit.remote.websocket",
+    "WebSocketConnectError": "acpkit.remote.websocket",
+    "WebSocketClosed": "acpkit.remote.websocket",
 }
 
 __all__ = sorted(_EXPORTS)

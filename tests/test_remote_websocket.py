@@ -1,0 +1,439 @@
+"""
+ACP over WebSocket (acpkit.remote.websocket): acpkit's WebSocket client and server on
+loopback, then interop both ways with the official Python SDK's WebSocket transport.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+from twisted.internet import reactor
+from twisted.internet.address import IPv4Address
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.task import deferLater
+from twisted.logger import ILogObserver, globalLogPublisher
+from twisted.trial.unittest import TestCase
+from twisted.web.resource import Resource
+from twisted.web.server import Site
+
+from acpkit import schema
+from acpkit.connection import Agent, AgentConnection, Client, ClientConnection, negotiate_version
+from acpkit.errors import ConnectionLost
+from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.remote.websocket import (
+    CONNECTION_ID_HEADER,
+    ACPWebSocketResource,
+    WebSocketConnectError,
+    connect_websocket,
+    set_cookies,
+    websocket_resource,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "remote_ws"
+ROOT = Path(__file__).parent.parent
+
+
+def child_env() -> dict[str, str]:
+    """Our environment with the checkout importable."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    return env
+
+
+def text(s: str) -> schema.AgentMessageChunk:
+    return schema.AgentMessageChunk(content=schema.TextContentBlock(text=s))
+
+
+class WsAgent(Agent):
+    """
+    Prompt ``wait``: a ``waiting`` chunk, then waits until cancelled (recorded).
+    Prompt ``flood N``: N chunks of 1 KiB, each awaiting ``writable()``.
+    Prompt ``big N``: one chunk of N bytes.
+    Any other text is a file path: three chunks, a permission, a read, a write.
+    """
+
+    def __init__(self, conn: AgentConnection, events: list[str]) -> None:
+        self.conn = conn
+        self.events = events
+
+    def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
+        return schema.InitializeResponse(
+            protocol_version=negotiate_version(params.protocol_version)
+        )
+
+    def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+        return schema.NewSessionResponse(session_id="ws-session")
+
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        sid = params.session_id
+        block = params.prompt[0]
+        assert isinstance(block, schema.TextContentBlock)
+        words = block.text.split()
+        if block.text == "wait":
+            await self.conn.session_update(sid, text("waiting"))
+            try:
+                await Deferred()
+            except CancelledError:
+                self.events.append("turn cancelled")
+                raise
+        if words[0] == "flood":
+            for i in range(int(words[1])):
+                await self.conn.session_update(sid, text(f"{i:04d}" + "x" * 1020))
+                self.events.append(f"sent {i}")
+            return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
+        if words[0] == "big":
+            await self.conn.session_update(sid, text("y" * int(words[1])))
+            return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
+        path = block.text
+        for word in ("one", " two", " three"):
+            await self.conn.session_update(sid, text(word))
+        permission = await self.conn.request_permission(
+            schema.RequestPermissionRequest(
+                session_id=sid,
+                tool_call=schema.ToolCallUpdate(tool_call_id="call_1", title="read: " + path),
+                options=[
+                    schema.PermissionOption(
+                        option_id="allow", name="Allow", kind=schema.PermissionOptionKind.ALLOW_ONCE
+                    )
+                ],
+            )
+        )
+        read = await self.conn.read_text_file(schema.ReadTextFileRequest(session_id=sid, path=path))
+        outcome = permission.outcome
+        chosen = outcome.option_id if isinstance(outcome, schema.SelectedPermissionOutcome) else "-"
+        await self.conn.session_update(sid, text(read.content.upper() + chosen))
+        return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
+
+
+class WsClient(Client):
+    """Allows permissions, reads files from disk, records chunks."""
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+        self.permissions: list[str] = []
+        self.waiting: Deferred[None] = Deferred()
+
+    def session_update(self, params: schema.SessionNotification) -> None:
+        update = params.update
+        if isinstance(update, schema.AgentMessageChunk) and isinstance(
+            update.content, schema.TextContentBlock
+        ):
+            self.chunks.append(update.content.text)
+            if update.content.text == "waiting" and not self.waiting.called:
+                self.waiting.callback(None)
+
+    def request_permission(
+        self, params: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionResponse:
+        self.permissions.append(params.tool_call.title or "")
+        return schema.RequestPermissionResponse(
+            outcome=schema.SelectedPermissionOutcome(option_id="allow")
+        )
+
+    def read_text_file(self, params: schema.ReadTextFileRequest) -> schema.ReadTextFileResponse:
+        return schema.ReadTextFileResponse(content=Path(params.path).read_text())
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Wait, a reactor turn at a time, until ``condition()`` (fails after ``timeout``)."""
+    deadline = reactor.seconds() + timeout
+    while not condition():
+        if reactor.seconds() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await deferLater(reactor, 0.005, lambda: None)
+
+
+def listen(root: Resource) -> IListeningPort:
+    """A web site serving ``root`` on a free loopback port."""
+    return reactor.listenTCP(0, cast(Any, Site(root)), interface="127.0.0.1")
+
+
+def port_number(port: IListeningPort) -> int:
+    return cast(IPv4Address, port.getHost()).port
+
+
+class LoopbackTests(TestCase):
+    """acpkit's WebSocket client against acpkit's WebSocket server on loopback."""
+
+    timeout = 30
+
+    def serve(self, **options: Any) -> tuple[str, ACPWebSocketResource]:
+        """Mount the WebSocket resource at /acp on a loopback site; returns the URL."""
+        self.events: list[str] = []
+        self.agents: list[AgentConnection] = []
+
+        def make(protocol: JSONRPCProtocol) -> AgentConnection:
+            conn = AgentConnection(lambda c: WsAgent(c, self.events), protocol=protocol)
+            self.agents.append(conn)
+            return conn
+
+        resource = websocket_resource(make, **options)
+        root = Resource()
+        root.putChild(b"acp", resource)
+        port = listen(root)
+        self.addCleanup(port.stopListening)
+        return f"ws://127.0.0.1:{port_number(port)}/acp", resource
+
+    async def open(self, url: str, **options: Any) -> tuple[ClientConnection, WsClient]:
+        client = WsClient()
+        conn = await connect_websocket(reactor, url, client, **options)
+        self.addCleanup(self._close, conn)
+        return conn, client
+
+    async def _close(self, conn: ClientConnection) -> None:
+        conn.close()
+        await conn.closed.addErrback(lambda _: None)
+
+    async def start_session(self, conn: ClientConnection) -> str:
+        await conn.initialize(
+            client_capabilities=schema.ClientCapabilities(
+                fs=schema.FileSystemCapabilities(read_text_file=True)
+            )
+        )
+        session = await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+        return session.session_id
+
+    def prompt(self, conn: ClientConnection, sid: str, words: str) -> Deferred[Any]:
+        return conn.prompt(
+            schema.PromptRequest(session_id=sid, prompt=[schema.TextContentBlock(text=words)])
+        )
+
+    async def _full_scenario(self) -> None:
+        url, resource = self.serve()
+        conn, client = await self.open(url)
+        transport: Any = conn.protocol.transport
+        self.assertIn(transport.connection_id, resource.connections)
+        sid = await self.start_session(conn)
+        self.assertEqual(sid, "ws-session")
+        target = Path(self.mktemp())
+        target.write_text("hello")
+        done = await self.prompt(conn, sid, str(target))
+        self.assertEqual(done.stop_reason, schema.StopReason.END_TURN)
+        self.assertEqual(client.chunks, ["one", " two", " three", "HELLOallow"])
+        self.assertEqual(client.permissions, [f"read: {target}"])
+        second = self.prompt(conn, sid, "wait")
+        await client.waiting
+        conn.cancel(sid)
+        cancelled = await second
+        self.assertEqual(cancelled.stop_reason, schema.StopReason.CANCELLED)
+        conn.close()
+        await conn.closed
+        await until(lambda: not resource.connections, "the server to forget the connection")
+        self.assertTrue(self.agents[0].closed.called)
+
+    def test_full_scenario(self) -> Deferred[None]:
+        """
+        initialize, session/new, a streamed prompt with a permission round trip and an fs
+        read, then a cancelled prompt, over one WebSocket; the 101 names the connection,
+        the server keeps it while open and forgets it after a clean close.
+        """
+        return Deferred.fromCoroutine(self._full_scenario())
+
+    async def _server_cut(self) -> None:
+        url, resource = self.serve()
+        conn, client = await self.open(url)
+        sid = await self.start_session(conn)
+        pending = self.prompt(conn, sid, "wait")
+        await client.waiting
+        server_ws: Any = self.agents[0].protocol.transport
+        server_ws.websocket.transport.abortConnection()
+        with self.assertRaises(ConnectionLost) as caught:
+            await pending
+        self.assertIn("1006", str(caught.exception))
+        await until(lambda: "turn cancelled" in self.events, "the turn to be cancelled")
+        self.assertEqual(dict(resource.connections), {})
+
+    def test_server_socket_cut_mid_turn_fails_pending_requests(self) -> Deferred[None]:
+        """
+        The socket cut under a running prompt: the client's pending prompt fails at once
+        with ConnectionLost naming code 1006, and the server cancels the turn.
+        """
+        return Deferred.fromCoroutine(self._server_cut())
+
+    async def _client_cut(self) -> None:
+        url, resource = self.serve()
+        conn, client = await self.open(url)
+        sid = await self.start_session(conn)
+        pending = self.prompt(conn, sid, "wait")
+        await client.waiting
+        transport: Any = conn.protocol.transport
+        transport.websocket.transport.abortConnection()
+        with self.assertRaises(ConnectionLost):
+            await pending
+        await until(lambda: "turn cancelled" in self.events, "the turn to be cancelled")
+        await until(lambda: not resource.connections, "the server to drop the connection")
+        reason = self.agents[0].closed_reason
+        assert reason is not None
+        self.assertIn("1006", str(reason.value))
+
+    def test_client_socket_cut_cancels_the_sessions_turns(self) -> Deferred[None]:
+        """
+        The client's socket cut mid-turn: the server ends that connection (its running
+        turn is cancelled, it leaves the registry) with a reason naming code 1006.
+        """
+        return Deferred.fromCoroutine(self._client_cut())
+
+    async def _binary(self) -> None:
+        url, _resource = self.serve()
+        conn, _client = await self.open(url)
+        transport: Any = conn.protocol.transport
+        transport.websocket.sendMessage(b'{"jsonrpc":"2.0","id":99,"method":"x"}', isBinary=True)
+        sid = await self.start_session(conn)
+        self.assertEqual(sid, "ws-session")
+        server_ws: Any = self.agents[0].protocol.transport
+        self.assertEqual(server_ws.websocket.binary_frames_ignored, 1)
+
+    def test_binary_frame_ignored(self) -> Deferred[None]:
+        """A binary frame is ignored (not answered, not an error); text frames go on."""
+        return Deferred.fromCoroutine(self._binary())
+
+    async def _oversized_to_server(self) -> None:
+        url, resource = self.serve(max_message_size=10_000)
+        conn, _client = await self.open(url)
+        sid = await self.start_session(conn)
+        with self.assertRaises(ConnectionLost) as caught:
+            await self.prompt(conn, sid, "z" * 20_000)
+        self.assertIn("code 1009", str(caught.exception))
+        await until(lambda: not resource.connections, "the server to drop the connection")
+
+    def test_oversized_message_to_server_closes_1009(self) -> Deferred[None]:
+        """
+        A message over the server's max_message_size: the server closes with 1009
+        (message too big) and the client's pending request fails naming it.
+        """
+        return Deferred.fromCoroutine(self._oversized_to_server())
+
+    async def _oversized_to_client(self) -> None:
+        url, resource = self.serve()
+        conn, _client = await self.open(url, max_message_size=10_000)
+        sid = await self.start_session(conn)
+        with self.assertRaises(ConnectionLost) as caught:
+            await self.prompt(conn, sid, "big 20000")
+        self.assertIn("code 1009", str(caught.exception))
+        await until(lambda: not resource.connections, "the server to drop the connection")
+
+    def test_oversized_message_to_client_closes_1009(self) -> Deferred[None]:
+        """
+        A message over the client's max_message_size: the client closes with 1009 and
+        its pending request fails naming it; the server forgets the connection.
+        """
+        return Deferred.fromCoroutine(self._oversized_to_client())
+
+    async def _cookies(self) -> None:
+        seen: list[str | None] = []
+
+        def headers(request: Any) -> dict[str, Any]:
+            seen.append(request.headers.get("cookie"))
+            return {
+                "Set-Cookie": [
+                    "affinity=node-7; Path=/; HttpOnly",
+                    "other=x; Expires=Wed, 21 Oct 2026 07:28:00 GMT; Secure",
+                ]
+            }
+
+        url, _resource = self.serve(response_headers=headers)
+        jar: dict[str, str] = {}
+        first, _ = await self.open(url, cookies=jar)
+        self.assertEqual(jar, {"affinity": "node-7", "other": "x"})
+        transport: Any = first.protocol.transport
+        self.assertEqual(
+            transport.response_headers[CONNECTION_ID_HEADER.lower()], transport.connection_id
+        )
+        await self.open(url, cookies=jar)
+        self.assertEqual(seen, [None, "affinity=node-7; other=x"])
+
+    def test_cookies_kept_and_sent_back(self) -> Deferred[None]:
+        """
+        Set-Cookie on the 101 lands in the caller's cookie mapping (attributes and
+        Expires commas dropped); a handshake made with that mapping sends them back.
+        """
+        return Deferred.fromCoroutine(self._cookies())
+
+    async def _backpressure(self) -> None:
+        url, _resource = self.serve()
+        conn, client = await self.open(url)
+        sid = await self.start_session(conn)
+        transport: Any = conn.protocol.transport
+        transport.websocket.transport.pauseProducing()  # the client stops reading
+        turn = self.prompt(conn, sid, "flood 4000")
+        server = self.agents[0].protocol
+        await until(lambda: server._write_paused, "the server's transport to pause the engine")
+        await until(lambda: len(self.events) > 0, "the agent to write")
+        sent_when_paused = len(self.events)
+        tcp: Any = server.transport.websocket.transport  # type: ignore[union-attr]
+        buffered = len(tcp.dataBuffer) + sum(map(len, tcp._tempDataBuffer))
+        # 4000 chunks are 4 MB: far fewer went out, and the socket buffer stays bounded.
+        self.assertLess(sent_when_paused, 1000)
+        self.assertLess(buffered, 1024 * 1024)
+        transport.websocket.transport.resumeProducing()
+        done = await turn
+        self.assertEqual(done.stop_reason, schema.StopReason.END_TURN)
+        self.assertEqual(len(client.chunks), 4000)
+
+    def test_slow_reader_pauses_the_stream(self) -> Deferred[None]:
+        """
+        A client that stops reading pauses the agent's stream (writable() waits) with a
+        bounded send buffer; once it reads again the whole stream arrives, in order.
+        """
+        return Deferred.fromCoroutine(self._backpressure())
+
+    async def _refused(self) -> None:
+        port = listen(Resource())
+        number = port_number(port)
+        await cast("Deferred[None]", port.stopListening())
+        with self.assertRaises(WebSocketConnectError) as caught:
+            await connect_websocket(reactor, f"ws://127.0.0.1:{number}/acp?k=v", WsClient())
+        message = str(caught.exception)
+        self.assertIn(f"could not connect to ws://127.0.0.1:{number}/acp:", message)
+        self.assertNotIn("k=v", message)
+
+    def test_connection_refused_is_one_clear_error(self) -> Deferred[None]:
+        """Nobody listening: WebSocketConnectError naming the URL without its query."""
+        return Deferred.fromCoroutine(self._refused())
+
+    async def _handshake_failed(self) -> None:
+        url, _resource = self.serve()
+        events: list[dict[str, Any]] = []
+        observer = cast(ILogObserver, events.append)
+        globalLogPublisher.addObserver(observer)
+        self.addCleanup(globalLogPublisher.removeObserver, observer)
+        with self.assertRaises(WebSocketConnectError) as caught:
+            await connect_websocket(
+                reactor,
+                url.replace("/acp", "/nothing-here"),
+                WsClient(),
+                headers={"Authorization": "Bearer s3cret-token"},
+            )
+        message = str(caught.exception)
+        self.assertIn("handshake with ws://127.0.0.1:", message)
+        self.assertIn("404", message)
+        self.assertNotIn("s3cret", message)
+        self.assertNotIn("s3cret", repr(events))
+
+    def test_handshake_failure_is_one_clear_error_without_the_token(self) -> Deferred[None]:
+        """
+        A non-101 answer (404): WebSocketConnectError with the status; the bearer token
+        appears neither in the error nor in any log event.
+        """
+        return Deferred.fromCoroutine(self._handshake_failed())
+
+    def test_url_scheme_and_credentials_checked(self) -> None:
+        """Only ws:// and wss://; user info in the URL is refused (tokens go in headers)."""
+        with self.assertRaises(ValueError):
+            connect_websocket(reactor, "http://127.0.0.1:1/acp", WsClient())
+        with self.assertRaises(ValueError):
+            connect_websocket(reactor, "ws://user:pw@127.0.0.1:1/acp", WsClient())
+
+
+def test_set_cookies_reads_each_set_cookie_line() -> None:
+    """Each Set-Cookie line gives its name=value; attributes and other headers ignored."""
+    raw = (
+        b"HTTP/1.1 101 Switching Protocols\r\nSet-Cookie: a=1; Path=/\r\n"
+        b"X-Set-Cookie: no=pe\r\nset-cookie:b = 2 ; Expires=Wed, 21 Oct 2026 07:28:00 GMT\r\n"
+        b"Set-Cookie: broken\r\n\r\n"
+    )
+    assert set_cookies(raw) == {"a": "1", "b": "2"}
