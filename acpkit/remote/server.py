@@ -17,6 +17,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, cast
+from urllib.parse import parse_qsl, urlsplit
 
 import attr
 from twisted.internet.defer import Deferred
@@ -472,7 +473,8 @@ class ACPResource(Resource):
 
     def render(self, request: Request) -> bytes | int:
         """Security checks first, then the method."""
-        query_names = list((request.args or {}).keys())
+        query = urlsplit(request.uri).query
+        query_names = [name for name, _ in parse_qsl(query, keep_blank_values=True)]
         refusal = self._check.refusal(
             query_names=query_names,
             authorization=request.getHeader(b"authorization"),
@@ -701,7 +703,7 @@ class LimitedRequest(Request):
 class RemoteSite(Site):
     """The site :func:`serve_remote` listens with: the endpoint at ``path``, limited bodies."""
 
-    def __init__(self, resource: ACPResource, path: bytes) -> None:
+    def __init__(self, resource: ACPResource, path: bytes, reactor: Any = None) -> None:
         root = Resource()
         segments = [s for s in path.split(b"/") if s]
         parent = root
@@ -713,7 +715,9 @@ class RemoteSite(Site):
             parent.putChild(segments[-1], resource)
         else:
             root = resource
-        super().__init__(root, requestFactory=LimitedRequest)
+        super().__init__(
+            root, requestFactory=LimitedRequest, parsePOSTFormSubmission=False, reactor=reactor
+        )
         self.acp = resource
         self.max_body = resource.limits.max_message_size
         self.noisy = False
@@ -761,4 +765,4 @@ def serve_remote(
         allowed_origins=allowed_origins,
         limits=limits,
     )
-    return serve(reactor, description, RemoteSite(resource, path.encode()))
+    return serve(reactor, description, RemoteSite(resource, path.encode(), reactor))

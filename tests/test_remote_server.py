@@ -1,0 +1,730 @@
+"""
+The agent side of remote ACP (``acpkit.remote.serve_remote``, the ``/acp`` resource):
+the RFD's status codes and header rules, the SSE stream (order, queue, keep-alives), the
+permission round trip, cancel, the grace period, the limits and the security checks,
+in memory (raw HTTP on a ``StringTransport``, timers on a ``Clock``); then the official
+Python SDK's HTTP client against a real loopback listener.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.internet.address import IPv4Address
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+
+from acpkit import schema
+from acpkit.connection import Agent, AgentConnection, negotiate_version
+from acpkit.remote.security import InsecureBindError, check_bind, origin_allowed
+from acpkit.remote.server import ACPResource, RemoteLimits, RemoteSite
+
+ROOT = Path(__file__).parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "interop"
+
+
+def text(value: str) -> schema.TextContentBlock:
+    return schema.TextContentBlock(text=value)
+
+
+class RemoteAgent(Agent):
+    """``stream N``: N chunks; ``ask``: a permission request; ``wait``: until cancelled."""
+
+    instances: list[RemoteAgent]
+
+    def __init__(self, conn: AgentConnection) -> None:
+        self.conn = conn
+        self.ended: list[Failure | None] = []
+        conn.closed.addBoth(self.ended.append)
+
+    def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
+        return schema.InitializeResponse(
+            protocol_version=negotiate_version(params.protocol_version)
+        )
+
+    def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+        return schema.NewSessionResponse(session_id="s1")
+
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        block = params.prompt[0]
+        assert isinstance(block, schema.TextContentBlock)
+        words = block.text.split()
+        sid = params.session_id
+        if words[0] == "stream":
+            for i in range(int(words[1])):
+                await self.conn.session_update(sid, schema.AgentMessageChunk(content=text(str(i))))
+        elif words[0] == "ask":
+            answer = await self.conn.request_permission(
+                schema.RequestPermissionRequest(
+                    session_id=sid,
+                    tool_call=schema.ToolCallUpdate(tool_call_id="c1", title="write"),
+                    options=[
+                        schema.PermissionOption(
+                            option_id="allow",
+                            name="Allow",
+                            kind=schema.PermissionOptionKind.ALLOW_ONCE,
+                        )
+                    ],
+                )
+            )
+            outcome = answer.outcome
+            assert isinstance(outcome, schema.SelectedPermissionOutcome)
+            await self.conn.session_update(
+                sid, schema.AgentMessageChunk(content=text(outcome.option_id))
+            )
+        elif words[0] == "wait":
+            await self.conn.session_update(sid, schema.AgentMessageChunk(content=text("waiting")))
+            await Deferred()
+        return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
+
+
+class Response:
+    """One HTTP/1.0 response read off a StringTransport."""
+
+    def __init__(self, transport: StringTransport, channel: Any) -> None:
+        self.transport = transport
+        self.channel = channel
+
+    @property
+    def raw(self) -> bytes:
+        value: bytes = self.transport.value()
+        return value
+
+    @property
+    def status(self) -> int:
+        return int(self.raw.split(b" ", 2)[1])
+
+    def header(self, name: str) -> str | None:
+        head = self.raw.partition(b"\r\n\r\n")[0].decode("latin-1")
+        for line in head.split("\r\n")[1:]:
+            key, _, value = line.partition(":")
+            if key.strip().lower() == name.lower():
+                return value.strip()
+        return None
+
+    @property
+    def body(self) -> bytes:
+        body: bytes = self.raw.partition(b"\r\n\r\n")[2]
+        return body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The JSON messages of the event stream so far, in order."""
+        found = []
+        for block in self.body.split(b"\n\n"):
+            data = [line[6:] for line in block.split(b"\n") if line.startswith(b"data: ")]
+            if data:
+                found.append(json.loads(b"\n".join(data)))
+        return found
+
+    def comments(self) -> list[bytes]:
+        return [line for line in self.body.split(b"\n") if line.startswith(b":")]
+
+    def close(self) -> None:
+        """The client goes away."""
+        self.channel.connectionLost(Failure(ConnectionDone()))
+
+
+class Server:
+    """An ACPResource in a RemoteSite, spoken to with raw HTTP/1.0, timers on a Clock."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.clock = Clock()
+        self.agents: list[RemoteAgent] = []
+
+        def factory(conn: AgentConnection) -> RemoteAgent:
+            agent = RemoteAgent(conn)
+            self.agents.append(agent)
+            return agent
+
+        self.resource = ACPResource(factory, clock=self.clock, **kwargs)
+        self.site = RemoteSite(self.resource, b"/acp", self.clock)
+        self.site.timeOut = None
+
+    def request(
+        self,
+        method: str,
+        headers: dict[str, str] | None = None,
+        body: bytes = b"",
+        path: str = "/acp",
+    ) -> Response:
+        transport = StringTransport(
+            peerAddress=IPv4Address("TCP", "127.0.0.1", 40000),
+            hostAddress=IPv4Address("TCP", "127.0.0.1", 8765),
+        )
+        channel = self.site.buildProtocol(transport.getPeer())
+        assert channel is not None
+        channel.makeConnection(transport)
+        lines = [f"{method} {path} HTTP/1.0", "Host: 127.0.0.1:8765"]
+        for key, value in (headers or {}).items():
+            lines.append(f"{key}: {value}")
+        if method == "POST":
+            lines.append(f"Content-Length: {len(body)}")
+        raw = ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+        channel.dataReceived(raw)
+        return Response(transport, channel)
+
+    def post(self, message: Any, cid: str | None = None, **headers: str) -> Response:
+        hdrs = {"Content-Type": "application/json"}
+        if cid is not None:
+            hdrs["Acp-Connection-Id"] = cid
+        hdrs.update({k.replace("_", "-"): v for k, v in headers.items()})
+        return self.request("POST", hdrs, json.dumps(message).encode())
+
+    def initialize(self, **headers: str) -> str:
+        response = self.post(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}},
+            **headers,
+        )
+        assert response.status == 200, response.raw
+        cid = response.header("Acp-Connection-Id")
+        assert cid
+        return cid
+
+    def stream(self, cid: str, **headers: str) -> Response:
+        hdrs = {"Accept": "text/event-stream", "Acp-Connection-Id": cid}
+        hdrs.update({k.replace("_", "-"): v for k, v in headers.items()})
+        return self.request("GET", hdrs)
+
+    def new_session(self, cid: str) -> None:
+        message = {"jsonrpc": "2.0", "id": 1, "method": "session/new"}
+        message["params"] = {"cwd": "/", "mcpServers": []}
+        assert self.post(message, cid).status == 202
+
+    def prompt(self, cid: str, words: str, rid: int = 2, **headers: str) -> Response:
+        params = {"sessionId": "s1", "prompt": [{"type": "text", "text": words}]}
+        message = {"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": params}
+        hdrs = {"Acp_Session_Id": "s1", **headers}
+        return self.post(message, cid, **hdrs)
+
+
+def updates(events: list[dict[str, Any]]) -> list[str]:
+    return [
+        e["params"]["update"]["content"]["text"]
+        for e in events
+        if e.get("method") == "session/update"
+    ]
+
+
+# -- the RFD's routing and validation ------------------------------------------------------
+
+
+def test_initialize_answers_200_with_the_result_and_the_connection_id() -> None:
+    """POST initialize (no Acp-Connection-Id): 200, a JSON body with the result, the id header."""
+    server = Server()
+    response = server.post(
+        {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {"protocolVersion": 1}}
+    )
+    assert response.status == 200
+    assert response.header("Content-Type") == "application/json"
+    assert response.json()["id"] == 7
+    assert response.json()["result"]["protocolVersion"] == 1
+    cid = response.header("Acp-Connection-Id")
+    assert cid in server.resource.connections
+
+
+def test_other_posts_answer_202_and_the_answer_comes_on_the_stream() -> None:
+    """session/new: 202 with an empty body; its response is an event on the GET stream."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    response = server.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/new",
+            "params": {"cwd": "/", "mcpServers": []},
+        },
+        cid,
+    )
+    assert response.status == 202
+    assert response.body == b""
+    assert stream.status == 200
+    assert stream.header("Content-Type") == "text/event-stream"
+    assert stream.events() == [{"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}}]
+
+
+def test_wrong_content_type_is_415() -> None:
+    """A POST whose Content-Type is not application/json is refused 415."""
+    server = Server()
+    response = server.request("POST", {"Content-Type": "text/plain"}, b"{}")
+    assert response.status == 415
+    assert "application/json" in response.json()["error"]["message"]
+
+
+def test_content_type_parameters_are_accepted() -> None:
+    """application/json; charset=utf-8 is application/json."""
+    server = Server()
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    response = server.request(
+        "POST", {"Content-Type": "application/json; charset=utf-8"}, json.dumps(message).encode()
+    )
+    assert response.status == 200
+
+
+def test_missing_connection_id_is_400() -> None:
+    """A POST other than initialize, a GET or a DELETE without Acp-Connection-Id: 400."""
+    server = Server()
+    message = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {}}
+    assert server.post(message).status == 400
+    assert server.request("GET", {"Accept": "text/event-stream"}).status == 400
+    assert server.request("DELETE").status == 400
+
+
+def test_unknown_connection_id_is_404() -> None:
+    """An Acp-Connection-Id that names no open connection: 404 on POST, GET and DELETE."""
+    server = Server()
+    message = {"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {}}
+    assert server.post(message, "nope").status == 404
+    assert server.stream("nope").status == 404
+    assert server.request("DELETE", {"Acp-Connection-Id": "nope"}).status == 404
+
+
+def test_batches_are_501() -> None:
+    """A JSON array (a JSON-RPC batch) is answered 501."""
+    server = Server()
+    cid = server.initialize()
+    assert server.post([{"jsonrpc": "2.0", "method": "x"}], cid).status == 501
+
+
+def test_body_that_is_not_json_is_400_parse_error() -> None:
+    """A body that is not JSON: 400 with a -32700 error."""
+    server = Server()
+    response = server.request("POST", {"Content-Type": "application/json"}, b"{nope")
+    assert response.status == 400
+    assert response.json()["error"]["code"] == -32700
+
+
+def test_get_without_accept_event_stream_is_406() -> None:
+    """GET whose Accept lacks text/event-stream: 406, before the connection is looked up."""
+    server = Server()
+    cid = server.initialize()
+    assert server.request("GET", {"Acp-Connection-Id": cid}).status == 406
+    assert (
+        server.request("GET", {"Acp-Connection-Id": cid, "Accept": "application/json"}).status
+        == 406
+    )
+
+
+def test_delete_ends_the_connection_and_the_agent_sees_it() -> None:
+    """DELETE: 202, the stream ends, the agent's connection closes; a replayed DELETE is 404."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    response = server.request("DELETE", {"Acp-Connection-Id": cid})
+    assert response.status == 202
+    assert server.agents[0].ended == [None]
+    assert cid not in server.resource.connections
+    assert stream.transport.disconnecting
+    assert server.request("DELETE", {"Acp-Connection-Id": cid}).status == 404
+
+
+def test_delete_cancels_running_turns() -> None:
+    """DELETE mid-turn: the turn is cancelled (its answer goes out), then the connection ends."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    server.prompt(cid, "wait")
+    server.request("DELETE", {"Acp-Connection-Id": cid})
+    answers = [e for e in stream.events() if e.get("id") == 2]
+    assert answers == [{"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}]
+
+
+def test_session_scoped_post_needs_acp_session_id() -> None:
+    """session/prompt without Acp-Session-Id, or naming another session: 400 (RFD routing)."""
+    server = Server()
+    cid = server.initialize()
+    server.new_session(cid)
+    params = {"sessionId": "s1", "prompt": [{"type": "text", "text": "stream 1"}]}
+    message = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
+    missing = server.post(message, cid)
+    assert missing.status == 400
+    assert "Acp-Session-Id" in missing.json()["error"]["message"]
+    assert server.post(message, cid, Acp_Session_Id="other").status == 400
+    assert server.post(message, cid, Acp_Session_Id="s1").status == 202
+
+
+def test_requests_before_initialize_are_refused_as_over_stdio() -> None:
+    """A connection whose initialize failed still refuses session/new (the ACP lifecycle)."""
+    server = Server()
+    bad = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}}
+    response = server.post(bad)
+    assert response.status == 200
+    assert response.json()["error"]["code"] == -32602
+    cid = response.header("Acp-Connection-Id")
+    assert cid is not None
+    stream = server.stream(cid)
+    server.new_session(cid)
+    (answer,) = stream.events()
+    assert answer["error"]["code"] == -32600
+    assert "before initialize" in answer["error"]["message"]
+
+
+# -- the event stream -----------------------------------------------------------------------
+
+
+def test_stream_carries_every_message_in_order() -> None:
+    """A streamed prompt: each chunk, then the response, in the order the agent wrote them."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    server.prompt(cid, "stream 20")
+    events = stream.events()
+    assert updates(events) == [str(i) for i in range(20)]
+    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+
+
+def test_messages_before_the_stream_opens_are_queued() -> None:
+    """What the agent writes before the GET arrives is delivered first, in order, on open."""
+    server = Server()
+    cid = server.initialize()
+    server.new_session(cid)
+    server.prompt(cid, "stream 3")
+    stream = server.stream(cid)
+    events = stream.events()
+    assert events[0]["result"] == {"sessionId": "s1"}
+    assert updates(events) == ["0", "1", "2"]
+    assert events[-1]["id"] == 2
+
+
+def test_keepalive_comments_on_the_reactor_clock() -> None:
+    """An idle stream gets a ': keepalive' comment every keepalive_interval seconds."""
+    server = Server(limits=RemoteLimits(keepalive_interval=5))
+    cid = server.initialize()
+    stream = server.stream(cid)
+    assert b": keepalive" not in stream.comments()
+    server.clock.advance(5)
+    server.clock.advance(5)
+    assert stream.comments().count(b": keepalive") == 2
+
+
+def test_newer_stream_replaces_the_older() -> None:
+    """A second GET for the connection takes over; the first one ends."""
+    server = Server()
+    cid = server.initialize()
+    first = server.stream(cid)
+    second = server.stream(cid)
+    server.new_session(cid)
+    assert first.transport.disconnecting
+    assert second.events()[0]["result"] == {"sessionId": "s1"}
+    assert first.events() == []
+
+
+def test_session_scoped_get_stays_open_and_messages_use_the_connection_stream() -> None:
+    """A GET with Acp-Session-Id (the SDK's client opens one) stays open and carries nothing."""
+    server = Server()
+    cid = server.initialize()
+    main = server.stream(cid)
+    server.new_session(cid)
+    listener = server.stream(cid, Acp_Session_Id="s1")
+    server.prompt(cid, "stream 2")
+    assert listener.status == 200
+    assert not listener.transport.disconnecting
+    assert listener.events() == []
+    assert updates(main.events()) == ["0", "1"]
+
+
+def test_permission_round_trip() -> None:
+    """The agent's request_permission is an event; the answer POSTed (202) resumes the turn."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    server.prompt(cid, "ask")
+    request = stream.events()[-1]
+    assert request["method"] == "session/request_permission"
+    answer = {
+        "jsonrpc": "2.0",
+        "id": request["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
+    }
+    # A response carries no sessionId: no Acp-Session-Id needed (the SDK sends none).
+    assert server.post(answer, cid).status == 202
+    events = stream.events()
+    assert updates(events) == ["allow"]
+    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+
+
+def test_cancel() -> None:
+    """session/cancel POSTed (202): the running prompt is answered cancelled on the stream."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    server.prompt(cid, "wait")
+    cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}
+    assert server.post(cancel, cid, Acp_Session_Id="s1").status == 202
+    assert stream.events()[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}
+
+
+# -- the grace period ----------------------------------------------------------------------
+
+
+def test_connection_without_stream_or_post_is_closed_after_the_grace_period() -> None:
+    """The stream gone and no POST for grace_period: turns cancelled, the agent sees the end."""
+    server = Server(limits=RemoteLimits(grace_period=30))
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    server.prompt(cid, "wait")
+    stream.close()
+    server.clock.advance(29)
+    assert cid in server.resource.connections
+    server.clock.advance(1)
+    assert cid not in server.resource.connections
+    (ended,) = server.agents[0].ended
+    assert isinstance(ended, Failure)
+    assert "no event stream and no request for 30 s" in str(ended.value)
+    assert server.stream(cid).status == 404
+
+
+def test_a_post_restarts_the_grace_period() -> None:
+    """A POST while no stream is open restarts the grace period; a GET stops it."""
+    server = Server(limits=RemoteLimits(grace_period=30))
+    cid = server.initialize()
+    server.clock.advance(20)
+    server.new_session(cid)
+    server.clock.advance(20)
+    assert cid in server.resource.connections
+    server.stream(cid)
+    server.clock.advance(300)
+    assert cid in server.resource.connections
+
+
+def test_initialize_never_followed_by_a_get_ends_after_the_grace_period() -> None:
+    """A client that initializes and never comes back does not hold a connection forever."""
+    server = Server(limits=RemoteLimits(grace_period=10))
+    cid = server.initialize()
+    server.clock.advance(10)
+    assert cid not in server.resource.connections
+
+
+# -- limits ----------------------------------------------------------------------------------
+
+
+def test_message_larger_than_the_limit_is_413() -> None:
+    """A POST body over max_message_size: 413 with a -32600 error; nothing reaches the agent."""
+    server = Server(limits=RemoteLimits(max_message_size=1000))
+    cid = server.initialize()
+    params = {"sessionId": "s1", "prompt": [{"type": "text", "text": "x" * 2000}]}
+    message = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
+    response = server.post(message, cid, Acp_Session_Id="s1")
+    assert response.status == 413
+    assert response.json()["error"]["code"] == -32600
+    assert "1000 bytes" in response.json()["error"]["message"]
+
+
+def test_too_many_connections_is_503() -> None:
+    """initialize beyond max_connections: 503 with Retry-After; a DELETE frees a place."""
+    server = Server(limits=RemoteLimits(max_connections=1))
+    cid = server.initialize()
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    refused = server.post(message)
+    assert refused.status == 503
+    assert refused.header("Retry-After") == "5"
+    server.request("DELETE", {"Acp-Connection-Id": cid})
+    assert server.post(message).status == 200
+
+
+def test_queue_overflow_closes_the_connection_with_a_reason() -> None:
+    """More than max_queued_messages for a client that does not read: the connection ends."""
+    server = Server(limits=RemoteLimits(max_queued_messages=5))
+    cid = server.initialize()
+    server.new_session(cid)
+    server.prompt(cid, "stream 10")
+    server.clock.advance(0)
+    assert cid not in server.resource.connections
+    (ended,) = server.agents[0].ended
+    assert isinstance(ended, Failure)
+    assert "more than 5 messages queued" in str(ended.value)
+
+
+def test_a_client_that_stops_reading_pauses_the_agent() -> None:
+    """The stream's transport pauses: writes queue and the agent's writable() waits."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    connection = server.resource.connections[cid]
+    connection.stream_paused(True)
+    waiter = server.agents[0].conn.writable()
+    server.prompt(cid, "stream 2")
+    assert not waiter.called
+    assert updates(stream.events()) == []
+    connection.stream_paused(False)
+    assert waiter.called
+    assert updates(stream.events()) == ["0", "1"]
+
+
+# -- security --------------------------------------------------------------------------------
+
+
+def test_bearer_token_required_when_configured() -> None:
+    """With a token: none or a wrong one is 401 (WWW-Authenticate: Bearer); the right one passes."""
+    server = Server(token=b"s3cret")
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    missing = server.post(message)
+    assert missing.status == 401
+    assert (
+        missing.header(
+            "WWW-Authenticate",
+        )
+        == 'Bearer realm="acp"'
+    )
+    assert b"s3cret" not in missing.raw
+    assert server.post(message, Authorization="Bearer wrong").status == 401
+    assert server.post(message, Authorization="Basic s3cret").status == 401
+    assert server.post(message, Authorization="Bearer s3cret").status == 200
+
+
+def test_token_in_the_url_is_refused() -> None:
+    """?access_token= is never accepted, even with the right token (tokens leak from URLs)."""
+    server = Server(token=b"s3cret")
+    response = server.request(
+        "GET", {"Accept": "text/event-stream"}, path="/acp?access_token=s3cret"
+    )
+    assert response.status == 401
+    assert "URL" in response.json()["error"]["message"]
+
+
+def test_origin_checks() -> None:
+    """Origin absent: OK; listed or loopback-to-loopback: OK; any other: 403."""
+    server = Server(allowed_origins=["https://app.example"])
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    assert server.post(message, Origin="https://evil.example").status == 403
+    assert server.post(message, Origin="https://app.example").status == 200
+    assert server.post(message, Origin="http://localhost:3000").status == 200
+    assert server.post(message).status == 200
+    assert not origin_allowed(b"http://localhost:3000", b"agent.example:8765", ())
+    assert origin_allowed(b"http://[::1]:3000", b"[::1]:8765", ())
+
+
+def test_bind_defaults_to_loopback_and_refuses_open_binds_without_token() -> None:
+    """tcp:PORT binds 127.0.0.1; a non-loopback interface needs a token; unix is local."""
+    assert check_bind("tcp:8765", token=None) == "tcp:8765:interface=127.0.0.1"
+    assert check_bind("tcp:port=0:interface=127.0.0.1", token=None).endswith("127.0.0.1")
+    assert check_bind("unix:/tmp/acp.sock", token=None) == "unix:/tmp/acp.sock"
+    with pytest.raises(InsecureBindError, match=r"0\.0\.0\.0 \(not loopback\)"):
+        check_bind("tcp:port=0:interface=0.0.0.0", token=None)
+    with pytest.raises(InsecureBindError):
+        check_bind("tcp:0:", token=None)
+    assert check_bind("tcp:port=0:interface=0.0.0.0", token=b"t").endswith("0.0.0.0")
+
+
+def test_serve_remote_refuses_an_open_bind_without_token() -> None:
+    """serve_remote's Deferred fails at once with InsecureBindError: nothing listens."""
+    from acpkit.remote import serve_remote
+
+    failures: list[Failure] = []
+    serve_remote(Clock(), "tcp:port=0:interface=0.0.0.0", RemoteAgent).addErrback(failures.append)
+    (failure,) = failures
+    assert failure.check(InsecureBindError)
+
+
+def test_websocket_upgrade_goes_through_the_security_checks_first() -> None:
+    """GET with Upgrade: websocket and no token: 401 before any WebSocket handling."""
+    server = Server(token=b"s3cret")
+    response = server.request("GET", {"Upgrade": "websocket", "Connection": "Upgrade"})
+    assert response.status == 401
+
+
+def test_websocket_upgrade_without_the_websocket_module_is_501(monkeypatch: Any) -> None:
+    """While acpkit.remote.websocket cannot be imported: 501 'WebSocket not available'."""
+    monkeypatch.setitem(sys.modules, "acpkit.remote.websocket", None)
+    server = Server()
+    response = server.request("GET", {"Upgrade": "websocket", "Connection": "Upgrade"})
+    assert response.status == 501
+    assert response.json()["error"]["message"] == "WebSocket not available"
+
+
+# -- interop: the official Python SDK's Streamable HTTP client --------------------------------
+
+
+def _serve_in_child(tmp_path: Path, extra: list[str]) -> tuple[subprocess.Popen[str], str]:
+    """The interop agent served by serve_remote in a child process; its URL."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    child = subprocess.Popen(
+        [sys.executable, str(FIXTURES / "remote_agent.py"), *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert child.stdout is not None
+    url = child.stdout.readline().strip()
+    assert url.startswith(("http://", "https://")), url
+    return child, url
+
+
+def _run_sdk_client(url: str, target: Path, extra: list[str]) -> dict[str, Any]:
+    env = dict(os.environ)
+    done = subprocess.run(
+        [sys.executable, str(FIXTURES / "sdk_http_client.py"), url, str(target), *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+@pytest.mark.process
+def test_official_sdk_http_client_drives_an_acpkit_agent(tmp_path: Path) -> None:
+    """
+    acp.http.client (SDK 0.12.1) against serve_remote over HTTP/1.1 on loopback with a
+    token: initialize, session/new, a streamed prompt, a permission round trip, fs, cancel.
+    """
+    pytest.importorskip("httpx")
+    pytest.importorskip("acp.http.client")
+    target = tmp_path / "note.txt"
+    target.write_text("hello")
+    child, url = _serve_in_child(tmp_path, ["--token", "tok"])
+    try:
+        result = _run_sdk_client(url, target, ["--token", "tok"])
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(30)
+    assert result["chunks"] == ["one", " two", " three", "waiting"]
+    assert result["permissions"] == [f"write_file: {target}"]
+    assert result["first"] == "end_turn"
+    assert result["second"] == "cancelled"
+    assert result["httpVersions"] == ["HTTP/1.1"]
+    assert (tmp_path / "note.txt.out").read_text() == "HELLOallow"
+
+
+@pytest.mark.process
+def test_official_sdk_http_client_over_tls_speaks_http2(tmp_path: Path) -> None:
+    """Over TLS with the h2 package installed, ALPN picks HTTP/2 and the scenario passes."""
+    pytest.importorskip("httpx")
+    pytest.importorskip("h2")
+    pytest.importorskip("priority")
+    target = tmp_path / "note.txt"
+    target.write_text("hello")
+    child, url = _serve_in_child(tmp_path, ["--tls"])
+    try:
+        result = _run_sdk_client(url, target, ["--cafile", str(tmp_path / "cert.pem")])
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(30)
+    assert result["second"] == "cancelled"
+    assert result["httpVersions"] == ["HTTP/2"]
