@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from twisted.internet.defer import Deferred
 
+from acpkit.connection import AgentConnection
 from acpkit.errors import RPCError
 from acpkit.testing.pair import ConnectedPair, connected_pair
 from acpkit_client.agents import AgentStartError, AgentState
@@ -26,8 +27,8 @@ def open_window(
 ) -> tuple[AgentWindow, ConnectedPair, list[TinyAgent]]:
     agents: list[TinyAgent] = []
 
-    def make(conn: object) -> TinyAgent:
-        agents.append(TinyAgent(conn, mode))  # type: ignore[arg-type]
+    def make(conn: AgentConnection) -> TinyAgent:
+        agents.append(TinyAgent(conn, mode))
         return agents[-1]
 
     window = AgentWindow(

@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from twisted.internet.task import Clock
 
 from acpkit import schema
+from acpkit.connection import AgentConnection
 from acpkit.testing.pair import ConnectedPair, connected_pair
 from acpkit_client.config import AgentEntry
 from acpkit_client.session import AgentWindow
@@ -155,8 +156,8 @@ class WholeApp(RuleBasedStateMachine):
     @precondition(lambda self: len(self.app.windows) < 4)
     @rule()
     def open_window(self) -> None:
-        def make(conn: object) -> TinyAgent:
-            return TinyAgent(conn, "normal")  # type: ignore[arg-type]
+        def make(conn: AgentConnection) -> TinyAgent:
+            return TinyAgent(conn, "normal")
 
         prompt = ModalPermissionPrompt(self.app, ENTRY.name)
         session = AgentWindow(ENTRY, str(self.root), permission_prompt=prompt, environ={})

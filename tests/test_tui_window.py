@@ -18,6 +18,7 @@ from twisted.internet.testing import StringTransport
 from zope.interface import implementer
 
 from acpkit import schema
+from acpkit.connection import AgentConnection
 from acpkit.testing.pair import ConnectedPair, connected_pair
 from acpkit_client.agents import DEFAULT_HANDSHAKE_TIMEOUT, AgentState
 from acpkit_client.config import AgentEntry
@@ -54,8 +55,8 @@ class Harness:
         self.mode = mode
 
     def open(self) -> AgentWindowWidget:
-        def make(conn: object) -> TinyAgent:
-            self.agents.append(TinyAgent(conn, self.mode))  # type: ignore[arg-type]
+        def make(conn: AgentConnection) -> TinyAgent:
+            self.agents.append(TinyAgent(conn, self.mode))
             return self.agents[-1]
 
         prompt = ModalPermissionPrompt(self.app, ENTRY.name)
