@@ -5,17 +5,23 @@ loopback, then interop both ways with the official Python SDK's WebSocket transp
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
 from twisted.internet import reactor
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import ProcessProtocol
 from twisted.internet.task import deferLater
+from twisted.internet.utils import getProcessOutputAndValue
 from twisted.logger import ILogObserver, globalLogPublisher
+from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Site
@@ -156,8 +162,8 @@ def port_number(port: IListeningPort) -> int:
     return cast(IPv4Address, port.getHost()).port
 
 
-class LoopbackTests(TestCase):
-    """acpkit's WebSocket client against acpkit's WebSocket server on loopback."""
+class _WsBase(TestCase):
+    """Helpers: an acpkit WebSocket server on loopback, clients of it."""
 
     timeout = 30
 
@@ -201,6 +207,10 @@ class LoopbackTests(TestCase):
         return conn.prompt(
             schema.PromptRequest(session_id=sid, prompt=[schema.TextContentBlock(text=words)])
         )
+
+
+class LoopbackTests(_WsBase):
+    """acpkit's WebSocket client against acpkit's WebSocket server on loopback."""
 
     async def _full_scenario(self) -> None:
         url, resource = self.serve()
@@ -427,6 +437,147 @@ class LoopbackTests(TestCase):
             connect_websocket(reactor, "http://127.0.0.1:1/acp", WsClient())
         with self.assertRaises(ValueError):
             connect_websocket(reactor, "ws://user:pw@127.0.0.1:1/acp", WsClient())
+
+
+class _Lines(ProcessProtocol):
+    """Fires ``port`` with the number the child prints as ``PORT <n>``; keeps stderr."""
+
+    def __init__(self) -> None:
+        self.port: Deferred[int] = Deferred()
+        self.exited: Deferred[None] = Deferred()
+        self.out = b""
+        self.err = b""
+
+    def outReceived(self, data: bytes) -> None:
+        self.out += data
+        for line in self.out.splitlines():
+            if line.startswith(b"PORT ") and not self.port.called:
+                self.port.callback(int(line.split()[1]))
+
+    def errReceived(self, data: bytes) -> None:
+        self.err += data
+
+    def processEnded(self, reason: Failure) -> None:
+        if not self.port.called:
+            self.port.errback(AssertionError(f"the server exited: {self.err.decode()}"))
+        self.exited.callback(None)
+
+
+@pytest.mark.process
+class SdkInteropTests(_WsBase):
+    """The official Python SDK's WebSocket transport against acpkit's, both ways."""
+
+    timeout = 60
+
+    async def _sdk_client(self) -> None:
+        seen: list[tuple[str | None, str | None]] = []
+
+        def headers(request: Any) -> dict[str, Any]:
+            seen.append((request.headers.get("authorization"), request.headers.get("cookie")))
+            return {"Set-Cookie": "affinity=node-3; Path=/acp; HttpOnly"}
+
+        url, resource = self.serve(response_headers=headers)
+        target = Path(self.mktemp())
+        target.write_text("hello")
+        out, err, code = await getProcessOutputAndValue(
+            sys.executable,
+            [str(FIXTURES / "sdk_ws_client.py"), url, str(target.resolve())],
+            env=child_env(),
+        )
+        self.assertEqual(code, 0, err.decode("utf-8", "replace"))
+        self.assertEqual(
+            json.loads(out),
+            {
+                "protocolVersion": 1,
+                "sessionId": "ws-session",
+                "chunks": ["one", " two", " three", "HELLOallow", "waiting"],
+                "permissions": [f"read: {target.resolve()}"],
+                "first": "end_turn",
+                "second": "cancelled",
+                "cookie": "affinity=node-3",
+            },
+        )
+        self.assertEqual(seen, [("Bearer interop-token", None)])
+        await until(lambda: not resource.connections, "the server to forget the connection")
+        self.assertIn("turn cancelled", self.events)
+
+    def test_sdk_client_drives_acpkit_agent(self) -> Deferred[None]:
+        """
+        The SDK's WebSocket client (bearer header, cookie store) completes initialize,
+        session/new, a streamed prompt with permission and fs read, and a cancelled
+        prompt against an acpkit agent behind websocket_resource; it keeps the cookie
+        of the 101.
+        """
+        return Deferred.fromCoroutine(self._sdk_client())
+
+    async def start_sdk_server(self) -> tuple[str, Callable[[], Deferred[None]]]:
+        """The SDK's server in a child process: its URL, and how to kill it."""
+        lines = _Lines()
+        process = reactor.spawnProcess(
+            lines,
+            sys.executable,
+            [sys.executable, str(FIXTURES / "sdk_ws_server.py")],
+            env=child_env(),
+        )
+
+        def kill() -> Deferred[None]:
+            if not lines.exited.called:
+                process.signalProcess("KILL")
+            done: Deferred[None] = Deferred()
+            lines.exited.addBoth(lambda _: None).chainDeferred(done)
+            return done
+
+        self.addCleanup(kill)
+        port = await lines.port
+        return f"ws://127.0.0.1:{port}/acp", kill
+
+    async def _sdk_server(self) -> None:
+        url, _kill = await self.start_sdk_server()
+        jar: dict[str, str] = {}
+        conn, client = await self.open(url, headers={"Authorization": "Bearer t"}, cookies=jar)
+        transport: Any = conn.protocol.transport
+        self.assertTrue(transport.connection_id)
+        sid = await self.start_session(conn)
+        self.assertEqual(sid, "sdk-ws-session")
+        target = Path(self.mktemp())
+        target.write_text("hello")
+        done = await self.prompt(conn, sid, str(target))
+        self.assertEqual(done.stop_reason, schema.StopReason.END_TURN)
+        self.assertEqual(client.chunks, ["one", " two", " three", "HELLOallow"])
+        self.assertEqual(client.permissions, [f"read: {target}"])
+        second = self.prompt(conn, sid, "wait")
+        await client.waiting
+        conn.cancel(sid)
+        cancelled = await second
+        self.assertEqual(cancelled.stop_reason, schema.StopReason.CANCELLED)
+        conn.close()
+        await conn.closed
+
+    def test_acpkit_client_drives_sdk_agent(self) -> Deferred[None]:
+        """
+        acpkit's connect_websocket completes the same scenario against the SDK's own
+        WebSocket server (its ASGI app under uvicorn), which names the connection in
+        the 101.
+        """
+        return Deferred.fromCoroutine(self._sdk_server())
+
+    async def _sdk_server_dies(self) -> None:
+        url, kill = await self.start_sdk_server()
+        conn, client = await self.open(url)
+        sid = await self.start_session(conn)
+        pending = self.prompt(conn, sid, "wait")
+        await client.waiting
+        await kill()
+        with self.assertRaises(ConnectionLost) as caught:
+            await pending
+        self.assertIn("1006", str(caught.exception))
+
+    def test_sdk_server_killed_mid_turn_fails_the_pending_prompt(self) -> Deferred[None]:
+        """
+        The SDK's server process killed during a turn: the pending prompt fails at once
+        with ConnectionLost naming code 1006 (no reconnect, no hang).
+        """
+        return Deferred.fromCoroutine(self._sdk_server_dies())
 
 
 def test_set_cookies_reads_each_set_cookie_line() -> None:
