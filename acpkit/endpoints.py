@@ -64,6 +64,7 @@ __all__ = [
     "connect",
     "process_group_argv",
     "serve",
+    "serve_remote",
     "serve_stdio",
     "spawn_agent",
 ]
@@ -179,6 +180,15 @@ def serve(reactor: Any, description: str, factory: IProtocolFactory) -> Deferred
     """Listen on a server endpoint string (``"tcp:0"``, ``"unix:/path/sock"``...)."""
     endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
     return endpoint.listen(factory)
+
+
+def serve_remote(
+    reactor: Any, endpoint_description: str, agent_factory: Any, **options: Any
+) -> Deferred[IListeningPort]:
+    """Serve an agent over remote ACP (HTTP, WebSocket): :func:`acpkit.remote.serve_remote`."""
+    from acpkit.remote.server import serve_remote as serve_remote_
+
+    return serve_remote_(reactor, endpoint_description, agent_factory, **options)
 
 
 def connect(reactor: Any, description: str, protocol: IProtocol) -> Deferred[IProtocol]:

@@ -105,7 +105,10 @@ def stderr_observer() -> ILogObserver:
 class Options(usage.Options):
     """Options of ``twistd acp-agent``."""
 
-    synopsis = "[--config FILE] [--listen ENDPOINT] [--engine NAME]"
+    synopsis = (
+        "[--config FILE] [--listen ENDPOINT | --listen http:ENDPOINT [--token-file FILE]]"
+        " [--engine NAME]"
+    )
     longdesc = (
         "Run the reference ACP agent bob: JSON-RPC on stdio (or one agent connection per "
         "client connection with --listen). Run it with twistd -n; stdout carries only ACP "
@@ -122,7 +125,24 @@ class Options(usage.Options):
             "listen",
             "l",
             "stdio",
-            "Where to serve: stdio, or a Twisted server endpoint string (tcp:8765, unix:PATH).",
+            "Where to serve: stdio, a Twisted server endpoint string (tcp:8765, unix:PATH:"
+            " raw NDJSON), or http:ENDPOINT for remote ACP (Streamable HTTP and WebSocket at"
+            " /acp, e.g. http:tcp:8765; http:ssl:8443:privateKey=KEY:certKey=CERT for"
+            " HTTPS); loopback unless the endpoint names an interface.",
+        ],
+        [
+            "token-file",
+            None,
+            None,
+            "With --listen http:...: a file holding the bearer token every request must"
+            " send (Authorization: Bearer); required to listen beyond loopback.",
+        ],
+        [
+            "allowed-origins",
+            None,
+            "",
+            "With --listen http:...: comma-separated browser origins allowed besides"
+            " this machine's loopback (e.g. https://app.example).",
         ],
         ["engine", "e", None, "The engine name (openai, scripted, echo); overrides the config."],
     ]
@@ -376,7 +396,7 @@ def makeService(options: Options) -> IService:
     listen = options["listen"]
     listening: Deferred[Any] | None = None
     if listen != "stdio":
-        listening = _listen_now(reactor, listen, runtime)
+        listening = _listen_now(reactor, listen, runtime, options)
     service = AgentService(runtime, listen, reactor, listening=listening)
     # Language servers: shutdown/exit (then their groups) whatever ends the reactor.
     reactor.addSystemEventTrigger("before", "shutdown", stop_language_servers, runtime)
@@ -416,18 +436,24 @@ def _exit_with(message: str) -> NoReturn:
     raise SystemExit(1)
 
 
-def _listen_now(reactor: Any, listen: str, runtime: AgentRuntime) -> Deferred[Any]:
+def _listen_now(
+    reactor: Any, listen: str, runtime: AgentRuntime, options: Options | None = None
+) -> Deferred[Any]:
     """
     Parse ``--listen`` and start listening at once (before twistd runs the reactor): a
     bad endpoint string or a port that cannot be had (in use, no permission) exits 1
     with one line instead of a traceback or an agent that serves nothing.
     """
+    factory: Any = _AgentFactory(runtime)
+    description = listen
+    if listen.startswith(REMOTE_PREFIX):
+        description, factory = _remote_site(reactor, listen, runtime, options)
     try:
-        endpoint = serverFromString(reactor, listen)
+        endpoint = serverFromString(reactor, description)
     except Exception as error:  # ValueError, KeyError, TypeError: whatever the parser raises
         _exit_with(f"--listen {listen}: not a server endpoint string ({_one_line(error)})")
     try:
-        d = endpoint.listen(_AgentFactory(runtime))
+        d = endpoint.listen(factory)
     except Exception as error:
         _exit_with(f"--listen {listen}: cannot listen: {_one_line(error)}")
     outcome: list[Any] = []
@@ -440,6 +466,41 @@ def _listen_now(reactor: Any, listen: str, runtime: AgentRuntime) -> Deferred[An
         return succeed(result)
     d2: Deferred[Any] = d
     return d2
+
+
+REMOTE_PREFIX = "http:"
+"""``--listen http:ENDPOINT``: remote ACP (:func:`acpkit.remote.serve_remote`) on ENDPOINT."""
+
+
+def _remote_site(
+    reactor: Any, listen: str, runtime: AgentRuntime, options: Options | None
+) -> tuple[str, Any]:
+    """The endpoint string (loopback by default) and the site serving bob at ``/acp``."""
+    from acpkit.remote.security import check_bind
+    from acpkit.remote.server import ACPResource, RemoteSite
+
+    token: bytes | None = None
+    token_file = options["token-file"] if options is not None else None
+    if token_file:
+        try:
+            with open(token_file, "rb") as f:
+                token = f.read().strip()
+        except OSError as error:
+            _exit_with(f"--token-file {token_file}: {_one_line(error.strerror or error)}")
+        if not token:
+            _exit_with(f"--token-file {token_file}: the file is empty")
+    origins = options["allowed-origins"] if options is not None else ""
+    try:
+        description = check_bind(listen[len(REMOTE_PREFIX) :], token=token)
+    except ValueError as error:
+        _exit_with(f"--listen {listen}: {_one_line(error)}")
+    resource = ACPResource(
+        lambda conn: BobAgent(conn, runtime),
+        clock=reactor,
+        token=token,
+        allowed_origins=[o.strip() for o in origins.split(",") if o.strip()],
+    )
+    return description, RemoteSite(resource, b"/acp", reactor)
 
 
 def _one_line(error: object) -> str:

@@ -728,3 +728,70 @@ def test_official_sdk_http_client_over_tls_speaks_http2(tmp_path: Path) -> None:
         child.wait(30)
     assert result["second"] == "cancelled"
     assert result["httpVersions"] == ["HTTP/2"]
+
+
+# -- bob: twistd -n acp-agent --listen http:... ----------------------------------------------
+
+TWISTD = ["-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
+
+
+def _bob(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    config = tmp_path / "agent.toml"
+    config.write_text("", encoding="utf-8")
+    return subprocess.Popen(
+        [sys.executable, *TWISTD, "--config", str(config), "--engine", "echo", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.process
+def test_bob_serves_remote_acp_with_listen_http(tmp_path: Path) -> None:
+    """--listen http:tcp:0 --token-file: bob on loopback; the SDK's HTTP client runs a turn."""
+    pytest.importorskip("httpx")
+    token = tmp_path / "token"
+    token.write_text("tok\n")
+    bob = _bob(tmp_path, "--listen", "http:tcp:0", "--token-file", str(token))
+    try:
+        assert bob.stderr is not None
+        port = None
+        for line in bob.stderr:
+            if "listening on" in line:
+                assert "host='127.0.0.1'" in line
+                port = int(line.rsplit("port=", 1)[1].rstrip(")\n"))
+                break
+        assert port is not None, "bob did not say where it listens"
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(FIXTURES / "sdk_http_prompt.py"),
+                f"http://127.0.0.1:{port}/acp",
+                "hello there",
+                "--token",
+                "tok",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout) == {
+            "chunks": ["Echo: hello there"],
+            "stopReason": "end_turn",
+        }
+    finally:
+        bob.terminate()
+        bob.wait(30)
+
+
+@pytest.mark.process
+def test_bob_refuses_an_open_bind_without_a_token(tmp_path: Path) -> None:
+    """--listen http:tcp:0:interface=0.0.0.0 without --token-file: exit 1, one line saying why."""
+    bob = _bob(tmp_path, "--listen", "http:tcp:port=0:interface=0.0.0.0")
+    _, err = bob.communicate(timeout=60)
+    assert bob.returncode == 1
+    assert err.count("\n") == 1, err
+    assert "not loopback" in err and "bearer token" in err and "Traceback" not in err
