@@ -109,7 +109,7 @@ def module_names(package: str) -> list[str]:
 TESTING = {"acpkit.testing.strategies", "acpkit.testing.jsonschema"}
 PYTEST_ONLY = {"acpkit.conformance.pytest_plugin"}  # loaded by pytest in every project
 PYTEST_ITEMS = {"acpkit.conformance.pytest_items"}  # loaded by the plugin on --acp-agent
-REMOTE = {"acpkit.remote.websocket"}  # the remote extra: Autobahn
+REMOTE = {"acpkit.remote.websocket", "acpkit.remote.http_client"}  # the remote extra
 
 
 def _is_conformance(name: str) -> bool:

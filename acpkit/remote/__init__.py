@@ -21,6 +21,9 @@ _EXPORTS = {
     "websocket_resource": "acpkit.remote.websocket",
     "WebSocketConnectError": "acpkit.remote.websocket",
     "WebSocketClosed": "acpkit.remote.websocket",
+    "connect_http": "acpkit.remote.http_client",
+    "HTTPClientTransport": "acpkit.remote.http_client",
+    "RemoteConnectionLost": "acpkit.remote.http_client",
 }
 
 __all__ = sorted(_EXPORTS)

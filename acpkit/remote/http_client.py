@@ -1,0 +1,814 @@
+"""
+ACP over Streamable HTTP, client side (the RFD "Streamable HTTP & WebSocket Transport").
+
+:func:`connect_http` gives a :class:`~acpkit.connection.ClientConnection` whose engine
+runs over :class:`HTTPClientTransport`: the same JSON-RPC engine as over stdio, on
+:class:`~acpkit.framing_messages.MessageFraming` (one message per ``write`` and per
+``dataReceived``).  The transport only looks at a message's ``method``, ``id`` and
+``params.sessionId`` to know how to send it; nothing of ACP is re-implemented here.
+
+=========================================  ==============================================
+situation                                  what the transport does
+=========================================  ==============================================
+the first message, ``initialize``          ``POST`` (``Content-Type`` and ``Accept``
+                                           ``application/json``); ``200`` with a JSON body
+                                           and an ``Acp-Connection-Id`` header expected:
+                                           the body is the response, fed to the engine
+the ``initialize`` answer                  ``GET`` with ``Accept: text/event-stream`` and
+                                           the connection id: the stream every
+                                           server→client message arrives on, each event's
+                                           data fed to the engine whole, in order
+messages written before that answer        held, then sent in order once it came
+every later message                        ``POST`` with ``Acp-Connection-Id``; ``202``
+                                           expected (a ``200`` JSON body is fed too)
+a message whose ``params.sessionId`` is    ``Acp-Session-Id: S`` too (not on
+``S``; our answer to a server request      ``session/load``, ``session/resume``,
+carrying ``sessionId: S``                  ``session/fork``: they attach a session the
+                                           connection does not have yet)
+a response names a new ``sessionId``       ``GET`` with ``Acp-Session-Id`` too, read like
+(``session_streams=True``, the default)    the first stream (the Python SDK 0.12.1 server
+                                           routes a session's messages there); a refusal
+                                           is logged and ignored
+a cookie set by the server                 kept (one jar per connection) and sent back
+                                           on every later request, until ``close()``
+``headers`` (e.g. ``Authorization``)       sent on every request; never logged
+a POST of one of our requests refused      that request fails (:data:`HTTP_TRANSPORT_ERROR`,
+(an HTTP error status, no answer)          ``data.status``, the server's error text)
+``404`` to a POST (unknown connection),    the connection is lost: every pending request
+the ``initialize`` POST refused, the       fails at once with
+stream refused, ended or dropped, the      :class:`~acpkit.errors.ConnectionLost` saying
+server unreachable                         why (no reconnection)
+an SSE event over ``max_event_size``       the connection is lost (the stream is not read
+                                           further: nothing is buffered past the limit)
+``close()``                                the streams are closed, ``DELETE`` with the
+                                           connection id, the jar emptied, then the
+                                           engine sees the connection end
+=========================================  ==============================================
+
+HTTP/1.1: Twisted's HTTP client does not speak HTTP/2, which the RFD requires of the
+transport; every server we met (the Python SDK's under uvicorn, acpkit's) serves HTTP/1.1
+too.  ``treq`` (the ``remote`` extra) is imported only when a transport is created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from http.cookiejar import CookieJar
+from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import SplitResult, urlsplit
+
+import attrs
+from twisted.internet.address import HostnameAddress
+from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
+from twisted.internet.interfaces import IProtocol, ITransport
+from twisted.internet.protocol import Protocol, connectionDone
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from acpkit import jsonbytes
+from acpkit.connection import ClientConnection
+from acpkit.endpoints import _attach_tracer
+from acpkit.errors import clip
+from acpkit.framing import DEFAULT_MAX_LENGTH
+from acpkit.framing_messages import MessageFraming
+from acpkit.interfaces import IClient
+from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.sse import SSEEventTooLarge, SSEParser
+
+if TYPE_CHECKING:
+    from twisted.web.iweb import IResponse
+
+__all__ = [
+    "CONNECTION_ID_HEADER",
+    "DEFAULT_MAX_EVENT_SIZE",
+    "HTTP_TRANSPORT_ERROR",
+    "SESSION_ID_HEADER",
+    "HTTPClientTransport",
+    "RemoteConnectionLost",
+    "connect_http",
+]
+
+CONNECTION_ID_HEADER = "Acp-Connection-Id"
+SESSION_ID_HEADER = "Acp-Session-Id"
+
+#: Error code of one request whose POST the server refused (JSON-RPC's range for
+#: implementation-defined errors, as MCP's HTTP client uses); ``data`` holds ``reason``
+#: and ``status``.
+HTTP_TRANSPORT_ERROR = -32080
+
+#: Largest SSE event (and ``initialize`` body) accepted: the engine's line limit.
+DEFAULT_MAX_EVENT_SIZE = DEFAULT_MAX_LENGTH
+
+#: How much of an error body is read to explain an HTTP error status.
+ERROR_BODY_KEPT = 4096
+
+#: Methods that attach a session the connection does not know yet: no Acp-Session-Id
+#: (the Python SDK 0.12.1 server answers 404 to a session id it does not know).
+SESSION_ATTACHING_METHODS = frozenset({"session/load", "session/resume", "session/fork"})
+
+_JSON = b"application/json"
+_SSE = b"text/event-stream"
+
+
+class RemoteConnectionLost(Exception):
+    """The Streamable HTTP connection cannot go on; ``str()`` says why."""
+
+
+@attrs.define(eq=False)
+class _Stream:
+    """One SSE stream (GET) of this connection."""
+
+    session_id: str | None
+    parser: SSEParser
+    reader: _BodyReader | None = None
+
+
+class _BodyReader(Protocol):
+    """Receives one response body; ``abort()`` stops reading it."""
+
+    _log = Logger()
+
+    def __init__(self, on_data: Callable[[bytes], None], on_end: Callable[[Failure], None]) -> None:
+        self._on_data = on_data
+        self._on_end = on_end
+        self.done: Deferred[None] = Deferred()
+        self.aborted = False
+        self.ended = False
+
+    def dataReceived(self, data: bytes) -> None:
+        if self.aborted:
+            return
+        try:
+            self._on_data(data)
+        except Exception:
+            self._log.failure("reading an ACP HTTP response body failed")
+            self.abort()
+
+    def abort(self) -> None:
+        """Stop reading (drops the connection); ``on_end`` is not called after."""
+        if self.aborted or self.ended:
+            return
+        self.aborted = True
+        if self.transport is not None:
+            self.transport.stopProducing()  # type: ignore[attr-defined]
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self.ended = True
+        try:
+            if not self.aborted:
+                self._on_end(reason)
+        finally:
+            self.done.callback(None)
+
+
+@implementer(ITransport)
+class HTTPClientTransport:
+    """
+    The engine's transport over ACP Streamable HTTP (see the module docstring).
+
+    ``headers`` go with every request and are never logged.  ``http_client``: a
+    ``treq.client.HTTPClient`` to use instead of the one made here (its pool and cookies
+    are then the caller's).
+    """
+
+    _log = Logger()
+
+    def __init__(
+        self,
+        reactor: Any,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+        connect_timeout: float = 30.0,
+        session_streams: bool = True,
+        name: str = "agent",
+        http_client: Any = None,
+    ) -> None:
+        parts = check_http_url(url)
+        if max_event_size < 1:
+            raise ValueError("max_event_size must be positive")
+        for key, value in (headers or {}).items():
+            if not _header_ok(key, value):
+                raise ValueError(f"header {key!r} is not a valid HTTP header (name or value)")
+        self.url = url
+        #: The URL as errors and logs show it: no user info, query or fragment.
+        self.shown_url = shown_url(parts)
+        self.name = name
+        self.max_event_size = max_event_size
+        self.session_streams = session_streams
+        self._reactor = reactor
+        self._extra_headers = dict(headers or {})
+        self._host = parts.hostname or ""
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        #: The cookies the server set on this connection (kept until ``close()``).
+        self.cookies = CookieJar()
+        self._pool: Any = None
+        if http_client is None:
+            from treq.client import HTTPClient
+            from twisted.web.client import Agent, HTTPConnectionPool
+
+            self._pool = HTTPConnectionPool(reactor, persistent=True)
+            # Below common servers' keep-alive: a POST is never retried on a
+            # connection the server closed meanwhile (POST is not idempotent).
+            self._pool.cachedConnectionTimeout = 4
+            agent = Agent(reactor, connectTimeout=connect_timeout, pool=self._pool)
+            # treq types the jar as its own subclass; any CookieJar works.
+            http_client = HTTPClient(agent, cookiejar=cast(Any, self.cookies))
+        self._http = http_client
+        self.protocol: IProtocol | None = None
+        self.disconnecting = False
+        self._lost = False
+        #: The server's ``Acp-Connection-Id`` (None before the ``initialize`` answer).
+        self.connection_id: str | None = None
+        self._init_sent = False
+        self._held: list[tuple[bytes, Any]] = []
+        #: Our requests not answered yet: id -> method.
+        self._ours: dict[Any, str] = {}
+        #: The server's requests not answered yet: id -> their params' sessionId.
+        self._theirs: dict[Any, str | None] = {}
+        self._streams: list[_Stream] = []
+        self._stream_sessions: set[str] = set()
+        self._calls: set[Deferred[Any]] = set()
+        self._readers: set[_BodyReader] = set()
+
+    # -- ITransport, as the engine sees it ---------------------------------------------
+
+    def connect(self, protocol: IProtocol) -> None:
+        """Attach the engine: ``protocol.makeConnection(self)``."""
+        self.protocol = protocol
+        protocol.makeConnection(self)
+
+    def write(self, data: bytes) -> None:
+        """One whole message from the engine (:class:`MessageFraming`)."""
+        if self.disconnecting or self._lost:
+            return
+        message = jsonbytes.loads_or_not_parsed(data)
+        if not self._init_sent:
+            if isinstance(message, dict) and message.get("method") == "initialize":
+                self._init_sent = True
+                self._post_initialize(data, message)
+            else:
+                self._held.append((data, message))
+            return
+        if self.connection_id is None:
+            self._held.append((data, message))
+            return
+        self._post(data, message)
+
+    def writeSequence(self, data: Any) -> None:
+        """``write`` of the joined pieces (one message)."""
+        self.write(b"".join(data))
+
+    def loseConnection(self) -> None:
+        """Close: stop the streams, DELETE the connection, then end the engine's."""
+        if self.disconnecting or self._lost:
+            return
+        self.disconnecting = True
+        waits = self._abort_all()
+        if self.connection_id is not None:
+            deleted = self._request(b"DELETE", self._headers(_JSON), timeout=5)
+            deleted.addCallback(self._after_delete)
+            deleted.addErrback(
+                lambda f: self._log.info(
+                    "{peer}: DELETE of the ACP connection failed: {why}",
+                    peer=self.name,
+                    why=_failure_text(f),
+                )
+            )
+            waits.append(deleted)
+        DeferredList(waits).addBoth(lambda _: self._finish(Failure(ConnectionDone())))
+
+    def abortConnection(self) -> None:
+        """Close without the DELETE."""
+        if self._lost:
+            return
+        self.disconnecting = True
+        DeferredList(self._abort_all()).addBoth(lambda _: self._finish(Failure(ConnectionDone())))
+
+    def getPeer(self) -> HostnameAddress:
+        """The server's host and port."""
+        return HostnameAddress(self._host.encode("idna"), self._port)
+
+    def getHost(self) -> HostnameAddress:
+        """Not known for HTTP: the server's address too."""
+        return self.getPeer()
+
+    # -- sending -------------------------------------------------------------------------
+
+    def _headers(
+        self, accept: bytes, *, content: bool = False, session_id: str | None = None
+    ) -> dict[bytes, list[bytes]]:
+        headers: dict[bytes, list[bytes]] = {
+            k.encode("latin-1"): [v.encode("latin-1")] for k, v in self._extra_headers.items()
+        }
+        headers[b"Accept"] = [accept]
+        if content:
+            headers[b"Content-Type"] = [_JSON]
+        if self.connection_id is not None:
+            headers[CONNECTION_ID_HEADER.encode()] = [self.connection_id.encode("ascii")]
+        if session_id is not None:
+            headers[SESSION_ID_HEADER.encode()] = [session_id.encode("utf-8")]
+        return headers
+
+    def _request(
+        self,
+        method: bytes,
+        headers: dict[bytes, list[bytes]],
+        data: bytes | None = None,
+        timeout: float | None = None,
+    ) -> Deferred[Any]:
+        d: Deferred[Any] = self._http.request(
+            method.decode("ascii"),
+            self.url,
+            headers=headers,
+            data=data,
+            unbuffered=True,
+            allow_redirects=False,
+            timeout=timeout,
+        )
+        self._calls.add(d)
+
+        def done(result: object) -> object:
+            self._calls.discard(d)
+            return result
+
+        d.addBoth(done)
+        return d
+
+    def _post_initialize(self, data: bytes, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        d = self._request(b"POST", self._headers(_JSON, content=True), data)
+
+        def answered(response: IResponse) -> None:
+            if self._lost or self.disconnecting:
+                self._discard(response)
+                return
+            if response.code != 200:
+                self._error_status(response, None, "initialize", fatal=True)
+                return
+            values = response.headers.getRawHeaders(CONNECTION_ID_HEADER.encode()) or []
+            value = values[0].strip() if values else b""
+            if not _visible_ascii(value):
+                self._discard(response)
+                what = "no" if not value else "an invalid (not visible ASCII)"
+                self._fatal(
+                    f"the server at {self.shown_url} answered initialize with {what} "
+                    f"{CONNECTION_ID_HEADER} header: not an ACP Streamable HTTP endpoint?"
+                )
+                return
+            self._read_body(response, lambda body: self._initialized(value.decode(), body))
+
+        d.addCallback(answered)
+        d.addErrback(self._post_failed, request_id, "initialize", True)
+        d.addErrback(self._bug)
+
+    def _initialized(self, connection_id: str, body: bytes) -> None:
+        if self._lost or self.disconnecting:
+            return
+        self.connection_id = connection_id
+        self._open_stream(None)
+        self._feed(body)
+        held, self._held = self._held, []
+        for data, message in held:
+            if self._lost or self.disconnecting:
+                return
+            self._post(data, message)
+
+    def _post(self, data: bytes, message: Any) -> None:
+        method: str | None = None
+        session_id: str | None = None
+        request_id: Any = None
+        if isinstance(message, dict):
+            raw_method = message.get("method")
+            method = raw_method if isinstance(raw_method, str) else None
+            if method is not None:
+                if method not in SESSION_ATTACHING_METHODS:
+                    session_id = _session_id(message.get("params"))
+                if "id" in message and _hashable(message["id"]):
+                    request_id = message["id"]
+                    self._ours[request_id] = method
+            elif "id" in message and _hashable(message["id"]):
+                # Our answer to a server request: the session that request was for.
+                session_id = self._theirs.pop(message["id"], None)
+        headers = self._headers(_JSON, content=True, session_id=session_id)
+        d = self._request(b"POST", headers, data)
+        d.addCallback(self._posted, request_id, method)
+        d.addErrback(self._post_failed, request_id, method, False)
+        d.addErrback(self._bug)
+
+    def _posted(self, response: IResponse, request_id: Any, method: str | None) -> None:
+        if self._lost or self.disconnecting:
+            self._discard(response)
+            return
+        status = response.code
+        if status == 404:
+            self._error_status(response, None, method or "a response", fatal=True, gone=True)
+            return
+        if not 200 <= status < 300:
+            self._error_status(response, request_id, method or "a response")
+            return
+        if status == 200 and _content_type(response) == "application/json":
+            self._read_body(response, self._feed)
+            return
+        self._discard(response)
+
+    def _post_failed(
+        self, failure: Failure, request_id: Any, method: str | None, fatal: bool
+    ) -> None:
+        if self._lost or self.disconnecting:
+            return
+        why = _failure_text(failure)
+        if fatal or failure.check(ConnectError, DNSLookupError):
+            self._fatal(f"cannot reach the ACP server at {self.shown_url}: {why}")
+            return
+        text = f"POST of {method or 'a response'} to {self.shown_url} failed: {why}"
+        if request_id is not None:
+            self._fail(request_id, text, status=None)
+        else:
+            self._log.warn("{peer}: {text}", peer=self.name, text=text)
+
+    def _bug(self, failure: Failure) -> None:
+        self._log.failure("{peer}: ACP HTTP transport error", failure, peer=self.name)
+
+    # -- answers -------------------------------------------------------------------------
+
+    def _error_status(
+        self,
+        response: IResponse,
+        request_id: Any,
+        what: str,
+        *,
+        fatal: bool = False,
+        gone: bool = False,
+    ) -> None:
+        status = response.code
+        phrase = response.phrase.decode("latin-1", errors="replace")
+        head = bytearray()
+        reported: list[bool] = []
+
+        def report() -> None:
+            if reported:
+                return
+            reported.append(True)
+            detail = _error_detail(bytes(head))
+            text = f"HTTP {status} {phrase} from {self.shown_url} to the {what} request"
+            if gone:
+                text += " (the server does not know this connection: it has ended)"
+            if 300 <= status < 400:
+                text += " (redirects are not followed)"
+            if status in (401, 403):
+                text += " (check the configured headers)"
+            if detail:
+                text += f": {detail}"
+            if fatal:
+                self._fatal(text)
+            elif request_id is not None:
+                self._fail(request_id, text, status=status)
+            else:
+                self._log.warn("{peer}: {text}", peer=self.name, text=text)
+
+        def on_data(chunk: bytes) -> None:
+            head.extend(chunk[: ERROR_BODY_KEPT - len(head)])
+            if len(head) >= ERROR_BODY_KEPT:
+                reader.abort()
+                report()
+
+        reader = self._reader(on_data, lambda _: report())
+        response.deliverBody(reader)
+
+    def _read_body(self, response: IResponse, then: Callable[[bytes], None]) -> None:
+        """Read a JSON body (at most ``max_event_size`` bytes), then ``then(body)``."""
+        limit = self.max_event_size
+        body = bytearray()
+        length = response.length
+        if isinstance(length, int) and length > limit:
+            self._discard(response, abort=True)
+            self._fatal(f"a {length}-byte answer exceeds this connection's {limit}-byte limit")
+            return
+
+        def on_data(chunk: bytes) -> None:
+            body.extend(chunk)
+            if len(body) > limit:
+                reader.abort()
+                self._fatal(f"an answer exceeded this connection's {limit}-byte limit")
+
+        def on_end(reason: Failure) -> None:
+            if self._lost or self.disconnecting:
+                return
+            if not _body_ended_cleanly(reason):
+                self._fatal(f"the connection dropped mid-answer: {_failure_text(reason)}")
+                return
+            then(bytes(body))
+
+        reader = self._reader(on_data, on_end)
+        response.deliverBody(reader)
+
+    def _reader(
+        self, on_data: Callable[[bytes], None], on_end: Callable[[Failure], None]
+    ) -> _BodyReader:
+        reader = _BodyReader(on_data, on_end)
+        self._readers.add(reader)
+        reader.done.addBoth(lambda _: self._readers.discard(reader))
+        return reader
+
+    def _discard(self, response: IResponse, *, abort: bool = False) -> None:
+        reader = self._reader(lambda _: None, lambda _: None)
+        response.deliverBody(reader)
+        if abort or self._lost:
+            reader.abort()
+
+    # -- the SSE streams -----------------------------------------------------------------
+
+    def _open_stream(self, session_id: str | None) -> None:
+        """GET: the connection's stream (``session_id`` None) or a session's."""
+        if session_id is not None:
+            if session_id in self._stream_sessions:
+                return
+            self._stream_sessions.add(session_id)
+        stream = _Stream(session_id, SSEParser(self.max_event_size))
+        self._streams.append(stream)
+        d = self._request(b"GET", self._headers(_SSE, session_id=session_id))
+        what = "the connection's SSE stream" if session_id is None else f"session {session_id}'s"
+
+        def got(response: IResponse) -> None:
+            if self._lost or self.disconnecting:
+                self._discard(response)
+                return
+            if response.code != 200 or _content_type(response) != "text/event-stream":
+                if session_id is None:
+                    self._error_status(response, None, "GET (SSE stream)", fatal=True)
+                else:
+                    self._log.info(
+                        "{peer}: {url} refused a session stream (HTTP {status}): its "
+                        "messages come on the connection's stream",
+                        peer=self.name,
+                        url=self.shown_url,
+                        status=response.code,
+                    )
+                    self._discard(response)
+                return
+            stream.reader = self._reader(
+                lambda chunk: self._stream_data(stream, chunk),
+                lambda reason: self._stream_ended(stream, reason),
+            )
+            response.deliverBody(stream.reader)
+
+        def failed(failure: Failure) -> None:
+            if self._lost or self.disconnecting:
+                return
+            self._fatal(f"{what} GET to {self.shown_url} failed: {_failure_text(failure)}")
+
+        d.addCallbacks(got, failed)
+        d.addErrback(self._bug)
+
+    def _stream_data(self, stream: _Stream, chunk: bytes) -> None:
+        try:
+            events = stream.parser.feed(chunk)
+        except SSEEventTooLarge as e:
+            if stream.reader is not None:
+                stream.reader.abort()
+            self._fatal(
+                f"an SSE event from {self.shown_url} exceeded this connection's "
+                f"{e.limit}-byte limit (the stream cannot be read further)"
+            )
+            return
+        for event in events:
+            if self._lost:
+                return
+            if event.type == "message" and event.data.strip():
+                self._feed(event.data)
+
+    def _stream_ended(self, stream: _Stream, reason: Failure) -> None:
+        if self._lost or self.disconnecting:
+            return
+        clean = _body_ended_cleanly(reason)
+        how = "ended" if clean else f"dropped ({_failure_text(reason)})"
+        if stream.session_id is None:
+            self._fatal(f"the server's SSE stream at {self.shown_url} {how}")
+        elif not clean:
+            self._fatal(f"session {stream.session_id}'s SSE stream at {self.shown_url} {how}")
+        else:
+            self._log.info(
+                "{peer}: session {sid}'s SSE stream ended", peer=self.name, sid=stream.session_id
+            )
+
+    # -- into the engine -----------------------------------------------------------------
+
+    def _feed(self, data: bytes) -> None:
+        """Give one message to the engine, noting what the transport must remember."""
+        if self.protocol is None or self._lost or not data.strip():
+            return
+        message = jsonbytes.loads_or_not_parsed(data)
+        if isinstance(message, dict):
+            if "method" in message:
+                if "id" in message and _hashable(message["id"]):
+                    self._theirs[message["id"]] = _session_id(message.get("params"))
+            elif "id" in message:
+                self._answered(message["id"])
+                if self.session_streams and self.connection_id is not None:
+                    result = message.get("result")
+                    sid = _session_id(result)
+                    if sid is not None:
+                        self._open_stream(sid)
+        self.protocol.dataReceived(data)
+
+    def _answered(self, response_id: object) -> str | None:
+        if not _hashable(response_id):
+            return None
+        found = self._ours.pop(response_id, None)
+        if found is None and isinstance(response_id, str) and response_id.isdecimal():
+            found = self._ours.pop(int(response_id), None)
+        return found
+
+    def _fail(self, request_id: Any, reason: str, *, status: int | None) -> None:
+        """Fail one request of ours: an error response for its id, fed to the engine."""
+        if request_id not in self._ours:
+            return
+        data: dict[str, Any] = {"reason": clip(reason, 1000)}
+        if status is not None:
+            data["status"] = status
+        self._log.warn("{peer}: {reason}", peer=self.name, reason=reason)
+        error = {"code": HTTP_TRANSPORT_ERROR, "message": reason, "data": data}
+        self._feed(jsonbytes.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}))
+
+    # -- the end -------------------------------------------------------------------------
+
+    def _abort_all(self) -> list[Deferred[Any]]:
+        for d in list(self._calls):
+            d.cancel()
+        waits: list[Deferred[Any]] = []
+        for reader in list(self._readers):
+            reader.abort()
+            waits.append(reader.done)
+        return waits
+
+    def _fatal(self, why: str) -> None:
+        """The connection cannot go on: stop everything; pending requests fail with why."""
+        if self._lost or self.disconnecting:
+            return
+        self.disconnecting = True
+        self._log.warn("{peer}: {why}", peer=self.name, why=why)
+        error = RemoteConnectionLost(why)
+        DeferredList(self._abort_all()).addBoth(lambda _: self._finish(Failure(error)))
+
+    def _after_delete(self, response: IResponse) -> Deferred[None]:
+        if response.code not in (200, 202, 204):
+            self._log.info(
+                "{peer}: DELETE of the ACP connection answered HTTP {status}",
+                peer=self.name,
+                status=response.code,
+            )
+        reader = self._reader(lambda _: None, lambda _: None)
+        response.deliverBody(reader)
+        return reader.done
+
+    def _finish(self, reason: Failure) -> None:
+        if self._lost:
+            return
+        self._lost = True
+        self._held.clear()
+        self.cookies.clear()
+        pool = self._pool
+        closing = pool.closeCachedConnections() if pool is not None else succeed(None)
+
+        def lost(_: object) -> None:
+            if self.protocol is not None:
+                self.protocol.connectionLost(reason)
+
+        closing.addBoth(lost)
+
+
+def connect_http(
+    reactor: Any,
+    url: str,
+    client: IClient | Callable[[ClientConnection], IClient],
+    *,
+    headers: Mapping[str, str] | None = None,
+    name: str = "agent",
+    strict: bool = False,
+    max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
+    connect_timeout: float = 30.0,
+    session_streams: bool = True,
+) -> Deferred[ClientConnection]:
+    """
+    A :class:`ClientConnection` to the remote agent at ``url`` (Streamable HTTP).
+
+    Nothing is sent until the connection's first message, ``initialize``
+    (:meth:`ClientConnection.initialize`): HTTP has no connection before it.
+    ``ACPKIT_TRACE`` records the traffic as for a spawned agent.  Fails with
+    ``ValueError`` for a URL that is not ``http(s)://host...`` or has user info, or a
+    header that is not a valid HTTP header.  :meth:`ClientConnection.close` sends the
+    ``DELETE``.
+    """
+    try:
+        transport = HTTPClientTransport(
+            reactor,
+            url,
+            headers,
+            max_event_size=max_event_size,
+            connect_timeout=connect_timeout,
+            session_streams=session_streams,
+            name=name,
+        )
+    except ValueError as e:
+        from twisted.internet.defer import fail
+
+        return fail(e)
+    protocol = JSONRPCProtocol(
+        clock=reactor, name=name, framing=MessageFraming(), max_line_length=max_event_size
+    )
+    _attach_tracer(protocol, name)
+    connection = ClientConnection(client, protocol=protocol, strict=strict, name=name)
+    transport.connect(protocol)
+    return succeed(connection)
+
+
+def check_http_url(url: str) -> SplitResult:
+    """The parts of an ``http(s)://host...`` URL; ``ValueError`` for anything else."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"an ACP Streamable HTTP URL must be http(s)://host/...: {url!r}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(
+            "a URL with user info (user:password@) is not supported: give credentials as "
+            "headers (Authorization)"
+        )
+    return parts
+
+
+def shown_url(parts: SplitResult) -> str:
+    """``scheme://host[:port]/path``: the URL without what may hold a secret."""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port is not None else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _session_id(params: object) -> str | None:
+    if isinstance(params, dict):
+        value = params.get("sessionId")
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _header_ok(name: str, value: str) -> bool:
+    token = set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    return (
+        bool(name)
+        and set(name) <= token
+        and "\r" not in value
+        and "\n" not in value
+        and "\x00" not in value
+        and all(ord(c) < 256 for c in value)
+    )
+
+
+def _visible_ascii(value: bytes) -> bool:
+    return bool(value) and all(0x21 <= b <= 0x7E for b in value)
+
+
+def _hashable(value: object) -> bool:
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+def _content_type(response: IResponse) -> str:
+    values: list[bytes] = response.headers.getRawHeaders(b"content-type") or [b""]
+    main: bytes = values[0].split(b";", 1)[0].strip().lower()
+    return main.decode("latin-1")
+
+
+def _body_ended_cleanly(reason: Failure) -> bool:
+    from twisted.web.client import ResponseDone
+    from twisted.web.http import PotentialDataLoss
+
+    return reason.check(ResponseDone, PotentialDataLoss) is not None
+
+
+def _failure_text(failure: Failure) -> str:
+    """A one-line reason for a failure (ResponseFailed's nested reasons unwrapped)."""
+    value = failure.value
+    reasons = getattr(value, "reasons", None)
+    if reasons:
+        return "; ".join(_failure_text(r) for r in reasons)
+    text = failure.getErrorMessage()
+    return f"{type(value).__name__}: {text}" if text else type(value).__name__
+
+
+def _error_detail(body: bytes) -> str:
+    """The ``error`` text of a JSON error body, else the body's first line."""
+    if not body.strip():
+        return ""
+    value = jsonbytes.loads_or_not_parsed(body)
+    if isinstance(value, dict):
+        error = value.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return clip(error["message"], 200)
+        if isinstance(error, str):
+            return clip(error, 200)
+    lines = body.decode("utf-8", errors="replace").strip().splitlines()
+    return clip(lines[0], 200) if lines else ""

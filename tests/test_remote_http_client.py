@@ -1,0 +1,607 @@
+"""
+ACP's Streamable HTTP client (:mod:`acpkit.remote.http_client`): a loopback twisted.web
+server scripted per test for the transport's rules, and the official Python SDK 0.12.1's
+HTTP server (under uvicorn, in a subprocess) for interop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, maybeDeferred
+from twisted.internet.endpoints import TCP4ServerEndpoint
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import ProcessProtocol
+from twisted.logger import ILogObserver, formatEvent, globalLogPublisher
+from twisted.python.failure import Failure
+from twisted.trial.unittest import TestCase
+from twisted.web.resource import Resource
+from twisted.web.server import NOT_DONE_YET, Request, Site
+from zope.interface import implementer
+
+from acpkit import schema
+from acpkit.connection import Client, ClientConnection
+from acpkit.errors import ConnectionLost, RPCError
+from acpkit.remote.http_client import HTTP_TRANSPORT_ERROR, connect_http
+from acpkit.sse import encode_event
+
+ROOT = Path(__file__).parent.parent
+FIXTURES = Path(__file__).parent / "fixtures" / "remote"
+TOKEN = "Bearer s3cret-token-value"
+
+
+class RecordingClient(Client):
+    """Allows every permission, serves fs from disk, records the agent's chunks."""
+
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+        self.permissions: list[str] = []
+        self.waiting: Deferred[None] = Deferred()
+
+    def session_update(self, params: schema.SessionNotification) -> None:
+        update = params.update
+        if isinstance(update, schema.AgentMessageChunk) and isinstance(
+            update.content, schema.TextContentBlock
+        ):
+            self.chunks.append(update.content.text)
+            if update.content.text == "waiting" and not self.waiting.called:
+                self.waiting.callback(None)
+
+    def request_permission(
+        self, params: schema.RequestPermissionRequest
+    ) -> schema.RequestPermissionResponse:
+        self.permissions.append(params.tool_call.title or "")
+        return schema.RequestPermissionResponse(
+            outcome=schema.SelectedPermissionOutcome(option_id="allow")
+        )
+
+    def read_text_file(self, params: schema.ReadTextFileRequest) -> schema.ReadTextFileResponse:
+        return schema.ReadTextFileResponse(content=Path(params.path).read_text())
+
+    def write_text_file(self, params: schema.WriteTextFileRequest) -> schema.WriteTextFileResponse:
+        Path(params.path).write_text(params.content)
+        return schema.WriteTextFileResponse()
+
+
+# -- a scripted loopback server -----------------------------------------------------------
+
+
+class FakeAcpServer(Resource):
+    """
+    A minimal ACP Streamable HTTP endpoint, scripted by ``answer(message)``: the
+    messages it returns go out on the connection's SSE stream.  Records every request.
+    """
+
+    isLeaf = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[bytes, dict[str, str], Any]] = []
+        self.connection_id = "conn-1"
+        self.known = True
+        self.stream: Request | None = None
+        self.stream_opened: Deferred[None] = Deferred()
+        self.session_stream_status = 400
+        self.session_streams: list[Request] = []
+        self.session_stream_opened: Deferred[None] = Deferred()
+        self.post_status: Callable[[Any], int | None] = lambda message: None
+        self.answer: Callable[[Any], list[Any]] = lambda message: []
+        self.deleted: Deferred[None] = Deferred()
+        self.initialize_status = 200
+        self.posted: list[Deferred[Any]] = []
+
+    def headers_of(self, request: Request) -> dict[str, str]:
+        return {
+            k.decode().lower(): b", ".join(v).decode()
+            for k, v in request.requestHeaders.getAllRawHeaders()
+        }
+
+    def render_POST(self, request: Request) -> bytes:
+        assert request.content is not None
+        message = json.loads(request.content.read())
+        headers = self.headers_of(request)
+        self.requests.append((b"POST", headers, message))
+        for waiter in self.posted:
+            waiter.callback(message)
+        self.posted = []
+        if message.get("method") == "initialize":
+            request.setResponseCode(self.initialize_status)
+            request.setHeader(b"content-type", b"application/json")
+            if self.initialize_status != 200:
+                return b'{"error": "Unauthorized"}'
+            request.setHeader(b"Acp-Connection-Id", self.connection_id.encode())
+            request.addCookie(b"affinity", b"node-7", path=b"/")
+            result = {"protocolVersion": 1, "agentCapabilities": {"loadSession": False}}
+            return json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+        if not self.known or headers.get("acp-connection-id") != self.connection_id:
+            request.setResponseCode(404)
+            request.setHeader(b"content-type", b"application/json")
+            return b'{"error": "Unknown connection id"}'
+        status = self.post_status(message)
+        if status is not None:
+            request.setResponseCode(status)
+            request.setHeader(b"content-type", b"application/json")
+            return b'{"error": "refused by the test"}'
+        request.setResponseCode(202)
+        for out in self.answer(message):
+            reactor.callLater(0, self.push, out)
+        return b""
+
+    def render_GET(self, request: Request) -> int | bytes:
+        headers = self.headers_of(request)
+        self.requests.append((b"GET", headers, None))
+        if headers.get("acp-connection-id") != self.connection_id or not self.known:
+            request.setResponseCode(404)
+            return b""
+        if "acp-session-id" in headers:
+            if self.session_stream_status != 200:
+                request.setResponseCode(self.session_stream_status)
+                return b""
+            self.session_streams.append(request)
+            if not self.session_stream_opened.called:
+                reactor.callLater(0, self.session_stream_opened.callback, None)
+        else:
+            self.stream = request
+        request.setHeader(b"content-type", b"text/event-stream")
+        request.write(b": open\n\n")
+        if "acp-session-id" not in headers and not self.stream_opened.called:
+            self.stream_opened.callback(None)
+        return NOT_DONE_YET
+
+    def render_DELETE(self, request: Request) -> bytes:
+        self.requests.append((b"DELETE", self.headers_of(request), None))
+        request.setResponseCode(202)
+        if not self.deleted.called:
+            self.deleted.callback(None)
+        return b""
+
+    def push(self, message: Any, stream: Request | None = None) -> None:
+        target = stream or self.stream
+        assert target is not None, "no SSE stream open"
+        target.write(encode_event(json.dumps(message).encode()))
+
+    def next_post(self) -> Deferred[Any]:
+        d: Deferred[Any] = Deferred()
+        self.posted.append(d)
+        return d
+
+
+def rpc_result(message: Any, result: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": message["id"], "result": result}
+
+
+def chunk(text: str, session_id: str = "s1") -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {
+            "sessionId": session_id,
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+            },
+        },
+    }
+
+
+def scripted_agent(message: Any) -> list[Any]:
+    """session/new -> s1; a prompt -> three chunks, then end_turn."""
+    method = message.get("method")
+    if method == "session/new":
+        return [rpc_result(message, {"sessionId": "s1"})]
+    if method == "session/prompt":
+        return [
+            chunk("one"),
+            chunk(" two"),
+            chunk(" three"),
+            rpc_result(message, {"stopReason": "end_turn"}),
+        ]
+    return []
+
+
+@implementer(ILogObserver)
+class LogCapture:
+    def __init__(self) -> None:
+        self.text: list[str] = []
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        self.text.append(formatEvent(event))
+        failure = event.get("log_failure")
+        if failure is not None:
+            self.text.append(failure.getTraceback())
+
+
+class LoopbackTests(TestCase):
+    """The client against a scripted twisted.web server on a loopback port."""
+
+    timeout = 30
+
+    def setUp(self) -> Deferred[None]:  # type: ignore[override]
+        self.server = FakeAcpServer()
+        self.server.answer = scripted_agent
+        site = Site(self.server)
+        site.displayTracebacks = False
+
+        def listening(port: IListeningPort) -> None:
+            self.port = port
+            self.url = f"http://127.0.0.1:{port.getHost().port}/acp"  # type: ignore[attr-defined]
+            self.addCleanup(port.stopListening)
+
+        d: Deferred[Any] = TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(site)
+        return d.addCallback(listening)
+
+    async def connect(self, **kwargs: Any) -> tuple[ClientConnection, RecordingClient]:
+        client = RecordingClient()
+        conn = await connect_http(reactor, self.url, client, **kwargs)
+
+        def close() -> Deferred[None]:
+            conn.close()
+            done = conn.closed
+            done.addErrback(lambda _: None)
+            return done
+
+        self.addCleanup(close)
+        return conn, client
+
+    async def session(self, **kwargs: Any) -> tuple[ClientConnection, RecordingClient, str]:
+        conn, client = await self.connect(**kwargs)
+        await conn.initialize()
+        new = await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+        return conn, client, new.session_id
+
+    def posts(self, method: str | None) -> list[dict[str, str]]:
+        return [
+            h
+            for verb, h, m in self.server.requests
+            if verb == b"POST" and (m.get("method") if isinstance(m, dict) else None) == method
+        ]
+
+    def prompt(self, conn: ClientConnection, sid: str, text: str = "hi") -> Deferred[Any]:
+        return conn.prompt(
+            schema.PromptRequest(session_id=sid, prompt=[schema.TextContentBlock(text=text)])
+        )
+
+    async def test_answers_arrive_on_the_stream_in_order_after_202s(self) -> None:
+        """initialize is answered in its 200 body; session/new and a prompt get 202 and
+        their answers, with the prompt's chunks before its response, on the GET stream."""
+        conn, client, sid = await self.session()
+        self.assertEqual(sid, "s1")
+        response = await self.prompt(conn, sid)
+        self.assertEqual(response.stop_reason, schema.StopReason.END_TURN)
+        self.assertEqual(client.chunks, ["one", " two", " three"])
+        get = [h for verb, h, _ in self.server.requests if verb == b"GET"]
+        self.assertEqual(get[0]["accept"], "text/event-stream")
+        self.assertEqual(get[0]["acp-connection-id"], "conn-1")
+        (init,) = self.posts("initialize")
+        self.assertNotIn("acp-connection-id", init)
+        self.assertEqual(init["content-type"], "application/json")
+
+    async def test_session_header_on_session_scoped_posts_only(self) -> None:
+        """Acp-Connection-Id on every later POST; Acp-Session-Id on a prompt (from its
+        params), not on session/new."""
+        conn, _, sid = await self.session()
+        await self.prompt(conn, sid)
+        (new,) = self.posts("session/new")
+        (prompt,) = self.posts("session/prompt")
+        self.assertEqual(new["acp-connection-id"], "conn-1")
+        self.assertNotIn("acp-session-id", new)
+        self.assertEqual(prompt["acp-connection-id"], "conn-1")
+        self.assertEqual(prompt["acp-session-id"], "s1")
+
+    async def test_cookies_set_by_the_server_are_sent_back(self) -> None:
+        """The cookie set with the initialize answer goes with the GET and every later POST."""
+        conn, _, sid = await self.session()
+        await self.prompt(conn, sid)
+        later = [h for verb, h, m in self.server.requests[1:] if verb in (b"GET", b"POST")]
+        self.assertTrue(later)
+        for headers in later:
+            self.assertEqual(headers.get("cookie"), "affinity=node-7")
+        self.assertNotIn("cookie", self.server.requests[0][1])
+
+    async def test_configured_headers_sent_everywhere_never_logged(self) -> None:
+        """The Authorization header goes with every request, DELETE included, and never
+        appears in the logs, even when a refusal is logged."""
+        logs = LogCapture()
+        globalLogPublisher.addObserver(logs)
+        self.addCleanup(globalLogPublisher.removeObserver, logs)
+        self.server.post_status = lambda m: 403 if m.get("method") == "session/set_mode" else None
+        conn, _, sid = await self.session(headers={"Authorization": TOKEN})
+        with self.assertRaises(RPCError):
+            await conn.set_mode(schema.SetSessionModeRequest(session_id=sid, mode_id="x"))
+        conn.close()
+        await self.server.deleted
+        await conn.closed
+        for verb, headers, _ in self.server.requests:
+            self.assertEqual(headers.get("authorization"), TOKEN, verb)
+        self.assertTrue(any("403" in line for line in logs.text))
+        self.assertFalse([line for line in logs.text if "s3cret" in line])
+
+    async def test_a_refused_post_fails_that_request_with_the_reason(self) -> None:
+        """A POST answered 400 fails its request (code HTTP_TRANSPORT_ERROR, the status
+        and the server's text); the connection goes on."""
+        self.server.post_status = lambda m: 400 if m.get("method") == "session/set_mode" else None
+        conn, _, sid = await self.session()
+        with self.assertRaises(RPCError) as caught:
+            await conn.set_mode(schema.SetSessionModeRequest(session_id=sid, mode_id="x"))
+        self.assertEqual(caught.exception.code, HTTP_TRANSPORT_ERROR)
+        self.assertEqual(caught.exception.data["status"], 400)
+        self.assertIn("refused by the test", str(caught.exception))
+        response = await self.prompt(conn, sid)
+        self.assertEqual(response.stop_reason, schema.StopReason.END_TURN)
+
+    async def test_a_dropped_stream_fails_pending_requests_promptly(self) -> None:
+        """The GET stream dropping mid-turn fails the pending prompt at once with
+        ConnectionLost naming the stream."""
+        self.server.answer = lambda m: (
+            [chunk("waiting")] if m.get("method") == "session/prompt" else scripted_agent(m)
+        )
+        conn, client, sid = await self.session()
+        pending = self.prompt(conn, sid)
+        await client.waiting
+        assert self.server.stream is not None
+        self.server.stream.channel.transport.abortConnection()  # type: ignore[union-attr]
+        with self.assertRaises(ConnectionLost) as caught:
+            await pending
+        self.assertIn("SSE stream", str(caught.exception))
+        self.assertIn("dropped", str(caught.exception))
+
+    async def test_a_stream_ended_by_the_server_fails_pending_requests(self) -> None:
+        """A cleanly ended GET stream is the end of the connection too."""
+        self.server.answer = lambda m: (
+            [] if m.get("method") == "session/prompt" else scripted_agent(m)
+        )
+        conn, _, sid = await self.session()
+        posted = self.server.next_post()
+        pending = self.prompt(conn, sid)
+        await posted
+        assert self.server.stream is not None
+        self.server.stream.finish()
+        with self.assertRaises(ConnectionLost) as caught:
+            await pending
+        self.assertIn("SSE stream", str(caught.exception))
+        self.assertIn("ended", str(caught.exception))
+
+    async def test_an_oversized_event_ends_the_connection(self) -> None:
+        """An SSE event over max_event_size is not buffered: the connection is lost with
+        the limit in the reason."""
+        self.server.answer = lambda m: (
+            [chunk("x" * 5000)] if m.get("method") == "session/prompt" else scripted_agent(m)
+        )
+        conn, client, sid = await self.session(max_event_size=2000)
+        with self.assertRaises(ConnectionLost) as caught:
+            await self.prompt(conn, sid)
+        self.assertIn("2000-byte limit", str(caught.exception))
+        self.assertEqual(client.chunks, [])
+
+    async def test_close_sends_delete_with_the_connection_id(self) -> None:
+        """close() DELETEs the connection (its id, the cookie) and ends the connection
+        cleanly."""
+        conn, _, _ = await self.session()
+        conn.close()
+        await self.server.deleted
+        await conn.closed
+        (delete,) = [h for verb, h, _ in self.server.requests if verb == b"DELETE"]
+        self.assertEqual(delete["acp-connection-id"], "conn-1")
+        self.assertEqual(delete.get("cookie"), "affinity=node-7")
+
+    async def test_unknown_connection_id_404_fails_everything(self) -> None:
+        """A 404 to a POST (the server forgot the connection) loses the connection: the
+        request fails with ConnectionLost saying so."""
+        conn, _, sid = await self.session()
+        self.server.known = False
+        with self.assertRaises(ConnectionLost) as caught:
+            await self.prompt(conn, sid)
+        self.assertIn("404", str(caught.exception))
+        self.assertIn("does not know this connection", str(caught.exception))
+        with self.assertRaises(ConnectionLost):
+            await self.prompt(conn, sid)
+
+    async def test_initialize_refused_says_why(self) -> None:
+        """An initialize answered 401 fails with the status and a hint at the headers."""
+        self.server.initialize_status = 401
+        conn, _ = await self.connect()
+        with self.assertRaises(ConnectionLost) as caught:
+            await conn.initialize()
+        self.assertIn("HTTP 401", str(caught.exception))
+        self.assertIn("check the configured headers", str(caught.exception))
+
+    async def test_permission_answer_posted_with_its_session(self) -> None:
+        """A permission request arriving on the stream is answered by a POST carrying
+        the request's session as Acp-Session-Id."""
+
+        def answer(m: Any) -> list[Any]:
+            if m.get("method") == "session/prompt":
+                ask = {
+                    "jsonrpc": "2.0",
+                    "id": 99,
+                    "method": "session/request_permission",
+                    "params": {
+                        "sessionId": "s1",
+                        "toolCall": {"toolCallId": "c1", "title": "run ls"},
+                        "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}],
+                    },
+                }
+                self.prompt_message = m
+                return [ask]
+            if m.get("id") == 99 and "result" in m:
+                return [rpc_result(self.prompt_message, {"stopReason": "end_turn"})]
+            return scripted_agent(m)
+
+        self.server.answer = answer
+        conn, client, sid = await self.session()
+        response = await self.prompt(conn, sid)
+        self.assertEqual(response.stop_reason, schema.StopReason.END_TURN)
+        self.assertEqual(client.permissions, ["run ls"])
+        (posted,) = [
+            (h, m) for verb, h, m in self.server.requests if verb == b"POST" and m.get("id") == 99
+        ]
+        self.assertEqual(posted[0]["acp-session-id"], "s1")
+        self.assertEqual(posted[1]["result"]["outcome"]["optionId"], "allow")
+
+    async def test_session_stream_opened_and_read_when_accepted(self) -> None:
+        """A new sessionId in a response opens a GET with Acp-Session-Id; messages the
+        server sends there (as the Python SDK's server does) arrive too."""
+        self.server.session_stream_status = 200
+
+        def answer(m: Any) -> list[Any]:
+            if m.get("method") == "session/prompt":
+                stream = self.server.session_streams[0]
+                for out in (
+                    chunk("on the session stream"),
+                    rpc_result(m, {"stopReason": "end_turn"}),
+                ):
+                    reactor.callLater(0, self.server.push, out, stream)
+                return []
+            return scripted_agent(m)
+
+        self.server.answer = answer
+        conn, client, sid = await self.session()
+        await self.server.session_stream_opened
+        response = await self.prompt(conn, sid)
+        self.assertEqual(response.stop_reason, schema.StopReason.END_TURN)
+        self.assertEqual(client.chunks, ["on the session stream"])
+        (session_get,) = [
+            h for verb, h, _ in self.server.requests if verb == b"GET" and "acp-session-id" in h
+        ]
+        self.assertEqual(session_get["acp-session-id"], "s1")
+
+    async def test_a_refused_session_stream_is_ignored(self) -> None:
+        """A server that refuses session streams (one stream per connection, as the RFD
+        has it) still works: everything comes on the connection's stream."""
+        self.server.session_stream_status = 400
+        conn, _, sid = await self.session()
+        response = await self.prompt(conn, sid)
+        self.assertEqual(response.stop_reason, schema.StopReason.END_TURN)
+        refused = [
+            h for verb, h, _ in self.server.requests if verb == b"GET" and "acp-session-id" in h
+        ]
+        self.assertEqual(len(refused), 1)
+
+    async def test_a_bad_url_fails_at_once(self) -> None:
+        """A URL that is not http(s)://host, or holds user info, fails the Deferred with
+        ValueError; nothing is sent."""
+        for url in ("ws://127.0.0.1/acp", "http:///acp", "http://u:p@127.0.0.1/acp"):
+            with self.assertRaises(ValueError):
+                await connect_http(reactor, url, RecordingClient())
+        self.assertEqual(self.server.requests, [])
+
+    async def test_unreachable_server_fails_initialize(self) -> None:
+        """Nobody listening: initialize fails with ConnectionLost naming the URL."""
+        await maybeDeferred(self.port.stopListening)
+        conn, _ = await self.connect()
+        with self.assertRaises(ConnectionLost) as caught:
+            await conn.initialize()
+        self.assertIn("cannot reach the ACP server at http://127.0.0.1:", str(caught.exception))
+
+
+# -- interop with the official Python SDK's server -----------------------------------------
+
+
+class _Server(ProcessProtocol):
+    def __init__(self) -> None:
+        self.port: Deferred[int] = Deferred()
+        self.ended: Deferred[None] = Deferred()
+        self.out = b""
+        self.err = b""
+
+    def outReceived(self, data: bytes) -> None:
+        self.out += data
+        if not self.port.called and b"\n" in self.out:
+            line = self.out.split(b"\n", 1)[0]
+            if line.startswith(b"PORT "):
+                self.port.callback(int(line.split()[1]))
+
+    def errReceived(self, data: bytes) -> None:
+        self.err += data
+
+    def processEnded(self, reason: Failure) -> None:
+        if not self.port.called:
+            self.port.errback(RuntimeError(f"the SDK server exited: {self.err.decode()[-2000:]}"))
+        self.ended.callback(None)
+
+
+def _sdk_server_available() -> bool:
+    try:
+        import acp.http.asgi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.process
+class SdkServerTests(TestCase):
+    """acpkit's ClientConnection driving the Python SDK 0.12.1's Streamable HTTP server."""
+
+    timeout = 60
+
+    async def start_server(self) -> str:
+        if not _sdk_server_available():
+            raise pytest.skip.Exception("the Python SDK's HTTP server or uvicorn is missing")
+        proto = _Server()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+        process = reactor.spawnProcess(
+            proto,
+            sys.executable,
+            [sys.executable, str(FIXTURES / "sdk_http_server.py")],
+            env=env,
+        )
+
+        def stop() -> Deferred[None]:
+            if not proto.ended.called:
+                process.signalProcess("KILL")
+            return proto.ended
+
+        self.addCleanup(stop)
+        port = await proto.port
+        return f"http://127.0.0.1:{port}/acp"
+
+    async def test_full_scenario_against_the_sdk_server(self) -> None:
+        """initialize, session/new, a streamed prompt with a permission round trip and
+        fs read/write, then a cancelled prompt, and close, against the SDK's server."""
+        url = await self.start_server()
+        tmp = Path(self.mktemp())
+        tmp.mkdir()
+        target = tmp / "note.txt"
+        target.write_text("hello")
+        client = RecordingClient()
+        conn = await connect_http(reactor, url, client)
+        init = await conn.initialize(
+            client_capabilities=schema.ClientCapabilities(
+                fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True)
+            )
+        )
+        self.assertEqual(init.protocol_version, 1)
+        session = await conn.new_session(
+            schema.NewSessionRequest(cwd=str(tmp.resolve()), mcp_servers=[])
+        )
+        self.assertEqual(session.session_id, "sdk-session")
+        first = await conn.prompt(
+            schema.PromptRequest(
+                session_id=session.session_id,
+                prompt=[schema.TextContentBlock(text=str(target.resolve()))],
+            )
+        )
+        self.assertEqual(first.stop_reason, schema.StopReason.END_TURN)
+        self.assertEqual(client.chunks, ["one", " two", " three"])
+        self.assertEqual(client.permissions, [f"write_file: {target.resolve()}"])
+        self.assertEqual((tmp / "note.txt.out").read_text(), "HELLOallow")
+        second = conn.prompt(
+            schema.PromptRequest(
+                session_id=session.session_id, prompt=[schema.TextContentBlock(text="wait")]
+            )
+        )
+        await client.waiting
+        conn.cancel(session.session_id)
+        response = await second
+        self.assertEqual(response.stop_reason, schema.StopReason.CANCELLED)
+        conn.close()
+        await conn.closed
