@@ -167,6 +167,19 @@ class _WsBase(TestCase):
 
     timeout = 30
 
+    def setUp(self) -> None:
+        self.addCleanup(self._cancel_ping_buckets)
+
+    def _cancel_ping_buckets(self) -> None:
+        """
+        Autobahn schedules pings on txaio's batched timer, whose bucket call stays
+        scheduled after the socket is gone (it then finds nothing to do): cancel it so
+        trial sees a clean reactor.
+        """
+        for call in reactor.getDelayedCalls():
+            if "_BatchedTimer" in getattr(getattr(call, "func", None), "__qualname__", ""):
+                call.cancel()
+
     def serve(self, **options: Any) -> tuple[str, ACPWebSocketResource]:
         """Mount the WebSocket resource at /acp on a loopback site; returns the URL."""
         self.events: list[str] = []
@@ -391,6 +404,27 @@ class LoopbackTests(_WsBase):
         """
         return Deferred.fromCoroutine(self._backpressure())
 
+    async def _dead_peer(self) -> None:
+        url, resource = self.serve(auto_ping_interval=1.0, auto_ping_timeout=1.0)
+        conn, _client = await self.open(url, auto_ping_interval=None)
+        sid = await self.start_session(conn)
+        self.prompt(conn, sid, "wait").addErrback(lambda _: None)
+        await until(lambda: bool(self.agents[0].protocol._dispatch.running), "the turn")
+        transport: Any = conn.protocol.transport
+        transport.websocket.transport.pauseProducing()  # a peer that answers nothing
+        await until(lambda: not resource.connections, "the server to drop the dead peer")
+        self.assertIn("turn cancelled", self.events)
+        reason = self.agents[0].closed_reason
+        assert reason is not None
+        self.assertIn("WebSocket closed with code", str(reason.value))
+
+    def test_unanswered_ping_drops_the_connection(self) -> Deferred[None]:
+        """
+        A peer that stops answering (no pong within auto_ping_timeout) is dropped: the
+        connection ends, its running turn is cancelled.
+        """
+        return Deferred.fromCoroutine(self._dead_peer())
+
     async def _refused(self) -> None:
         port = listen(Resource())
         number = port_number(port)
@@ -437,6 +471,40 @@ class LoopbackTests(_WsBase):
             connect_websocket(reactor, "http://127.0.0.1:1/acp", WsClient())
         with self.assertRaises(ValueError):
             connect_websocket(reactor, "ws://user:pw@127.0.0.1:1/acp", WsClient())
+
+
+class ServeRemoteTests(_WsBase):
+    """connect_websocket against serve_remote's /acp endpoint (the upgrade after its checks)."""
+
+    async def _serve_remote(self) -> None:
+        from acpkit.remote import serve_remote
+
+        self.events = []
+        port = await serve_remote(
+            reactor,
+            "tcp:0:interface=127.0.0.1",
+            lambda conn: WsAgent(conn, self.events),
+            token="sekrit",
+        )
+        self.addCleanup(port.stopListening)
+        url = f"ws://127.0.0.1:{port_number(port)}/acp"
+        with self.assertRaises(WebSocketConnectError) as caught:
+            await connect_websocket(reactor, url, WsClient())
+        self.assertIn("401", str(caught.exception))
+        conn, client = await self.open(url, headers={"Authorization": "Bearer sekrit"})
+        sid = await self.start_session(conn)
+        pending = self.prompt(conn, sid, "wait")
+        await client.waiting
+        conn.cancel(sid)
+        self.assertEqual((await pending).stop_reason, schema.StopReason.CANCELLED)
+
+    def test_upgrade_through_serve_remote_checks_the_token(self) -> Deferred[None]:
+        """
+        serve_remote delegates GET /acp with Upgrade: websocket to this transport after
+        its checks: no bearer token is one WebSocketConnectError naming the 401; with it,
+        a session and a cancelled turn work over the WebSocket.
+        """
+        return Deferred.fromCoroutine(self._serve_remote())
 
 
 class _Lines(ProcessProtocol):

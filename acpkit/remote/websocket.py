@@ -360,8 +360,9 @@ def websocket_resource(
     engine it is given, e.g. ``lambda p: AgentConnection(MyAgent, protocol=p)``.
     ``max_message_size`` bounds a frame and a message (bytes; over it: close ``1009``);
     ``auto_ping_interval``/``auto_ping_timeout`` (seconds, ``None`` for none) detect a
-    dead peer; ``response_headers(request)`` adds headers to the ``101`` (a
-    ``Set-Cookie`` for load-balancer affinity; a list value repeats the header).
+    dead peer (Autobahn runs them on a timer of 0.2 s buckets: use a second or more);
+    ``response_headers(request)`` adds headers to the ``101`` (a ``Set-Cookie`` for
+    load-balancer affinity; a list value repeats the header).
     """
     factory = _ServerFactory(make_agent_connection, max_message_size, response_headers)
     _set_options(factory, max_message_size, auto_ping_interval, auto_ping_timeout, open_timeout)
