@@ -24,6 +24,8 @@ the process with a status that says how it ended:
    * - client: ``main`` failed (the agent exited, an error answer, a missing agent
        command...)
      - 1, one line on stderr (a traceback for unexpected errors)
+   * - client: a signal stopped the reactor (the agent is stopped first)
+     - 1
 
 Warnings and errors of the Twisted log go to stderr (``log_level``); stdout is the
 protocol's own.  Under ``twistd`` the reactor belongs to twistd: an application plugin
@@ -36,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import IO, Any, NoReturn
 
 from twisted.internet.defer import Deferred, maybeDeferred
@@ -217,7 +219,7 @@ def run_client(
     reactor: str | Any | None = None,
     tracer: LineTracer | None = None,
     strict: bool = False,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
     cwd: str | None = None,
     name: str | None = None,
     stop_grace: float = 2.0,
@@ -233,7 +235,8 @@ def run_client(
     ``main`` ends, the agent's stdin is closed and the agent is given ``stop_grace``
     seconds to exit before its process group is ended; then the process exits: 0 when
     ``main`` returned, ``n`` for ``SystemExit(n)``, 1 (and one line on stderr) when it
-    failed or the agent could not start.
+    failed or the agent could not start.  Stopped by a signal (SIGINT, SIGTERM), it
+    stops the agent the same way, then exits 1.
 
     ``reactor``, ``tracer``, ``strict``, ``log_to``, ``log_level``: as for
     :func:`run_agent`.  ``env`` (added over ours), ``cwd`` and ``name`` go to
@@ -258,6 +261,8 @@ def run_client(
         agent = spawn_agent(
             chosen, conn.protocol, command[0], command[1:], env=env, cwd=cwd, name=agent_name
         )
+        # Stopped by a signal (the reactor shuts down): the agent is stopped first.
+        chosen.addSystemEventTrigger("before", "shutdown", agent.stop, stop_grace)
         try:
             result = main(conn)
             if isinstance(result, Awaitable):

@@ -190,3 +190,20 @@ class RunClientTests(TestCase):
         out, err, code, pid = await self.client("asyncio", "asyncio")
         self.assertEqual((out, code), ("end_turn\n", 0), err)
         self.assertTrue(gone(pid))
+
+
+class RunClientSignalTests(TestCase):
+    timeout = 60
+
+    async def test_sigterm_stops_the_agent_first(self) -> None:
+        """A client stopped by SIGTERM stops its agent, then exits 1."""
+        pidfile = Path(self.mktemp()).resolve()
+        protocol = _Collect()
+        args = [PROGRAMS, "client", "hang", "--", PYTHON, PROGRAMS, "agent", str(pidfile)]
+        process = reactor.spawnProcess(protocol, PYTHON, [PYTHON, *args], env=child_env())
+        await protocol.first_line
+        self.assertEqual(protocol.out, b"ready\n")
+        process.signalProcess("TERM")
+        await protocol.ended
+        self.assertEqual(protocol.exit_code, 1, protocol.err)
+        self.assertTrue(gone(int(pidfile.read_text())))
