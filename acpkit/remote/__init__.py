@@ -24,6 +24,7 @@ _EXPORTS = {
     "connect_http": "acpkit.remote.http_client",
     "HTTPClientTransport": "acpkit.remote.http_client",
     "RemoteConnectionLost": "acpkit.remote.http_client",
+    "connect_remote": "acpkit.remote.connect",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,83 @@
+"""
+One entry point for a remote agent, whatever its transport: :func:`connect_remote`
+chooses by the URL's scheme.
+
+=====================  ===========================================================
+URL                    transport
+=====================  ===========================================================
+``ws://`` ``wss://``   WebSocket (:func:`acpkit.remote.websocket.connect_websocket`):
+                       the Deferred fires once the socket is open
+``http://``            Streamable HTTP (:func:`acpkit.remote.http_client.connect_http`):
+``https://``           fires at once; the first request, ``initialize``, opens it
+anything else          ``ValueError`` (the Deferred fails; nothing is sent)
+=====================  ===========================================================
+
+Either way the result is a :class:`~acpkit.connection.ClientConnection` to
+``initialize``, and ``headers`` (a bearer token) go with every HTTP request or the
+WebSocket handshake, never logged.  Each transport's module (and so its dependency:
+Autobahn, treq) is imported only when a URL of its scheme is connected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from twisted.internet.defer import Deferred, fail
+
+from acpkit.connection import ClientConnection
+from acpkit.interfaces import IClient
+
+__all__ = ["REMOTE_SCHEMES", "check_remote_url", "connect_remote"]
+
+#: The URL schemes :func:`connect_remote` accepts.
+REMOTE_SCHEMES = ("ws", "wss", "http", "https")
+
+
+def check_remote_url(url: str) -> str:
+    """
+    The scheme of a remote agent's URL, lower-cased; ``ValueError`` saying what is
+    wrong for a URL that is not ``ws(s)://host...`` or ``http(s)://host...``, or that
+    holds user info (credentials go in headers).
+    """
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+        has_user = parts.username is not None or parts.password is not None
+        parts.port  # noqa: B018 (raises ValueError for a port out of range or not a number)
+    except ValueError as e:
+        raise ValueError(f"not a valid URL ({e})") from None
+    scheme = parts.scheme.lower()
+    if scheme not in REMOTE_SCHEMES:
+        shown = f"{scheme}://" if scheme else "no scheme"
+        raise ValueError(f"the scheme must be ws://, wss://, http:// or https:// (got {shown})")
+    if not hostname:
+        raise ValueError("the URL names no host")
+    if has_user:
+        raise ValueError(
+            "user info (user:password@) is refused in a URL: give credentials as headers"
+        )
+    return scheme
+
+
+def connect_remote(
+    reactor: Any,
+    url: str,
+    client: IClient | Callable[[ClientConnection], IClient],
+    *,
+    headers: Mapping[str, str] | None = None,
+    name: str = "agent",
+) -> Deferred[ClientConnection]:
+    """A :class:`ClientConnection` to the agent at ``url`` (see the module docstring)."""
+    try:
+        scheme = check_remote_url(url)
+        if scheme in ("ws", "wss"):
+            from acpkit.remote.websocket import connect_websocket
+
+            return connect_websocket(reactor, url, client, headers=headers, name=name)
+        from acpkit.remote.http_client import connect_http
+
+        return connect_http(reactor, url, client, headers=headers, name=name)
+    except ValueError as e:
+        return fail(e)
