@@ -16,7 +16,7 @@ from cattrs.errors import ClassValidationError
 from acpkit import codec, schema
 from acpkit.codec import decode, dumps, encode, get_converter, loads, wire_tag
 
-CHUNK_WIRE = {
+CHUNK_WIRE: dict[str, Any] = {
     "sessionId": "s",
     "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}},
 }
@@ -84,6 +84,7 @@ def test_user_hook_for_our_class_is_used_inside_our_unions() -> None:
 
     conv.register_structure_hook(schema.TextContentBlock, text_block)
     value = conv.structure(CHUNK_WIRE, schema.SessionNotification)
+    assert isinstance(value.update, schema.AgentMessageChunk)
     assert value.update.content == schema.TextContentBlock(text="HI")
     assert seen == [CHUNK_WIRE["update"]["content"]]
 
@@ -139,6 +140,7 @@ def test_dumps_is_byte_compatible_with_the_json_encoder() -> None:
     too), huge integers, non-str keys; NaN is still a ValueError. The one difference is a
     float's exponent padding (``1e-7``, json ``1e-07``): the same number."""
     reference = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    value: object
     for value in (
         {"type": "text", "text": 'é\u2028\n"q" \x01'},
         {"id": 2**70, "ok": True, "none": None, "n": [1, -2, 0.5]},
