@@ -96,6 +96,19 @@ SNIPPETS: dict[str, str] = {
             def prompt(self, params: schema.PromptRequest) -> str:
                 return "done"
     """,
+    "bad_client.py": """
+        from acpkit import schema
+        from acpkit.connection import Client
+
+        class TextClient(Client):
+            def read_text_file(self, params: schema.ReadTextFileRequest) -> str:
+                return "the content"
+
+            async def request_permission(
+                self, params: schema.RequestPermissionRequest
+            ) -> schema.RequestPermissionOutcome:
+                return schema.CancelledPermissionOutcome()
+    """,
     "bad_session_update.py": """
         from acpkit import builders, schema
         from acpkit.connection import AgentConnection
@@ -111,6 +124,7 @@ SNIPPETS: dict[str, str] = {
 EXPECTED_ERRORS: dict[str, set[str]] = {
     "bad_prompt_str.py": {"override"},
     "bad_session_update.py": {"arg-type"},
+    "bad_client.py": {"override"},
 }
 
 _LINE = re.compile(r"^(?P<file>[^:]+\.py):(?P<line>\d+): (?P<kind>error|note): (?P<text>.*)$")
@@ -219,6 +233,17 @@ def test_prompt_returning_str_fails(mypy_output: dict[str, list[tuple[str, str]]
     # (mypy-zope also says which IAgent methods StrAgentNoBase lacks: [misc].)
     overrides = [e for e in errors if _code(e) in EXPECTED_ERRORS["bad_prompt_str.py"]]
     assert len(overrides) == 2 and all('"prompt"' in e for e in overrides), errors
+
+
+def test_client_methods_returning_something_else_fail(
+    mypy_output: dict[str, list[tuple[str, str]]],
+) -> None:
+    """A client's ``read_text_file`` returning ``str``, or ``request_permission`` returning
+    the outcome instead of the response, is refused."""
+    errors = _errors(mypy_output["bad_client.py"])
+    assert len(errors) == 2, errors
+    assert all(_code(e) in EXPECTED_ERRORS["bad_client.py"] for e in errors), errors
+    assert '"read_text_file"' in errors[0] and '"request_permission"' in errors[1]
 
 
 def test_session_update_refuses_a_whole_notification(
