@@ -33,6 +33,7 @@ from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit.remote.websocket import (
     CONNECTION_ID_HEADER,
     ACPWebSocketResource,
+    WebSocketClosed,
     WebSocketConnectError,
     connect_websocket,
     set_cookies,
@@ -313,6 +314,46 @@ class LoopbackTests(_WsBase):
     def test_binary_frame_ignored(self) -> Deferred[None]:
         """A binary frame is ignored (not answered, not an error); text frames go on."""
         return Deferred.fromCoroutine(self._binary())
+
+    async def _not_json(self) -> None:
+        url, _resource = self.serve()
+        conn, _client = await self.open(url)
+        received: list[bytes] = []
+        engine_received = conn.protocol.dataReceived
+
+        def record(data: bytes) -> None:
+            received.append(data)
+            engine_received(data)
+
+        conn.protocol.dataReceived = record  # type: ignore[method-assign]
+        transport: Any = conn.protocol.transport
+        transport.websocket.sendMessage(b"not json", isBinary=False)
+        transport.websocket.sendMessage(b"[1, 2]", isBinary=False)
+        await until(lambda: len(received) == 2, "two answers")
+        codes = [json.loads(frame)["error"]["code"] for frame in received]
+        self.assertEqual(codes, [-32700, -32600])
+        self.assertEqual(await self.start_session(conn), "ws-session")
+
+    def test_text_frame_not_json_is_answered_as_over_stdio(self) -> Deferred[None]:
+        """
+        A text frame that is not JSON is answered -32700, a JSON array -32600 (as over
+        stdio; the SDK drops both silently); the connection goes on.
+        """
+        return Deferred.fromCoroutine(self._not_json())
+
+    async def _bad_utf8(self) -> None:
+        url, resource = self.serve()
+        conn, _client = await self.open(url)
+        transport: Any = conn.protocol.transport
+        transport.websocket.sendMessage(b'{"x": "\xff"}', isBinary=False)
+        with self.assertRaises(WebSocketClosed) as caught:
+            await conn.closed
+        self.assertEqual(caught.exception.code, 1007)
+        await until(lambda: not resource.connections, "the server to drop the connection")
+
+    def test_invalid_utf8_text_frame_closes_1007(self) -> Deferred[None]:
+        """A text frame that is not UTF-8 closes the WebSocket with 1007."""
+        return Deferred.fromCoroutine(self._bad_utf8())
 
     async def _oversized_to_server(self) -> None:
         url, resource = self.serve(max_message_size=10_000)
