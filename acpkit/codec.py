@@ -922,9 +922,26 @@ _OPTIONAL_PRIMITIVES: dict[StructureHook, StructureHook] = {
 """``T | None`` hooks of one call for the JSON primitives."""
 
 
+_PRIMITIVE_TYPES: dict[StructureHook, tuple[type, ...]] = {
+    _s_str: (str,),
+    _s_bool: (bool,),
+    _s_float: (float, int),
+    _s_object: (dict,),
+}
+"""The Python types each primitive hook accepts as they are."""
+
+
 def _optional_or_default(inner: StructureHook, made: Callable[[], Any]) -> StructureHook:
     """x-deserialize-default-on-error, lenient mode: ``null`` or an invalid value becomes
     the default."""
+
+    json_types = _PRIMITIVE_TYPES.get(inner)
+    if json_types is not None:  # a JSON primitive: one type test, no inner call
+
+        def primitive_or_default(v: Any, t: Any) -> Any:
+            return v if type(v) in json_types else made()
+
+        return primitive_or_default
 
     def structure_or_default(v: Any, t: Any) -> Any:
         if v is None:
