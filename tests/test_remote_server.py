@@ -22,11 +22,12 @@ from twisted.internet.error import ConnectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
+from twisted.web.test.requesthelper import DummyChannel
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
 from acpkit.remote.security import InsecureBindError, check_bind, origin_allowed
-from acpkit.remote.server import ACPResource, RemoteLimits, RemoteSite
+from acpkit.remote.server import ACPResource, LimitedRequest, RemoteLimits, RemoteSite
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "interop"
@@ -795,3 +796,53 @@ def test_bob_refuses_an_open_bind_without_a_token(tmp_path: Path) -> None:
     assert bob.returncode == 1
     assert err.count("\n") == 1, err
     assert "not loopback" in err and "bearer token" in err and "Traceback" not in err
+
+
+def test_agent_closing_its_connection_ends_the_stream() -> None:
+    """The agent's conn.close(): the stream ends and the connection id is forgotten (404)."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.agents[0].conn.close()
+    assert stream.transport.disconnecting
+    assert cid not in server.resource.connections
+    assert server.request("DELETE", {"Acp-Connection-Id": cid}).status == 404
+
+
+def test_stopping_the_site_ends_every_connection() -> None:
+    """When the listening port stops (the factory stops), every connection ends."""
+    server = Server()
+    server.site.doStart()
+    server.initialize()
+    server.initialize()
+    server.site.doStop()
+    assert server.resource.connections == {}
+    assert [agent.ended for agent in server.agents] == [[None], [None]]
+
+
+def test_chunked_body_over_the_limit_is_413_and_not_stored() -> None:
+    """A chunked POST (no Content-Length) over max_message_size: 413, the body not kept."""
+    server = Server(limits=RemoteLimits(max_message_size=100))
+    transport = StringTransport()
+    channel = server.site.buildProtocol(IPv4Address("TCP", "127.0.0.1", 40000))
+    assert channel is not None
+    channel.makeConnection(transport)
+    head = (
+        b"POST /acp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
+    channel.dataReceived(head)
+    for _ in range(10):
+        channel.dataReceived(b"32\r\n" + b"x" * 50 + b"\r\n")
+    channel.dataReceived(b"0\r\n\r\n")
+    response = Response(transport, channel)
+    assert response.status == 413
+    dummy = DummyChannel()
+    dummy.site = server.site
+    request = LimitedRequest(dummy)
+    request.gotLength(None)
+    request.handleContentChunk(b"x" * 60)
+    request.handleContentChunk(b"x" * 60)
+    assert request.body_too_large
+    assert request.content is not None
+    assert request.content.seek(0, 2) == 0  # nothing kept
