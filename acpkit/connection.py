@@ -1133,8 +1133,11 @@ class ClientConnection(_Role[IClient]):
             self._session_capability("additional_directories", what)()
 
     def _known_on_answer(self, d: Deferred[Any]) -> Deferred[Any]:
-        """A Deferred for the caller that fires before buffered updates are delivered."""
-        mine: Deferred[Any] = Deferred()
+        """
+        A Deferred for the caller that fires before buffered updates are delivered;
+        cancelling it cancels the request (``$/cancel_request``).
+        """
+        mine: Deferred[Any] = Deferred(lambda _: d.cancel())
 
         def answered(response: Any) -> None:
             sid = getattr(response, "session_id", None)

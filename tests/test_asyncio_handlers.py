@@ -379,3 +379,39 @@ def test_cancelling_cancels_what_the_handler_awaits(awaited: str) -> None:
         ]
 
     run(main)
+
+
+class SlowSessions(MixingAgent):
+    """``session/new`` waits on asyncio until cancelled."""
+
+    async def new_session(self, params: schema.NewSessionRequest) -> Any:
+        self.started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.seen.append("asyncio.CancelledError")
+            raise
+        raise AssertionError("not reached")
+
+
+def test_cancelled_client_task_withdraws_its_request() -> None:
+    """
+    A client task awaiting ``new_session()`` is cancelled: the request is withdrawn with
+    ``$/cancel_request``, so the agent's handler is cancelled too.
+    """
+
+    async def main() -> None:
+        agents: list[SlowSessions] = []
+        pair = connected_pair(keeping(SlowSessions, agents), Client())
+        await outcome(pair, pair.client.initialize())
+
+        async def open_session() -> None:
+            await pair.client.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+
+        task = asyncio.get_running_loop().create_task(open_session())
+        await settle(pair, agents[0].started.is_set)
+        task.cancel()
+        await settle(pair, lambda: agents[0].seen == ["asyncio.CancelledError"])
+        assert task.cancelled()
+
+    run(main)
