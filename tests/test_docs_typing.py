@@ -64,7 +64,7 @@ def _where(parts: list[_Part], line: int) -> str:
 
 def _cache_dir() -> str:
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(tempfile.gettempdir(), f"acpkit-test-docs-mypy-cache-{uid}")
+    return os.path.join(tempfile.gettempdir(), f"acpkit-tests-mypy-cache-{uid}")
 
 
 def test_examples_and_samples_pass_mypy_strict(tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ _LINE = re.compile(r"^(?P<file>[^:]+\.py):(?P<line>\d+): (?P<kind>error|note): (
 
 def _cache_dir() -> str:
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(tempfile.gettempdir(), f"acpkit-test-typing-mypy-cache-{uid}")
+    return os.path.join(tempfile.gettempdir(), f"acpkit-tests-mypy-cache-{uid}")
 
 
 @pytest.fixture(scope="module")
