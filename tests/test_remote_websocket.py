@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+import txaio
 from twisted.internet import reactor
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import CancelledError, Deferred
@@ -20,7 +21,7 @@ from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import ProcessProtocol
 from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
-from twisted.logger import ILogObserver, globalLogPublisher
+from twisted.logger import ILogObserver, formatEvent, globalLogPublisher
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.resource import Resource
@@ -480,12 +481,20 @@ class LoopbackTests(_WsBase):
         """Nobody listening: WebSocketConnectError naming the URL without its query."""
         return Deferred.fromCoroutine(self._refused())
 
-    async def _handshake_failed(self) -> None:
-        url, _resource = self.serve()
+    def capture_debug_logs(self) -> list[dict[str, Any]]:
+        """Every log event from now on, with txaio (Autobahn's logging) at debug level."""
         events: list[dict[str, Any]] = []
         observer = cast(ILogObserver, events.append)
         globalLogPublisher.addObserver(observer)
         self.addCleanup(globalLogPublisher.removeObserver, observer)
+        level = txaio.get_global_log_level()
+        txaio.set_global_log_level("debug")
+        self.addCleanup(txaio.set_global_log_level, level)
+        return events
+
+    async def _handshake_failed(self) -> None:
+        url, _resource = self.serve()
+        events = self.capture_debug_logs()
         with self.assertRaises(WebSocketConnectError) as caught:
             await connect_websocket(
                 reactor,
@@ -498,6 +507,22 @@ class LoopbackTests(_WsBase):
         self.assertIn("404", message)
         self.assertNotIn("s3cret", message)
         self.assertNotIn("s3cret", repr(events))
+
+    async def _token_not_logged(self) -> None:
+        url, _resource = self.serve()
+        events = self.capture_debug_logs()
+        conn, _client = await self.open(url, headers={"Authorization": "Bearer s3cret-token"})
+        await self.start_session(conn)
+        self.assertGreater(len(events), 0)
+        self.assertNotIn("s3cret", repr(events))
+        self.assertNotIn("s3cret", "".join(formatEvent(e) for e in events))
+
+    def test_bearer_token_never_logged_even_at_debug_level(self) -> Deferred[None]:
+        """
+        With txaio at debug level (where Autobahn logs raw handshakes), neither side's
+        log events contain the bearer token of a successful connection.
+        """
+        return Deferred.fromCoroutine(self._token_not_logged())
 
     def test_handshake_failure_is_one_clear_error_without_the_token(self) -> Deferred[None]:
         """

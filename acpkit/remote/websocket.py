@@ -271,6 +271,9 @@ class _ServerProtocol(WebSocketServerProtocol):
     """One WebSocket: one ``AgentConnection``."""
 
     factory: _ServerFactory
+    #: Autobahn logs the raw handshake, ``Authorization`` included, at debug level:
+    #: this logger stays at info whatever txaio's global level (tokens are never logged).
+    log = txaio.make_logger(level="info")
     connection_id: str = ""
     acp: AgentConnection | None = None
     binary_frames_ignored = 0
@@ -387,6 +390,8 @@ def set_cookies(raw_response: bytes) -> dict[str, str]:
 
 class _ClientProtocol(WebSocketClientProtocol):
     factory: _ClientFactory
+    #: Info level whatever txaio's global level: see ``_ServerProtocol.log``.
+    log = txaio.make_logger(level="info")
     acp: ClientConnection | None = None
     binary_frames_ignored = 0
     _ended = False
