@@ -846,3 +846,23 @@ def test_chunked_body_over_the_limit_is_413_and_not_stored() -> None:
     assert request.body_too_large
     assert request.content is not None
     assert request.content.seek(0, 2) == 0  # nothing kept
+
+
+def test_acpkit_trace_records_remote_traffic(tmp_path: Path, monkeypatch: Any) -> None:
+    """With ACPKIT_TRACE set, each remote connection's messages are traced both ways."""
+    from acpkit.trace import read_trace
+
+    path = tmp_path / "trace.ndjson"
+    monkeypatch.setenv("ACPKIT_TRACE", str(path))
+    server = Server()
+    cid = server.initialize()
+    server.stream(cid)
+    server.new_session(cid)
+    records = list(read_trace(str(path)))
+    seen = [(r.sent, r.json().get("method"), r.json().get("id")) for r in records]
+    assert seen == [
+        (False, "initialize", 0),
+        (True, None, 0),
+        (False, "session/new", 1),
+        (True, None, 1),
+    ]
