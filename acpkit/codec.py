@@ -18,10 +18,18 @@ How it is built: :func:`get_converter` registers hook factories on a
 ``cattrs.override`` per attribute: ``rename=`` the camelCase wire key, ``omit_if_default=``
 for the fields whose default is ``None`` or ``ABSENT``, and the field's ``struct_hook`` /
 ``unstruct_hook``. Strict mode is the same hooks on a converter made with
-``forbid_extra_keys=True``; both converters use ``detailed_validation``, and the cattrs
-exception groups (``ClassValidationError`` with ``AttributeValidationNote``) are turned
-into a :class:`DecodeError` with a JSON path. cattrs registers the generated source in
-:mod:`linecache`, so tracebacks inside them show their lines.
+``forbid_extra_keys=True``. ``converter`` and the strict one use ``detailed_validation``,
+and the cattrs exception groups (``ClassValidationError`` with
+``AttributeValidationNote``) are turned into a :class:`DecodeError` with a JSON path.
+cattrs registers the generated source in :mod:`linecache`, so tracebacks inside them
+show their lines.
+
+For speed, two things beside cattrs' defaults: lenient :func:`decode` first runs the
+same hooks on a converter without detailed validation and decodes again with
+``converter`` only when that fails (for the error's path); and the generated functions
+call a per-class constructor that stores the slots directly (see ``_constructor``:
+attrs' frozen ``__init__`` goes through ``object.__setattr__``), with the required
+attributes positional. The three converters are made on first use.
 
 Rules, and the small hooks cattrs cannot express by itself (each is a cattrs hook or an
 override's hook, never a step beside the converter):
@@ -42,9 +50,10 @@ override's hook, never a step beside the converter):
   agent auth method, titled multi-select items, value-id config value); an unknown tag
   decodes to ``Unknown<Union>(raw=...)`` in lenient mode and is an error in strict mode.
   cattrs' tagged-union strategy needs a tag on every variant and writes it last; ours
-  writes it first and keeps unknown variants raw. A variant's generated function does
-  not know its tag key: in strict mode the variant's hook checks and drops the tag before
-  ``forbid_extra_keys`` sees it.
+  writes it first and keeps unknown variants raw. The tag is one more attribute given to
+  cattrs' generators (``_TAG_FIELD``): read from the class and written first on encode;
+  in strict mode read from the wire when present and checked, so that
+  ``forbid_extra_keys`` knows the key.
 - Untagged unions (same factory): classes are chosen by the required keys only one of
   them has (``text``/``blob``, ``result``/``error``); ``list[A] | list[B]`` by the first
   item; ``A | list[A]`` (MCP sampling content) by JSON type, object or array; primitive
@@ -58,6 +67,7 @@ override's hook, never a step beside the converter):
   wrong types and missing required fields, with a JSON path.
 
 Hooks are generated lazily, on first use of each class, so importing this module is cheap.
+orjson (:mod:`acpkit.jsonbytes`) does bytes <-> builtins.
 """
 
 from __future__ import annotations
