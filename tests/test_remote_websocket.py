@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import txaio
 from twisted.internet import reactor
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import CancelledError, Deferred
@@ -26,6 +25,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Site
+from txaio.tx import get_global_log_level, set_global_log_level
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, ClientConnection, negotiate_version
@@ -487,9 +487,9 @@ class LoopbackTests(_WsBase):
         observer = cast(ILogObserver, events.append)
         globalLogPublisher.addObserver(observer)
         self.addCleanup(globalLogPublisher.removeObserver, observer)
-        level = txaio.get_global_log_level()
-        txaio.set_global_log_level("debug")
-        self.addCleanup(txaio.set_global_log_level, level)
+        level = get_global_log_level()
+        set_global_log_level("debug")
+        self.addCleanup(set_global_log_level, level)
         return events
 
     async def _handshake_failed(self) -> None:

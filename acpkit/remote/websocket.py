@@ -71,6 +71,7 @@ from twisted.internet.error import ConnectionDone  # noqa: E402
 from twisted.internet.interfaces import IAddress, IPushProducer, ITransport  # noqa: E402
 from twisted.logger import Logger  # noqa: E402
 from twisted.python.failure import Failure  # noqa: E402
+from txaio.tx import make_logger  # noqa: E402
 from zope.interface import implementer  # noqa: E402
 
 from acpkit.connection import AgentConnection, ClientConnection  # noqa: E402
@@ -273,7 +274,7 @@ class _ServerProtocol(WebSocketServerProtocol):
     factory: _ServerFactory
     #: Autobahn logs the raw handshake, ``Authorization`` included, at debug level:
     #: this logger stays at info whatever txaio's global level (tokens are never logged).
-    log = txaio.make_logger(level="info")
+    log = make_logger(level="info")
     connection_id: str = ""
     acp: AgentConnection | None = None
     binary_frames_ignored = 0
@@ -391,7 +392,7 @@ def set_cookies(raw_response: bytes) -> dict[str, str]:
 class _ClientProtocol(WebSocketClientProtocol):
     factory: _ClientFactory
     #: Info level whatever txaio's global level: see ``_ServerProtocol.log``.
-    log = txaio.make_logger(level="info")
+    log = make_logger(level="info")
     acp: ClientConnection | None = None
     binary_frames_ignored = 0
     _ended = False
