@@ -294,16 +294,16 @@ def test_prompt_logs_attached_paths(tmp_path: Path) -> None:
 
 def test_slash_command_registry_intercepts_and_advertises() -> None:
     """A registered command is advertised after session/new and answered without the model."""
-    from twisted.internet.defer import succeed
+    from twisted.internet.defer import Deferred, succeed
 
     h = make_harness()
     ran: list[str] = []
 
-    def run(session: Session) -> object:
+    def run(session: Session) -> Deferred[str]:
         ran.append(session.id)
         return succeed("🆕 done")
 
-    h.agent.commands.register(SlashCommand(name="hello", description="Say hi", run=run))  # type: ignore[arg-type]
+    h.agent.commands.register(SlashCommand(name="hello", description="Say hi", run=run))
     sid = h.start()
     assert h.client.wire_updates()[0]["availableCommands"][-1] == {
         "name": "hello",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar
 
 import pytest
@@ -178,8 +178,8 @@ class _RealServer:
                 server.sync(name, stream.read())
         return server
 
-    def go(self, body: Callable[[], Awaitable[None]]) -> Deferred[None]:
-        return ensureDeferred(body())  # type: ignore[arg-type]
+    def go(self, body: Callable[[], Coroutine[Any, Any, None]]) -> Deferred[None]:
+        return ensureDeferred(body())
 
     # -- navigation -------------------------------------------------------------------
 
