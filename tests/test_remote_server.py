@@ -19,9 +19,11 @@ import pytest
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import Deferred
 from twisted.internet.error import ConnectionDone
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
+from twisted.trial.unittest import TestCase
 from twisted.web.test.requesthelper import DummyChannel
 
 from acpkit import schema
@@ -866,3 +868,105 @@ def test_acpkit_trace_records_remote_traffic(tmp_path: Path, monkeypatch: Any) -
         (False, "session/new", 1),
         (True, None, 1),
     ]
+
+
+# -- faults on a real loopback listener ---------------------------------------------------
+
+
+class _Collect(Protocol):
+    """Collects a streamed response body; ``got(predicate)`` fires once it holds."""
+
+    def __init__(self) -> None:
+        self.data = b""
+        self.waiters: list[tuple[Any, Deferred[None]]] = []
+        self.done: Deferred[None] = Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.data += data
+        for waiter in list(self.waiters):
+            if waiter[0](self.data):
+                self.waiters.remove(waiter)
+                waiter[1].callback(None)
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        if not self.done.called:
+            self.done.callback(None)
+
+    def got(self, predicate: Any) -> Deferred[None]:
+        d: Deferred[None] = Deferred()
+        if predicate(self.data):
+            d.callback(None)
+        else:
+            self.waiters.append((predicate, d))
+        return d
+
+
+class LoopbackFaultTests(TestCase):
+    """serve_remote on a real loopback port, driven by treq; timers on the real reactor."""
+
+    timeout = 30
+
+    async def _serve(self, limits: RemoteLimits) -> tuple[str, ACPResource, list[RemoteAgent]]:
+        from twisted.internet import reactor
+
+        agents: list[RemoteAgent] = []
+
+        def factory(conn: AgentConnection) -> RemoteAgent:
+            agents.append(RemoteAgent(conn))
+            return agents[-1]
+
+        from acpkit.remote import serve_remote
+
+        port = await serve_remote(reactor, "tcp:0", factory, limits=limits)
+        self.addCleanup(port.stopListening)
+        return f"http://127.0.0.1:{port.getHost().port}/acp", port.factory.acp, agents
+
+    def test_socket_cut_mid_turn_cancels_the_turn_after_the_grace_period(self) -> Deferred[None]:
+        """The stream's TCP connection cut mid-turn: after the grace the turn is cancelled,
+        the agent sees the connection end and nothing stays registered."""
+
+        async def run() -> None:
+            import treq
+            from twisted.internet import reactor
+            from twisted.web.client import Agent as WebAgent
+            from twisted.web.client import HTTPConnectionPool
+
+            url, resource, agents = await self._serve(RemoteLimits(grace_period=0.5))
+            pool = HTTPConnectionPool(reactor, persistent=False)
+            http = treq.client.HTTPClient(WebAgent(reactor, pool=pool))
+            json_headers = {"Content-Type": ["application/json"]}
+            init = {"jsonrpc": "2.0", "id": 0, "method": "initialize"}
+            init["params"] = {"protocolVersion": 1}
+            response = await http.post(url, json.dumps(init).encode(), headers=json_headers)
+            assert response.code == 200
+            cid = response.headers.getRawHeaders("Acp-Connection-Id")[0]
+            await response.content()
+            headers = {**json_headers, "Acp-Connection-Id": [cid]}
+            stream = await http.get(
+                url, headers={"Accept": ["text/event-stream"], "Acp-Connection-Id": [cid]}
+            )
+            body = _Collect()
+            stream.deliverBody(body)
+            new = {"jsonrpc": "2.0", "id": 1, "method": "session/new"}
+            new["params"] = {"cwd": "/", "mcpServers": []}
+            await (await http.post(url, json.dumps(new).encode(), headers=headers)).content()
+            params = {"sessionId": "s1", "prompt": [{"type": "text", "text": "wait"}]}
+            prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
+            session_headers = {**headers, "Acp-Session-Id": ["s1"]}
+            posted = await http.post(url, json.dumps(prompt).encode(), headers=session_headers)
+            assert posted.code == 202
+            await posted.content()
+            await body.got(lambda data: b"waiting" in data)
+            closed = agents[0].conn.closed
+            assert body.transport is not None
+            body.transport.stopProducing()  # the client's socket is cut
+            await body.done
+            reason = None
+            try:
+                await closed
+            except Exception as e:  # the grace period's reason
+                reason = e
+            assert reason is not None and "no event stream" in str(reason)
+            assert resource.connections == {}
+
+        return Deferred.fromCoroutine(run())

@@ -382,6 +382,8 @@ class RemoteConnection:
             _log.info("remote connection {cid}: {why}", cid=self.connection_id[:8], why=reason)
         self.agent_connection.cancel_all_turns()
         self.ended = Failure(reason)
+        # Forgotten first: whoever the end wakes up sees the connection gone.
+        self._on_end(self)
         for call in (self._grace, self._keepalive, self._overflow):
             self._cancel(call)
         self._grace = self._keepalive = self._overflow = None
@@ -397,7 +399,6 @@ class RemoteConnection:
         for listener in list(self.listeners):
             self._finish(listener)
         self.listeners.clear()
-        self._on_end(self)
 
     @staticmethod
     def _finish(request: Request) -> None:
