@@ -7,6 +7,9 @@ An :class:`AgentRun` is one agent of one window:
    :func:`acpkit.endpoints.spawn_agent`, on a :class:`~acpkit.connection.ClientConnection`
    whose IClient is the window; ``ACPKIT_TRACE`` gives the connection a tracer.
    (:meth:`AgentRun.attach` takes an existing connection instead: in-memory pairs.)
+   An entry with a ``url`` is connected instead (:meth:`AgentRun.connect`,
+   :func:`acpkit.remote.connect.connect_remote`, its ``headers`` sent, never shown); a
+   connection lost later is reported like an exit.
 2. :meth:`AgentRun.handshake` sends ``initialize`` (fs read/write, no terminal,
    ``clientInfo`` acpkit-client), refuses a protocol version we do not speak, keeps
    ``authMethods`` (``authenticate`` is never called: a login is only reported when the
@@ -30,6 +33,7 @@ from typing import Any, TypeVar
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
 from acpkit import __version__, schema
 from acpkit.connection import ClientConnection, ProtocolVersionError
@@ -289,6 +293,41 @@ class AgentRun:
         self.connection = connection
         return connection
 
+    def connect(self, reactor: Any, client: IClient) -> Deferred[ClientConnection]:
+        """Connect to the entry's ``url`` with ``client`` as its IClient; fails with
+        AgentStartError."""
+        from acpkit.remote.connect import connect_remote
+
+        url = self.entry.url
+        if url is None:
+            raise ValueError(f"agent {self.entry.name!r} has no url")
+        self._set_state(AgentState.STARTING)
+        connecting = connect_remote(
+            reactor, url, client, headers=dict(self.entry.headers), name=self.entry.name
+        )
+
+        def connected(connection: ClientConnection) -> ClientConnection:
+            if connection.protocol.tracer is None:
+                connection.protocol.tracer = tracer_from_environment(self.entry.name, self.environ)
+            self.connection = connection
+            connection.closed.addErrback(self._connection_lost)
+            return connection
+
+        def failed(failure: Failure) -> Failure:
+            error = failure.value
+            shown = self.entry.command_line()
+            raise self._fail(f"cannot connect to {shown}: {error or type(error).__name__}")
+
+        return connecting.addCallbacks(connected, failed)
+
+    def _connection_lost(self, failure: Failure) -> None:
+        """A remote agent's connection ended other than by :meth:`stop`: like an exit."""
+        if self.state is AgentState.STOPPED:
+            return
+        shown = self.entry.command_line()
+        self.problems.append(f"the connection to {shown} was lost: {failure.value}")
+        self._set_state(AgentState.EXITED)
+
     def attach(self, connection: ClientConnection) -> None:
         """Use an already connected ``connection`` (no process: in-memory, sockets)."""
         self._set_state(AgentState.STARTING)
@@ -398,6 +437,11 @@ class AgentRun:
                 self._set_state(AgentState.STOPPED)
             if self.process is not None:
                 self._stopping = self.process.stop(grace)
+            elif self.entry.url is not None and self.connection is not None:
+                # A remote agent: close (WebSocket close, or HTTP DELETE), then done.
+                self.connection.close()
+                self._stopping = self.connection.closed
+                self._stopping.addErrback(lambda _: None)
             else:
                 if self.connection is not None:
                     self.connection.close()

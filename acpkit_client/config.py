@@ -18,6 +18,12 @@ Semantics the spawner keeps (see :meth:`AgentEntry.find_executable`,
 looked up in ``PATH`` unless it contains a path separator; ``args`` are passed as they are,
 no shell; ``env`` is added over the client's environment (a name given here wins); ``cwd``
 is relative to the project root and defaults to it.
+
+An entry with ``url`` instead of ``command`` is a remote agent (``ws://``, ``wss://``,
+``http://``, ``https://``: :func:`acpkit.remote.connect.connect_remote`); its ``headers``
+(a table of strings, for example ``Authorization = "Bearer ..."``) go with every request
+and are never shown; ``args`` and ``env`` are for a command and are refused with a
+``url``; ``cwd`` is still the session's ``cwd``.
 """
 
 from __future__ import annotations
@@ -56,7 +62,10 @@ BUILTIN_SOURCE = "<built-in>"
 AGENTS_FILE_NAME = "acp.toml"
 
 #: The keys an ``[[agent]]`` block may have.
-AGENT_KEYS = ("name", "command", "args", "env", "cwd")
+AGENT_KEYS = ("name", "command", "url", "headers", "args", "env", "cwd")
+
+#: An HTTP header name (RFC 9110 token).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 _SEPARATORS = tuple(sep for sep in (os.sep, os.altsep) if sep)
 
@@ -73,14 +82,21 @@ def _as_tuple(value: Iterable[str]) -> tuple[str, ...]:
 
 @attrs.frozen(kw_only=True)
 class AgentEntry:
-    """One ``[[agent]]`` block: how to start one agent.
+    """One ``[[agent]]`` block: how to start (``command``) or reach (``url``) one agent.
 
     ``cwd`` is kept as written (relative to the project root); ``source`` is the file the
-    entry came from, or ``"<built-in>"``.
+    entry came from, or ``"<built-in>"``.  A remote entry has ``url`` (and ``headers``)
+    and an empty ``command``.
     """
 
     name: str
-    command: str
+    command: str = ""
+    #: A remote agent's URL (``ws``, ``wss``, ``http`` or ``https``), else None.
+    url: str | None = None
+    #: Sent with every request to a remote agent; never shown.
+    headers: Mapping[str, str] = attrs.field(
+        factory=dict, converter=_frozen_env, hash=False, repr=False
+    )
     args: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_env, hash=False)
     cwd: str | None = None
@@ -98,7 +114,11 @@ class AgentEntry:
         return os.path.normpath(os.path.join(root, self.cwd))
 
     def command_line(self) -> str:
-        """Return the command and its arguments as one shell-quoted line, for display."""
+        """Return the command and its arguments as one shell-quoted line, for display;
+        a remote agent's URL without its query and fragment (they may hold a secret;
+        the headers are never shown either)."""
+        if self.url is not None:
+            return self.url.split("#", 1)[0].split("?", 1)[0]
         return shlex.join([self.command, *self.args])
 
     def find_executable(
@@ -237,6 +257,8 @@ def _parse_agent(path: str, index: int, block: object) -> AgentEntry:
     if not isinstance(name, str):
         raise AgentsFileError(path, f"agent {index}: name must be a string")
     label = f"agent {_quote(name)}"
+    if "url" in block or "headers" in block:
+        return _parse_remote_agent(path, label, name, block)
     command = block.get("command")
     if command is None or command == "":
         raise AgentsFileError(path, f"{label} has no command")
@@ -255,6 +277,47 @@ def _parse_agent(path: str, index: int, block: object) -> AgentEntry:
     if cwd is not None and not isinstance(cwd, str):
         raise AgentsFileError(path, f"{label}: cwd must be a string")
     return AgentEntry(name=name, command=command, args=args, env=env, cwd=cwd, source=path)
+
+
+def _parse_remote_agent(path: str, label: str, name: str, block: dict[str, Any]) -> AgentEntry:
+    """Check a block with ``url`` (or ``headers``) and build its remote entry."""
+    from acpkit.remote.connect import check_remote_url
+
+    if "command" in block:
+        raise AgentsFileError(path, f"{label}: give command or url, not both")
+    url = block.get("url")
+    if url is None or url == "":
+        raise AgentsFileError(path, f"{label}: headers needs a url")
+    if not isinstance(url, str):
+        raise AgentsFileError(path, f"{label}: url must be a string")
+    try:
+        check_remote_url(url)
+    except ValueError as e:
+        raise AgentsFileError(path, f"{label}: url: {e}") from None
+    for key in ("args", "env"):
+        if key in block:
+            raise AgentsFileError(
+                path, f"{label}: {key} is for a command; an agent with a url has none"
+            )
+    headers = block.get("headers", {})
+    if not isinstance(headers, dict):
+        raise AgentsFileError(path, f"{label}: headers must be a table of strings")
+    for header, value in headers.items():
+        if not _HEADER_NAME.fullmatch(header):
+            raise AgentsFileError(path, f"{label}: headers.{header} is not an HTTP header name")
+        if not isinstance(value, str):
+            raise AgentsFileError(path, f"{label}: headers.{header} must be a string")
+        if any(c in value for c in "\r\n\x00") or any(ord(c) > 0xFF for c in value):
+            # The value is never shown: it may be a token.
+            raise AgentsFileError(
+                path,
+                f"{label}: headers.{header} holds a line break, NUL or a character "
+                "outside Latin-1 (not allowed in an HTTP header)",
+            )
+    cwd = block.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise AgentsFileError(path, f"{label}: cwd must be a string")
+    return AgentEntry(name=name, url=url, headers=headers, cwd=cwd, source=path)
 
 
 def _quote(name: str) -> str:

@@ -118,13 +118,16 @@ class AgentWindow(Client):
         return self.run.connection
 
     def start(self, reactor: Any) -> Deferred[str]:
-        """Spawn the agent and open the session; fires with the session id.
+        """Spawn the agent (or connect to its ``url``) and open the session; fires with
+        the session id.
 
         Fails with :class:`~acpkit_client.agents.AgentStartError` (also kept in
         ``run.problems``); :class:`~acpkit_client.agents.HandshakeTimeout` when the
         agent does not answer within :attr:`handshake_timeout`.
         """
         self._reactor = reactor
+        if self.run.entry.url is not None:
+            return self.run.connect(reactor, self).addCallback(self.open_on)
         try:
             connection = self.run.spawn(reactor, self)
         except AgentStartError:

@@ -49,7 +49,8 @@ def dropped_lines(run: AgentRun) -> tuple[int, int]:
 def agent_lines(run: AgentRun, conversation: Conversation | None = None) -> list[str]:
     """The report lines of one started agent."""
     lines = [f"Agent {run.name!r}: {run.state.value}"]
-    lines.append(f"  command: {run.entry.command_line()}")
+    key = "url" if run.entry.url is not None else "command"  # headers never shown
+    lines.append(f"  {key}: {run.entry.command_line()}")
     lines.append(f"  cwd: {run.cwd}")
     response = run.initialize_response
     if response is not None:

@@ -536,38 +536,37 @@ def _sdk_server_available() -> bool:
     return True
 
 
+async def start_sdk_server(case: TestCase) -> str:
+    """Start the SDK's HTTP server (killed at the test's cleanup); return its /acp URL."""
+    if not _sdk_server_available():
+        raise pytest.skip.Exception("the Python SDK's HTTP server or uvicorn is missing")
+    proto = _Server()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    process = reactor.spawnProcess(
+        proto, sys.executable, [sys.executable, str(FIXTURES / "sdk_http_server.py")], env=env
+    )
+
+    def stop() -> Deferred[None]:
+        if not proto.ended.called:
+            process.signalProcess("KILL")
+        return proto.ended
+
+    case.addCleanup(stop)
+    port = await proto.port
+    return f"http://127.0.0.1:{port}/acp"
+
+
 @pytest.mark.process
 class SdkServerTests(TestCase):
     """acpkit's ClientConnection driving the Python SDK 0.12.1's Streamable HTTP server."""
 
     timeout = 60
 
-    async def start_server(self) -> str:
-        if not _sdk_server_available():
-            raise pytest.skip.Exception("the Python SDK's HTTP server or uvicorn is missing")
-        proto = _Server()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-        process = reactor.spawnProcess(
-            proto,
-            sys.executable,
-            [sys.executable, str(FIXTURES / "sdk_http_server.py")],
-            env=env,
-        )
-
-        def stop() -> Deferred[None]:
-            if not proto.ended.called:
-                process.signalProcess("KILL")
-            return proto.ended
-
-        self.addCleanup(stop)
-        port = await proto.port
-        return f"http://127.0.0.1:{port}/acp"
-
     async def test_full_scenario_against_the_sdk_server(self) -> None:
         """initialize, session/new, a streamed prompt with a permission round trip and
         fs read/write, then a cancelled prompt, and close, against the SDK's server."""
-        url = await self.start_server()
+        url = await start_sdk_server(self)
         tmp = Path(self.mktemp())
         tmp.mkdir()
         target = tmp / "note.txt"

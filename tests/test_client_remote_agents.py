@@ -1,0 +1,234 @@
+"""
+Remote agents in the reference client: ``url`` (and ``headers``) entries in the agents
+file, checked like the rest of the file, and ``acpkit-client ask`` talking to one exactly
+as to a spawned agent (the official Python SDK's Streamable HTTP server, in a subprocess).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import ProcessProtocol
+from twisted.python.failure import Failure
+from twisted.trial.unittest import TestCase
+
+from acpkit.connection import Client
+from acpkit_client import cli
+from acpkit_client.agents import AgentRun, AgentStartError, AgentState
+from acpkit_client.config import AgentsFileError, parse_agents_text
+from acpkit_client.status import agent_lines
+from tests.test_remote_connect import free_port
+from tests.test_remote_http_client import start_sdk_server
+
+ROOT = Path(__file__).parent.parent
+FILE = "/home/u/.config/acpkit/acp.toml"
+
+
+def refused(text: str) -> str:
+    """The reason the agents file ``text`` is refused (its message names the file)."""
+    with pytest.raises(AgentsFileError) as caught:
+        parse_agents_text(FILE, text)
+    message = str(caught.value)
+    assert message.startswith(f"reading {FILE}: ")
+    return message.removeprefix(f"reading {FILE}: ")
+
+
+def test_url_entry_loads_with_headers() -> None:
+    """A url entry has its url, headers and cwd, no command; it shows as its URL."""
+    (entry,) = parse_agents_text(
+        FILE,
+        '[[agent]]\nname = "far"\nurl = "wss://agents.example/acp"\ncwd = "sub"\n'
+        '[agent.headers]\nAuthorization = "Bearer t0ken"\n',
+    )
+    assert entry.url == "wss://agents.example/acp"
+    assert dict(entry.headers) == {"Authorization": "Bearer t0ken"}
+    assert entry.cwd == "sub"
+    assert entry.command == ""
+    assert entry.command_line() == "wss://agents.example/acp"
+    assert "t0ken" not in repr(entry)
+
+
+def test_status_shows_the_url_never_the_headers() -> None:
+    """Agent status names the URL and not the token."""
+    (entry,) = parse_agents_text(
+        FILE,
+        '[[agent]]\nname = "far"\nurl = "http://127.0.0.1:9/acp"\nheaders = { X-Key = "t0ken" }\n',
+    )
+    lines = "\n".join(agent_lines(AgentRun(entry, "/tmp")))
+    assert "url: http://127.0.0.1:9/acp" in lines
+    assert "t0ken" not in lines
+
+
+@pytest.mark.parametrize(
+    ("block", "reason"),
+    [
+        ('command = "x"\nurl = "ws://h/acp"', 'agent "far": give command or url, not both'),
+        (
+            'url = "ftp://h/acp"',
+            'agent "far": url: the scheme must be ws://, wss://, http:// or https:// (got ftp://)',
+        ),
+        (
+            'url = "h:8765"',
+            'agent "far": url: the scheme must be ws://, wss://, http:// or https:// (got h://)',
+        ),
+        ('url = "http:///acp"', 'agent "far": url: the URL names no host'),
+        (
+            'url = "ws://me:pw@h/acp"',
+            'agent "far": url: user info (user:password@) is refused in a URL: '
+            "give credentials as headers",
+        ),
+        ("url = 3", 'agent "far": url must be a string'),
+        ('headers = { A = "b" }', 'agent "far": headers needs a url'),
+        ('url = "ws://h/acp"\nheaders = "x"', 'agent "far": headers must be a table of strings'),
+        ('url = "ws://h/acp"\nheaders = { A = 1 }', 'agent "far": headers.A must be a string'),
+        (
+            'url = "ws://h/acp"\nheaders = { "A B" = "x" }',
+            'agent "far": headers.A B is not an HTTP header name',
+        ),
+        (
+            'url = "ws://h/acp"\nargs = ["x"]',
+            'agent "far": args is for a command; an agent with a url has none',
+        ),
+        (
+            'url = "ws://h/acp"\nenv = { A = "b" }',
+            'agent "far": env is for a command; an agent with a url has none',
+        ),
+        ('url = "ws://h/acp"\ncwd = 1', 'agent "far": cwd must be a string'),
+    ],
+)
+def test_bad_url_entries_are_refused_naming_file_and_key(block: str, reason: str) -> None:
+    """Each mistake in a url entry refuses the file with a message naming the key."""
+    assert refused(f'[[agent]]\nname = "far"\n{block}\n') == reason
+
+
+def test_a_header_value_with_a_line_break_is_refused_without_showing_it() -> None:
+    """A header value that would split the request is refused; the value (maybe a token)
+    is not in the message."""
+    reason = refused('[[agent]]\nname = "far"\nurl = "ws://h/acp"\nheaders = { A = "t0k\\nen" }\n')
+    assert reason.startswith('agent "far": headers.A holds a line break')
+    assert "t0k" not in reason
+
+
+def test_the_shown_url_has_no_query() -> None:
+    """A URL's query and fragment (which may hold a secret) are not shown."""
+    (entry,) = parse_agents_text(FILE, '[[agent]]\nname = "far"\nurl = "https://h/acp?k=v#f"\n')
+    assert entry.command_line() == "https://h/acp"
+
+
+class UnreachableTests(TestCase):
+    """A remote agent nobody answers: AgentStartError saying so (no process involved)."""
+
+    timeout = 30
+
+    async def test_http_agent_unreachable(self) -> None:
+        """Over HTTP the failure comes with initialize: the URL and the reason."""
+        port = free_port()
+        (entry,) = parse_agents_text(
+            FILE, f'[[agent]]\nname = "far"\nurl = "http://127.0.0.1:{port}/acp"\n'
+        )
+        run = AgentRun(entry, "/tmp")
+        await run.connect(reactor, Client())
+        with self.assertRaises(AgentStartError) as caught:
+            await run.handshake()
+        self.assertIn(
+            f"cannot reach the ACP server at http://127.0.0.1:{port}/acp", str(caught.exception)
+        )
+        self.assertEqual(run.state, AgentState.FAILED)
+
+    async def test_ws_agent_unreachable(self) -> None:
+        """Over WebSocket connecting fails: 'cannot connect to <url>'."""
+        port = free_port()
+        (entry,) = parse_agents_text(
+            FILE, f'[[agent]]\nname = "far"\nurl = "ws://127.0.0.1:{port}/acp"\n'
+        )
+        run = AgentRun(entry, "/tmp")
+        with self.assertRaises(AgentStartError) as caught:
+            await run.connect(reactor, Client())
+        self.assertIn(f"cannot connect to ws://127.0.0.1:{port}/acp", str(caught.exception))
+        self.assertEqual(run.problems, [str(caught.exception)])
+
+
+def test_an_entry_without_command_or_url_keeps_the_seed_message() -> None:
+    """Neither command nor url: the seed's message."""
+    assert refused('[[agent]]\nname = "far"\n') == 'agent "far" has no command'
+
+
+# -- ask against a remote agent ---------------------------------------------------------------
+
+
+class _Ask(ProcessProtocol):
+    """Collects ask's output; sends SIGTERM once ``signal_after`` appears on stdout."""
+
+    def __init__(self, signal_after: bytes | None = None) -> None:
+        self.out = b""
+        self.err = b""
+        self.signal_after = signal_after
+        self.ended: Deferred[int | None] = Deferred()
+
+    def outReceived(self, data: bytes) -> None:
+        self.out += data
+        if self.signal_after is not None and self.signal_after in self.out:
+            self.signal_after = None
+            assert self.transport is not None
+            self.transport.signalProcess(signal.SIGTERM)
+
+    def errReceived(self, data: bytes) -> None:
+        self.err += data
+
+    def processEnded(self, reason: Failure) -> None:
+        self.ended.callback(getattr(reason.value, "exitCode", None))
+
+
+@pytest.mark.process
+class AskRemoteTests(TestCase):
+    """``acpkit-client ask`` with a ``url`` agent: the SDK's HTTP server."""
+
+    timeout = 90
+
+    def setUp(self) -> None:
+        self.project = Path(self.mktemp()).resolve()
+        (self.project / ".acpkit").mkdir(parents=True)
+
+    async def ask(self, url: str, *argv: str, signal_after: bytes | None = None) -> _Ask:
+        (self.project / ".acpkit" / "acp.toml").write_text(
+            f'[[agent]]\nname = "remote"\nurl = "{url}"\n'
+            '[agent.headers]\nAuthorization = "Bearer never-printed-t0ken"\n',
+            encoding="utf-8",
+        )
+        (self.project / "note.txt").write_text("hello", encoding="utf-8")
+        env = dict(os.environ, PYTHONPATH=str(ROOT), ACPKIT_DIR=str(self.project / "user"))
+        proto = _Ask(signal_after)
+        reactor.spawnProcess(
+            proto,
+            sys.executable,
+            [sys.executable, "-m", "acpkit_client", "-v", "ask", "--agent", "remote", *argv],
+            env=env,
+            path=str(self.project),
+        )
+        await proto.ended
+        self.assertNotIn(b"Traceback", proto.err)
+        self.assertNotIn(b"t0ken", proto.err + proto.out)
+        return proto
+
+    async def test_ask_streams_allows_and_serves_fs_over_http(self) -> None:
+        """ask against the SDK's HTTP server: the streamed answer on stdout, the permission
+        allowed (--allow), the file read and written through the client's fs; exit 0."""
+        url = await start_sdk_server(self)
+        ended = await self.ask(url, "--allow", str(self.project / "note.txt"))
+        self.assertEqual(ended.ended.result, 0, ended.err.decode())
+        self.assertIn(b"one two three", ended.out)
+        self.assertEqual((self.project / "note.txt.out").read_text(), "HELLOallow")
+
+    async def test_sigterm_cancels_the_remote_turn(self) -> None:
+        """SIGTERM during a remote turn sends session/cancel; the agent's cancelled answer
+        arrives over HTTP and ask exits 143."""
+        url = await start_sdk_server(self)
+        ended = await self.ask(url, "wait", signal_after=b"waiting")
+        self.assertEqual(ended.ended.result, cli.EXIT_TERMINATED, ended.err.decode())
+        self.assertIn(b"the turn ended: cancelled", ended.err)
