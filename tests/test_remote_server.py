@@ -926,40 +926,46 @@ class LoopbackFaultTests(TestCase):
         the agent sees the connection end and nothing stays registered."""
 
         async def run() -> None:
-            import treq
+            from treq.client import HTTPClient
             from twisted.internet import reactor
             from twisted.web.client import Agent as WebAgent
             from twisted.web.client import HTTPConnectionPool
+            from twisted.web.http_headers import Headers
 
             url, resource, agents = await self._serve(RemoteLimits(grace_period=0.5))
             pool = HTTPConnectionPool(reactor, persistent=False)
-            http = treq.client.HTTPClient(WebAgent(reactor, pool=pool))
-            json_headers = {"Content-Type": ["application/json"]}
+            http = HTTPClient(WebAgent(reactor, pool=pool))
+
+            async def post(message: dict[str, Any], **extra: str) -> Any:
+                headers = Headers({"Content-Type": ["application/json"]})
+                for name, value in extra.items():
+                    headers.addRawHeader(name.replace("_", "-"), value)
+                response = await http.post(url, data=json.dumps(message).encode(), headers=headers)
+                await response.content()
+                return response
+
             init = {"jsonrpc": "2.0", "id": 0, "method": "initialize"}
             init["params"] = {"protocolVersion": 1}
-            response = await http.post(url, json.dumps(init).encode(), headers=json_headers)
+            response = await post(init)
             assert response.code == 200
             cid = response.headers.getRawHeaders("Acp-Connection-Id")[0]
-            await response.content()
-            headers = {**json_headers, "Acp-Connection-Id": [cid]}
             stream = await http.get(
-                url, headers={"Accept": ["text/event-stream"], "Acp-Connection-Id": [cid]}
+                url,
+                headers=Headers({"Accept": ["text/event-stream"], "Acp-Connection-Id": [cid]}),
             )
             body = _Collect()
             stream.deliverBody(body)
             new = {"jsonrpc": "2.0", "id": 1, "method": "session/new"}
             new["params"] = {"cwd": "/", "mcpServers": []}
-            await (await http.post(url, json.dumps(new).encode(), headers=headers)).content()
+            await post(new, Acp_Connection_Id=cid)
             params = {"sessionId": "s1", "prompt": [{"type": "text", "text": "wait"}]}
             prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
-            session_headers = {**headers, "Acp-Session-Id": ["s1"]}
-            posted = await http.post(url, json.dumps(prompt).encode(), headers=session_headers)
+            posted = await post(prompt, Acp_Connection_Id=cid, Acp_Session_Id="s1")
             assert posted.code == 202
-            await posted.content()
             await body.got(lambda data: b"waiting" in data)
             closed = agents[0].conn.closed
             assert body.transport is not None
-            body.transport.stopProducing()  # the client's socket is cut
+            body.transport.stopProducing()  # type: ignore[attr-defined]  # the socket is cut
             await body.done
             reason = None
             try:
