@@ -557,6 +557,48 @@ async def start_sdk_server(case: TestCase) -> str:
     return f"http://127.0.0.1:{port}/acp"
 
 
+async def run_scenario(case: TestCase, url: str, session_id: str) -> None:
+    """initialize, session/new, a streamed prompt with a permission round trip and fs
+    read/write, then a cancelled prompt, and close: acpkit's ClientConnection over HTTP."""
+    tmp = Path(case.mktemp())
+    tmp.mkdir()
+    target = tmp / "note.txt"
+    target.write_text("hello")
+    client = RecordingClient()
+    conn = await connect_http(reactor, url, client)
+    init = await conn.initialize(
+        client_capabilities=schema.ClientCapabilities(
+            fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True)
+        )
+    )
+    case.assertEqual(init.protocol_version, 1)
+    session = await conn.new_session(
+        schema.NewSessionRequest(cwd=str(tmp.resolve()), mcp_servers=[])
+    )
+    case.assertEqual(session.session_id, session_id)
+    first = await conn.prompt(
+        schema.PromptRequest(
+            session_id=session.session_id,
+            prompt=[schema.TextContentBlock(text=str(target.resolve()))],
+        )
+    )
+    case.assertEqual(first.stop_reason, schema.StopReason.END_TURN)
+    case.assertEqual(client.chunks, ["one", " two", " three"])
+    case.assertEqual(client.permissions, [f"write_file: {target.resolve()}"])
+    case.assertEqual((tmp / "note.txt.out").read_text(), "HELLOallow")
+    second = conn.prompt(
+        schema.PromptRequest(
+            session_id=session.session_id, prompt=[schema.TextContentBlock(text="wait")]
+        )
+    )
+    await client.waiting
+    conn.cancel(session.session_id)
+    response = await second
+    case.assertEqual(response.stop_reason, schema.StopReason.CANCELLED)
+    conn.close()
+    await conn.closed
+
+
 @pytest.mark.process
 class SdkServerTests(TestCase):
     """acpkit's ClientConnection driving the Python SDK 0.12.1's Streamable HTTP server."""
@@ -564,43 +606,22 @@ class SdkServerTests(TestCase):
     timeout = 60
 
     async def test_full_scenario_against_the_sdk_server(self) -> None:
-        """initialize, session/new, a streamed prompt with a permission round trip and
-        fs read/write, then a cancelled prompt, and close, against the SDK's server."""
+        """The whole scenario (run_scenario) against the SDK's server and its agent."""
         url = await start_sdk_server(self)
-        tmp = Path(self.mktemp())
-        tmp.mkdir()
-        target = tmp / "note.txt"
-        target.write_text("hello")
-        client = RecordingClient()
-        conn = await connect_http(reactor, url, client)
-        init = await conn.initialize(
-            client_capabilities=schema.ClientCapabilities(
-                fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True)
-            )
-        )
-        self.assertEqual(init.protocol_version, 1)
-        session = await conn.new_session(
-            schema.NewSessionRequest(cwd=str(tmp.resolve()), mcp_servers=[])
-        )
-        self.assertEqual(session.session_id, "sdk-session")
-        first = await conn.prompt(
-            schema.PromptRequest(
-                session_id=session.session_id,
-                prompt=[schema.TextContentBlock(text=str(target.resolve()))],
-            )
-        )
-        self.assertEqual(first.stop_reason, schema.StopReason.END_TURN)
-        self.assertEqual(client.chunks, ["one", " two", " three"])
-        self.assertEqual(client.permissions, [f"write_file: {target.resolve()}"])
-        self.assertEqual((tmp / "note.txt.out").read_text(), "HELLOallow")
-        second = conn.prompt(
-            schema.PromptRequest(
-                session_id=session.session_id, prompt=[schema.TextContentBlock(text="wait")]
-            )
-        )
-        await client.waiting
-        conn.cancel(session.session_id)
-        response = await second
-        self.assertEqual(response.stop_reason, schema.StopReason.CANCELLED)
-        conn.close()
-        await conn.closed
+        await run_scenario(self, url, "sdk-session")
+
+
+class AcpkitServerTests(TestCase):
+    """acpkit's HTTP client driving acpkit's own server (serve_remote), in process."""
+
+    timeout = 60
+
+    async def test_full_scenario_against_serve_remote(self) -> None:
+        """The whole scenario against serve_remote serving the same agent built on acpkit."""
+        from acpkit.remote import serve_remote
+        from tests.fixtures.interop.acpkit_agent import InteropAgent
+
+        port = await serve_remote(reactor, "tcp:0", InteropAgent)
+        self.addCleanup(port.stopListening)
+        url = f"http://127.0.0.1:{port.getHost().port}/acp"
+        await run_scenario(self, url, "acpkit-session")
