@@ -17,14 +17,16 @@ from typing import Any
 
 import pytest
 from twisted.internet.address import IPv4Address
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
+from twisted.web.iweb import IBodyProducer
 from twisted.web.test.requesthelper import DummyChannel
+from zope.interface import implementer
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
@@ -42,17 +44,19 @@ def text(value: str) -> schema.TextContentBlock:
 class RemoteAgent(Agent):
     """``stream N``: N chunks; ``ask``: a permission request; ``wait``: until cancelled."""
 
-    instances: list[RemoteAgent]
+    #: Set to make initialize never answer.
+    hang_initialize = False
 
     def __init__(self, conn: AgentConnection) -> None:
         self.conn = conn
         self.ended: list[Failure | None] = []
         conn.closed.addBoth(self.ended.append)
 
-    def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
-        return schema.InitializeResponse(
-            protocol_version=negotiate_version(params.protocol_version)
-        )
+    def initialize(self, params: schema.InitializeRequest) -> Any:
+        if self.hang_initialize:
+            return Deferred()
+        version = negotiate_version(params.protocol_version)
+        return schema.InitializeResponse(protocol_version=version)
 
     def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         return schema.NewSessionResponse(session_id="s1")
@@ -373,6 +377,32 @@ def test_requests_before_initialize_are_refused_as_over_stdio() -> None:
     (answer,) = stream.events()
     assert answer["error"]["code"] == -32600
     assert "before initialize" in answer["error"]["message"]
+
+
+def test_initialize_not_answered_in_time_is_504_and_the_connection_ends() -> None:
+    """An agent that never answers initialize: 504 after initialize_timeout, nothing kept."""
+    RemoteAgent.hang_initialize = True
+    try:
+        server = Server(limits=RemoteLimits(initialize_timeout=5))
+        message = {"jsonrpc": "2.0", "id": 0, "method": "initialize"}
+        message["params"] = {"protocolVersion": 1}
+        response = server.post(message)
+        assert response.raw == b""
+        server.clock.advance(5)
+        assert response.status == 504
+        assert "initialize" in response.json()["error"]["message"]
+        assert server.resource.connections == {}
+        assert len(server.agents[0].ended) == 1
+    finally:
+        RemoteAgent.hang_initialize = False
+
+
+def test_other_methods_are_405() -> None:
+    """PUT (or any method but POST, GET, DELETE): 405 with Allow."""
+    server = Server()
+    response = server.request("PUT")
+    assert response.status == 405
+    assert response.header("Allow") == "GET, POST, DELETE"
 
 
 # -- the event stream -----------------------------------------------------------------------
@@ -901,6 +931,29 @@ class _Collect(Protocol):
         return d
 
 
+@implementer(IBodyProducer)
+class _Zeros:
+    """A request body of ``length`` bytes written 1 MiB at a time (never held whole)."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def startProducing(self, consumer: Any) -> Deferred[None]:
+        chunk = b"0" * (1024 * 1024)
+        for _ in range(self.length // len(chunk)):
+            consumer.write(chunk)
+        return succeed(None)
+
+    def pauseProducing(self) -> None:
+        pass
+
+    def resumeProducing(self) -> None:
+        pass
+
+    def stopProducing(self) -> None:
+        pass
+
+
 class LoopbackFaultTests(TestCase):
     """serve_remote on a real loopback port, driven by treq; timers on the real reactor."""
 
@@ -974,5 +1027,30 @@ class LoopbackFaultTests(TestCase):
                 reason = e
             assert reason is not None and "no event stream" in str(reason)
             assert resource.connections == {}
+
+        return Deferred.fromCoroutine(run())
+
+    def test_a_100_mb_message_is_413_without_storing_it(self) -> Deferred[None]:
+        """A 100 MB POST is answered 413; the server keeps nothing and stays usable."""
+
+        async def run() -> None:
+            from treq.client import HTTPClient
+            from twisted.internet import reactor
+            from twisted.web.client import Agent as WebAgent
+            from twisted.web.http_headers import Headers
+
+            url, resource, _ = await self._serve(RemoteLimits(max_message_size=1024 * 1024))
+            http = HTTPClient(WebAgent(reactor))
+            headers = Headers({"Content-Type": ["application/json"]})
+            response = await http.post(url, data=_Zeros(100 * 1024 * 1024), headers=headers)
+            body = json.loads(await response.content())
+            assert response.code == 413
+            assert body["error"]["code"] == -32600
+            init = {"jsonrpc": "2.0", "id": 0, "method": "initialize"}
+            init["params"] = {"protocolVersion": 1}
+            again = await http.post(url, data=json.dumps(init).encode(), headers=headers)
+            await again.content()
+            assert again.code == 200
+            assert len(resource.connections) == 1
 
         return Deferred.fromCoroutine(run())
