@@ -170,16 +170,24 @@ class _WsBase(TestCase):
     timeout = 30
 
     def setUp(self) -> None:
-        self.addCleanup(self._cancel_ping_buckets)
+        self.resources: list[ACPWebSocketResource] = []
+        self.addCleanup(self._settle)
+
+    async def _settle(self) -> None:
+        """After each test: every server socket closed, then no Autobahn timer left."""
+        await until(lambda: not any(r.connections for r in self.resources), "the sockets to close")
+        self._cancel_ping_buckets()
 
     def _cancel_ping_buckets(self) -> None:
         """
-        Autobahn schedules pings on txaio's batched timer, whose bucket call stays
-        scheduled after the socket is gone (it then finds nothing to do): cancel it so
-        trial sees a clean reactor.
+        Autobahn schedules its timers (pings, close handshake) on txaio's batched
+        timer; after a ping timeout or a failed socket a bucket call can stay scheduled
+        once the socket is gone (it then finds nothing to do): cancel it so trial sees a
+        clean reactor.  Only once every socket is closed.
         """
         for call in reactor.getDelayedCalls():
-            if "_BatchedTimer" in getattr(getattr(call, "func", None), "__qualname__", ""):
+            func = getattr(call, "func", None)
+            if "_BatchedTimer" in getattr(func, "__qualname__", "") and call.active():
                 call.cancel()
 
     def serve(self, **options: Any) -> tuple[str, ACPWebSocketResource]:
@@ -193,6 +201,7 @@ class _WsBase(TestCase):
             return conn
 
         resource = websocket_resource(make, **options)
+        self.resources.append(resource)
         root = Resource()
         root.putChild(b"acp", resource)
         port = listen(root)
@@ -459,6 +468,8 @@ class LoopbackTests(_WsBase):
         reason = self.agents[0].closed_reason
         assert reason is not None
         self.assertIn("WebSocket closed with code", str(reason.value))
+        transport.websocket.transport.resumeProducing()
+        await conn.closed.addErrback(lambda _: None)
 
     def test_unanswered_ping_drops_the_connection(self) -> Deferred[None]:
         """
@@ -571,6 +582,89 @@ class ServeRemoteTests(_WsBase):
         a session and a cancelled turn work over the WebSocket.
         """
         return Deferred.fromCoroutine(self._serve_remote())
+
+
+def self_signed_localhost() -> tuple[bytes, bytes]:
+    """A throwaway key and certificate (PEM) for ``localhost`` and ``127.0.0.1``."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    return key_pem, cert.public_bytes(serialization.Encoding.PEM)
+
+
+class TLSTests(_WsBase):
+    """wss:// on loopback with a certificate of our own."""
+
+    def serve_tls(self) -> tuple[str, bytes]:
+        from twisted.internet.ssl import PrivateCertificate
+
+        self.events = []
+        self.agents = []
+
+        def make(protocol: JSONRPCProtocol) -> AgentConnection:
+            conn = AgentConnection(lambda c: WsAgent(c, self.events), protocol=protocol)
+            self.agents.append(conn)
+            return conn
+
+        root = Resource()
+        resource = websocket_resource(make)
+        self.resources.append(resource)
+        root.putChild(b"acp", resource)
+        key_pem, cert_pem = self_signed_localhost()
+        options = PrivateCertificate.loadPEM(key_pem + cert_pem).options()
+        port = cast(Any, reactor).listenSSL(0, Site(root), options, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        return f"wss://localhost:{port_number(port)}/acp", cert_pem
+
+    async def _wss(self) -> None:
+        from twisted.internet.ssl import Certificate, optionsForClientTLS
+
+        url, cert_pem = self.serve_tls()
+        trust = optionsForClientTLS("localhost", trustRoot=Certificate.loadPEM(cert_pem))
+        conn, _client = await self.open(url, tls_options=trust)
+        self.assertEqual(await self.start_session(conn), "ws-session")
+        with self.assertRaises(WebSocketConnectError) as caught:
+            await connect_websocket(reactor, url, WsClient())
+        self.assertIn(" wss://localhost:", str(caught.exception))
+        self.assertIn("certificate verify failed", str(caught.exception))
+
+    def test_wss_checks_the_certificate(self) -> Deferred[None]:
+        """
+        wss:// works with tls_options trusting the server's certificate; without them
+        the system trust store refuses the self-signed certificate: one
+        WebSocketConnectError saying so.
+        """
+        return Deferred.fromCoroutine(self._wss())
 
 
 class _Lines(ProcessProtocol):
