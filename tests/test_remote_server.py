@@ -1054,3 +1054,55 @@ class LoopbackFaultTests(TestCase):
             assert len(resource.connections) == 1
 
         return Deferred.fromCoroutine(run())
+
+
+def _typescript_sdk() -> tuple[str, str] | None:
+    """``(node, sdk_dir)``: node and an installed @agentclientprotocol/sdk with its HTTP client."""
+    import glob
+    import shutil
+
+    root = os.environ.get("ACPKIT_REAL_AGENTS") or os.path.join(
+        os.environ.get("TMPDIR", "/tmp"), "acpkit-real-agents"
+    )
+    node = shutil.which("node") or next(
+        iter(glob.glob(os.path.join(root, "npm", "node22", "node_modules", "*", "bin", "node"))),
+        None,
+    )
+    pattern = os.path.join(root, "npm", "*", "node_modules", "@agentclientprotocol", "sdk")
+    for sdk in sorted(glob.glob(pattern)):
+        if os.path.exists(os.path.join(sdk, "dist", "transports", "http-stream.js")):
+            return (node, sdk) if node else None
+    return None
+
+
+@pytest.mark.process
+def test_official_typescript_sdk_http_client_drives_an_acpkit_agent(tmp_path: Path) -> None:
+    """
+    The TypeScript SDK's Streamable HTTP client (experimental/http-client, installed with
+    the real agents) against serve_remote: initialize, session/new, a streamed prompt, a
+    permission round trip, fs, cancel; its session-scoped GETs are served idle.
+    """
+    found = _typescript_sdk()
+    if found is None:
+        pytest.skip("no node with @agentclientprotocol/sdk's HTTP client (.ci/install-real-agents)")
+    node, sdk = found
+    target = tmp_path / "note.txt"
+    target.write_text("hello")
+    child, url = _serve_in_child(tmp_path, ["--token", "tok"])
+    try:
+        done = subprocess.run(
+            [node, str(FIXTURES / "ts_http_client.mjs"), sdk, url, str(target), "tok"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        assert child.stdin is not None
+        child.stdin.close()
+        child.wait(30)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["chunks"] == ["one", " two", " three", "waiting"]
+    assert result["permissions"] == [f"write_file: {target}"]
+    assert (result["first"], result["second"]) == ("end_turn", "cancelled")
+    assert (tmp_path / "note.txt.out").read_text() == "HELLOallow"
