@@ -1106,3 +1106,20 @@ def test_official_typescript_sdk_http_client_drives_an_acpkit_agent(tmp_path: Pa
     assert result["permissions"] == [f"write_file: {target}"]
     assert (result["first"], result["second"]) == ("end_turn", "cancelled")
     assert (tmp_path / "note.txt.out").read_text() == "HELLOallow"
+
+
+def test_session_streams_are_one_per_session_and_bounded(monkeypatch: Any) -> None:
+    """A newer session GET replaces the older for that session; beyond the cap: 429."""
+    import acpkit.remote.server as server_module
+
+    monkeypatch.setattr(server_module, "MAX_SESSION_STREAMS", 2)
+    server = Server()
+    cid = server.initialize()
+    first = server.stream(cid, Acp_Session_Id="a")
+    again = server.stream(cid, Acp_Session_Id="a")
+    assert first.transport.disconnecting and not again.transport.disconnecting
+    assert server.stream(cid, Acp_Session_Id="b").status == 200
+    refused = server.stream(cid, Acp_Session_Id="c")
+    assert refused.status == 429
+    again.close()
+    assert server.stream(cid, Acp_Session_Id="c").status == 200

@@ -63,6 +63,9 @@ SESSION_ATTACHING_METHODS = frozenset({"session/load", "session/resume", "sessio
 
 AgentFactory = Callable[[AgentConnection], IAgent]
 
+#: Session-scoped GET streams one connection may hold open at once (beyond: 429).
+MAX_SESSION_STREAMS = 64
+
 
 @attr.s(frozen=True, auto_attribs=True, kw_only=True)
 class RemoteLimits:
@@ -185,8 +188,8 @@ class RemoteConnection:
         self._on_end = on_end
         self.queue: deque[bytes] = deque()
         self.stream: Request | None = None
-        #: Session-scoped GET streams (``Acp-Session-Id``): kept open, carry nothing.
-        self.listeners: set[Request] = set()
+        #: Session-scoped GET streams (``Acp-Session-Id``), by session: open, carry nothing.
+        self.listeners: dict[str, Request] = {}
         self._stream_paused = False
         self.engine_producer: IPushProducer | None = None
         self._engine_paused = False
@@ -280,19 +283,30 @@ class RemoteConnection:
         self._flush_queue()
         self._schedule_keepalive()
 
-    def attach_listener(self, request: Request) -> None:
+    def attach_listener(self, request: Request, session_id: str) -> bool:
         """
         A GET naming a session (``Acp-Session-Id``), as the official Python SDK's client
         opens for each session (the RFD's revision of 2026-04-01): kept open with
         keep-alives, but every message goes on the connection's one stream (the RFD's
         revision of 2026-04-23: one ordered stream per connection).
         """
+        previous = self.listeners.pop(session_id, None)
+        if previous is not None:
+            self._finish(previous)
+        elif len(self.listeners) >= MAX_SESSION_STREAMS:
+            return False
         self._event_stream_headers(request)
-        self.listeners.add(request)
+        self.listeners[session_id] = request
         request.write(b": session stream: messages come on the connection stream\n\n")
-        request.notifyFinish().addBoth(lambda _: self.listeners.discard(request))
+
+        def gone(_: object) -> None:
+            if self.listeners.get(session_id) is request:
+                del self.listeners[session_id]
+
+        request.notifyFinish().addBoth(gone)
         if self._keepalive is None:
             self._schedule_keepalive()
+        return True
 
     @staticmethod
     def _event_stream_headers(request: Request) -> None:
@@ -333,7 +347,7 @@ class RemoteConnection:
         self._keepalive = None
         if self.stream is not None:
             self.stream.write(b": keepalive\n\n")
-        for listener in self.listeners:
+        for listener in self.listeners.values():
             listener.write(b": keepalive\n\n")
         if self.stream is not None or self.listeners:
             self._schedule_keepalive()
@@ -396,7 +410,7 @@ class RemoteConnection:
         stream, self.stream = self.stream, None
         if stream is not None:
             self._finish(stream)
-        for listener in list(self.listeners):
+        for listener in list(self.listeners.values()):
             self._finish(listener)
         self.listeners.clear()
 
@@ -614,8 +628,11 @@ class ACPResource(Resource):
         connection = self._connection(request)
         if not isinstance(connection, RemoteConnection):
             return connection
-        if request.getHeader(SESSION_ID_HEADER) is not None:
-            connection.attach_listener(request)
+        session_id = request.getHeader(SESSION_ID_HEADER)
+        if session_id is not None:
+            if not connection.attach_listener(request, session_id.decode("latin-1")):
+                limit = MAX_SESSION_STREAMS
+                return _json_error(request, 429, f"more than {limit} session streams")
         else:
             connection.attach_stream(request)
         return NOT_DONE_YET
