@@ -169,16 +169,6 @@ def _as_deferred(result: Any) -> Deferred[Any]:
     return succeed(result)
 
 
-def _wire_tag(value: object) -> Any:
-    """The wire tag of a union variant (``"text"``, ``"form"``…) without encoding it."""
-    tag = getattr(type(value), "__acp_tag__", None)
-    if tag is not None:
-        return tag[1]
-    unknown = getattr(type(value), "__acp_unknown__", None)
-    raw = getattr(value, "raw", None)
-    return raw.get(unknown) if unknown is not None and isinstance(raw, Mapping) else None
-
-
 def _clean_close(reason: Failure) -> bool:
     """Whether a connection ended cleanly: EOF or our close, or an agent's exit status 0."""
     if reason.check(ConnectionDone):
@@ -856,7 +846,7 @@ class AgentConnection(_Role[IAgent]):
         self, params: schema.CreateElicitationRequest, *, timeout: float | None = None
     ) -> Deferred[schema.CreateElicitationResponse]:
         """``elicitation/create`` (only in a mode the client advertised)."""
-        mode = _wire_tag(params)
+        mode = codec.wire_tag(params)
         try:
             self._require(
                 mode in self._elicitation_modes(), "elicitation/create", f"elicitation.{mode}"
@@ -1245,7 +1235,7 @@ class ClientConnection(_Role[IClient]):
             caps = self._ready("session/prompt")
             allowed = caps.prompt_capabilities or schema.PromptCapabilities()
             for block in params.prompt:
-                tag = _wire_tag(block)
+                tag = codec.wire_tag(block)
                 if tag == "image" and not allowed.image:
                     raise CapabilityError(
                         "session/prompt with an image", "promptCapabilities.image"

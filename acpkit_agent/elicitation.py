@@ -381,7 +381,7 @@ class UserAsker:
         client cannot show forms or the request is not a form.
         """
         if not isinstance(request, schema.CreateElicitationRequestForm):
-            mode = codec.encode(request).get("mode")
+            mode = codec.wire_tag(request)
             return _rpc_failure(f"{source}: only form elicitations can be relayed, not {mode!r}")
         if not self.forms_supported():
             return _rpc_failure(
