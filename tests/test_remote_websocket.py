@@ -381,6 +381,27 @@ class LoopbackTests(_WsBase):
         """
         return Deferred.fromCoroutine(self._oversized_to_server())
 
+    async def _hundred_megabytes(self) -> None:
+        url, resource = self.serve(max_message_size=1024 * 1024)
+        conn, _client = await self.open(url)
+        await self.start_session(conn)
+        transport: Any = conn.protocol.transport
+        # The head of a masked 100 MB text frame, and none of its payload: the server
+        # must refuse it from the header alone, without waiting for (or buffering) it.
+        head = b"\x81\xff" + (100 * 1024 * 1024).to_bytes(8, "big") + b"\x00\x00\x00\x00"
+        transport.websocket.transport.write(head)
+        with self.assertRaises(WebSocketClosed) as caught:
+            await conn.closed
+        self.assertEqual(caught.exception.code, 1009)
+        await until(lambda: not resource.connections, "the server to drop the connection")
+
+    def test_hundred_megabyte_frame_refused_from_its_header(self) -> Deferred[None]:
+        """
+        A frame announcing 100 MB to a server limited to 1 MiB is refused at once, from
+        its header (no payload sent): close 1009, the connection forgotten.
+        """
+        return Deferred.fromCoroutine(self._hundred_megabytes())
+
     async def _oversized_to_client(self) -> None:
         url, resource = self.serve()
         conn, _client = await self.open(url, max_message_size=10_000)
