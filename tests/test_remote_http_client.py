@@ -484,6 +484,26 @@ class LoopbackTests(TestCase):
         ]
         self.assertEqual(len(refused), 1)
 
+    async def test_acpkit_trace_records_the_http_traffic(self) -> None:
+        """ACPKIT_TRACE records remote traffic as for a spawned agent: each message once,
+        both ways (initialize's answer from its POST body, the rest from the stream)."""
+        trace = Path(self.mktemp())
+        os.environ["ACPKIT_TRACE"] = str(trace)
+        self.addCleanup(os.environ.pop, "ACPKIT_TRACE", None)
+        conn, _, sid = await self.session()
+        await self.prompt(conn, sid)
+        conn.close()
+        await conn.closed
+        # Each record: time, direction, peer, the message as on the wire.
+        records = [line.split(" ", 3) for line in trace.read_text().splitlines()]
+        sent = [json.loads(r[3]) for r in records if r[1] == "->"]
+        received = [json.loads(r[3]) for r in records if r[1] == "<-"]
+        self.assertEqual(
+            [m.get("method") for m in sent], ["initialize", "session/new", "session/prompt"]
+        )
+        self.assertEqual(received[0]["result"]["protocolVersion"], 1)
+        self.assertEqual(len(received), 6)  # init, new, three chunks, the prompt's answer
+
     async def test_a_bad_url_fails_at_once(self) -> None:
         """A URL that is not http(s)://host, or holds user info, fails the Deferred with
         ValueError; nothing is sent."""
