@@ -19,6 +19,7 @@ from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import ProcessProtocol
+from twisted.internet.task import Clock
 from twisted.logger import ILogObserver, formatEvent, globalLogPublisher
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
@@ -29,7 +30,7 @@ from zope.interface import implementer
 from acpkit import schema
 from acpkit.connection import Client, ClientConnection
 from acpkit.errors import ConnectionLost, RPCError
-from acpkit.remote.http_client import HTTP_TRANSPORT_ERROR, connect_http
+from acpkit.remote.http_client import HTTP_TRANSPORT_ERROR, HTTPClientTransport, connect_http
 from acpkit.sse import encode_event
 
 ROOT = Path(__file__).parent.parent
@@ -379,6 +380,41 @@ class LoopbackTests(TestCase):
             await self.prompt(conn, sid)
         self.assertIn("2000-byte limit", str(caught.exception))
         self.assertEqual(client.chunks, [])
+
+    async def test_a_silent_stream_is_taken_for_dead_after_idle_timeout(self) -> None:
+        """A stream on which nothing comes (a half-open connection: no keep-alive either)
+        ends the connection after idle_timeout; any byte, a keep-alive comment included,
+        restarts the wait."""
+        self.server.answer = lambda m: (
+            [] if m.get("method") == "session/prompt" else scripted_agent(m)
+        )
+        clock = Clock()
+        conn, _, sid = await self.session(idle_timeout=45, clock=clock)
+        posted = self.server.next_post()
+        pending = self.prompt(conn, sid)
+        await posted
+        clock.advance(44)
+        # Wait (an event, not a delay) until the client has read the keep-alive.
+        transport = conn.protocol.transport
+        assert isinstance(transport, HTTPClientTransport)
+        read: Deferred[None] = Deferred()
+        original = transport._still_alive
+
+        def spy(stream: Any) -> None:
+            original(stream)
+            if not read.called:
+                read.callback(None)
+
+        transport._still_alive = spy
+        assert self.server.stream is not None
+        self.server.stream.write(b": keepalive\n\n")
+        await read
+        clock.advance(44)
+        self.assertFalse(pending.called)
+        clock.advance(1)
+        with self.assertRaises(ConnectionLost) as caught:
+            await pending
+        self.assertIn("for 45 s (not even a keep-alive)", str(caught.exception))
 
     async def test_close_sends_delete_with_the_connection_id(self) -> None:
         """close() DELETEs the connection (its id, the cookie) and ends the connection

@@ -40,6 +40,8 @@ stream refused, ended or dropped, the      :class:`~acpkit.errors.ConnectionLost
 server unreachable                         why (no reconnection)
 an SSE event over ``max_event_size``       the connection is lost (the stream is not read
                                            further: nothing is buffered past the limit)
+nothing on a stream for ``idle_timeout``   the connection is lost (a half-open TCP
+(60 s; servers send keep-alives)           connection would otherwise hang every request)
 ``close()``                                the streams are closed, ``DELETE`` with the
                                            connection id, the jar emptied, then the
                                            engine sees the connection end
@@ -61,7 +63,7 @@ import attrs
 from twisted.internet.address import HostnameAddress
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
-from twisted.internet.interfaces import IProtocol, ITransport
+from twisted.internet.interfaces import IDelayedCall, IProtocol, IReactorTime, ITransport
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONNECTION_ID_HEADER",
+    "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_EVENT_SIZE",
     "HTTP_TRANSPORT_ERROR",
     "SESSION_ID_HEADER",
@@ -100,6 +103,11 @@ HTTP_TRANSPORT_ERROR = -32080
 
 #: Largest SSE event (and ``initialize`` body) accepted: the engine's line limit.
 DEFAULT_MAX_EVENT_SIZE = DEFAULT_MAX_LENGTH
+
+#: Seconds without a byte on an SSE stream (servers send a keep-alive every 15 s)
+#: before the connection is taken for dead: a half-open TCP connection otherwise hangs
+#: every pending request forever.
+DEFAULT_IDLE_TIMEOUT = 60.0
 
 #: How much of an error body is read to explain an HTTP error status.
 ERROR_BODY_KEPT = 4096
@@ -123,6 +131,8 @@ class _Stream:
     session_id: str | None
     parser: SSEParser
     reader: _BodyReader | None = None
+    #: Fires when nothing came on the stream for ``idle_timeout`` seconds.
+    idle: IDelayedCall | None = None
 
 
 class _BodyReader(Protocol):
@@ -184,8 +194,10 @@ class HTTPClientTransport:
         max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
         connect_timeout: float = 30.0,
         session_streams: bool = True,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         name: str = "agent",
         http_client: Any = None,
+        clock: IReactorTime | None = None,
     ) -> None:
         parts = check_http_url(url)
         if max_event_size < 1:
@@ -199,7 +211,9 @@ class HTTPClientTransport:
         self.name = name
         self.max_event_size = max_event_size
         self.session_streams = session_streams
+        self.idle_timeout = idle_timeout
         self._reactor = reactor
+        self._clock: IReactorTime = clock if clock is not None else reactor
         self._extra_headers = dict(headers or {})
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -550,6 +564,7 @@ class HTTPClientTransport:
                     )
                     self._discard(response)
                 return
+            self._still_alive(stream)
             stream.reader = self._reader(
                 lambda chunk: self._stream_data(stream, chunk),
                 lambda reason: self._stream_ended(stream, reason),
@@ -564,7 +579,30 @@ class HTTPClientTransport:
         d.addCallbacks(got, failed)
         d.addErrback(self._bug)
 
+    def _still_alive(self, stream: _Stream) -> None:
+        """Data came on ``stream``: (re)start its idle timer."""
+        if self.idle_timeout is None:
+            return
+        if stream.idle is not None and stream.idle.active():
+            stream.idle.reset(self.idle_timeout)
+            return
+        stream.idle = self._clock.callLater(self.idle_timeout, self._stream_idle, stream)
+
+    def _stream_idle(self, stream: _Stream) -> None:
+        what = "the server's" if stream.session_id is None else f"session {stream.session_id}'s"
+        self._fatal(
+            f"nothing came on {what} SSE stream at {self.shown_url} for "
+            f"{self.idle_timeout:g} s (not even a keep-alive): the connection is taken "
+            "for dead"
+        )
+
+    def _stop_idle(self, stream: _Stream) -> None:
+        if stream.idle is not None and stream.idle.active():
+            stream.idle.cancel()
+        stream.idle = None
+
     def _stream_data(self, stream: _Stream, chunk: bytes) -> None:
+        self._still_alive(stream)
         try:
             events = stream.parser.feed(chunk)
         except SSEEventTooLarge as e:
@@ -582,6 +620,7 @@ class HTTPClientTransport:
                 self._feed(event.data)
 
     def _stream_ended(self, stream: _Stream, reason: Failure) -> None:
+        self._stop_idle(stream)
         if self._lost or self.disconnecting:
             return
         clean = _body_ended_cleanly(reason)
@@ -637,6 +676,8 @@ class HTTPClientTransport:
     # -- the end -------------------------------------------------------------------------
 
     def _abort_all(self) -> list[Deferred[Any]]:
+        for stream in self._streams:
+            self._stop_idle(stream)
         for d in list(self._calls):
             d.cancel()
         waits: list[Deferred[Any]] = []
@@ -692,6 +733,8 @@ def connect_http(
     max_event_size: int = DEFAULT_MAX_EVENT_SIZE,
     connect_timeout: float = 30.0,
     session_streams: bool = True,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    clock: IReactorTime | None = None,
 ) -> Deferred[ClientConnection]:
     """
     A :class:`ClientConnection` to the remote agent at ``url`` (Streamable HTTP).
@@ -701,7 +744,8 @@ def connect_http(
     ``ACPKIT_TRACE`` records the traffic as for a spawned agent.  Fails with
     ``ValueError`` for a URL that is not ``http(s)://host...`` or has user info, or a
     header that is not a valid HTTP header.  :meth:`ClientConnection.close` sends the
-    ``DELETE``.
+    ``DELETE``.  ``idle_timeout`` (None: none) is timed on ``clock`` (default: the
+    reactor).
     """
     try:
         transport = HTTPClientTransport(
@@ -711,7 +755,9 @@ def connect_http(
             max_event_size=max_event_size,
             connect_timeout=connect_timeout,
             session_streams=session_streams,
+            idle_timeout=idle_timeout,
             name=name,
+            clock=clock,
         )
     except ValueError as e:
         from twisted.internet.defer import fail
