@@ -64,6 +64,8 @@ def run_suite(
     skip: Sequence[str] = (),
     use_model_server: bool = False,
     explore: bool = True,
+    url: str | None = None,
+    headers: Sequence[tuple[str, str]] = (),
 ) -> SuiteResult:
     """
     Test the agent started by ``argv``: fixed probes, then the explorer (``explore``).
@@ -74,16 +76,29 @@ def run_suite(
     sake: an agent that cannot be tested, or a failure of the tester itself, is a result with
     ``error`` set (exit status 2). Raises `UnknownRule` for a bad selector and `KeyError` for
     an unknown profile.
+
+    With ``url`` (``ws://``, ``wss://``, ``http://``, ``https://``) the agent is reached
+    there instead of started, ``headers`` go with every request and ``argv`` is ignored;
+    the process-level rules are reported not applicable with the reason.
     """
     selected = select_rules(only, skip)
     chosen_profile = PROFILES[profile]
     started = time.monotonic()
-    replay = _replay_command(argv, profile, seed, timeout, only, skip, use_model_server)
+    replay = _replay_command(
+        argv, profile, seed, timeout, only, skip, use_model_server, url, headers
+    )
     notes: list[str] = []
+    agent_name = shlex.join(argv)
+    if url is not None:
+        from acpkit.conformance.wire import RemoteURL
+
+        agent_name = RemoteURL.parse(url).display()
+        if headers:
+            notes.append("headers sent: " + ", ".join(sorted({n for n, _ in headers})))
 
     def failed(error: str) -> SuiteResult:
         return SuiteResult(
-            agent=shlex.join(argv),
+            agent=agent_name,
             results=(),
             seed=seed,
             profile=profile,
@@ -112,6 +127,8 @@ def run_suite(
                 seed=seed,
                 rules=frozenset(r.id for r in selected),
                 model=model is not None,
+                url=url,
+                headers=tuple(headers),
             )
             probes_started = time.monotonic()
             run_probes(config, verdicts)
@@ -137,7 +154,7 @@ def run_suite(
             + traceback.format_exc()
         )
     return SuiteResult(
-        agent=shlex.join(argv),
+        agent=agent_name,
         results=rule_results(verdicts, selected),
         seed=seed,
         profile=profile,
@@ -184,6 +201,8 @@ def _replay_command(
     only: Sequence[str],
     skip: Sequence[str],
     model: bool,
+    url: str | None = None,
+    headers: Sequence[tuple[str, str]] = (),
 ) -> str:
     parts = ["acpkit-conformance", "--profile", profile, "--seed", str(seed)]
     parts += ["--timeout", f"{timeout:g}"]
@@ -193,6 +212,14 @@ def _replay_command(
         parts += ["--skip", ",".join(skip)]
     if model:
         parts.append("--model-server")
+    if url is not None:
+        from acpkit.conformance.wire import RemoteURL
+
+        parts += ["--url", RemoteURL.parse(url).display()]
+        # header values may be tokens: only their names, for the user to fill in
+        for name in sorted({n for n, _ in headers}):
+            parts += ["--header", f"{name}:…"]
+        return shlex.join(parts)
     return shlex.join([*parts, "--", *argv])
 
 
@@ -218,6 +245,18 @@ def _parser() -> argparse.ArgumentParser:
         "Gemini) and point the agent at it",
     )
     parser.add_argument("--env", action="append", default=[], metavar="K=V")
+    parser.add_argument(
+        "--url",
+        help="test the remote agent at this ws://, wss://, http:// or https:// URL instead of "
+        "starting a command",
+    )
+    parser.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME:VALUE",
+        help="a header sent on every request to --url (repeatable; values never reported)",
+    )
     parser.add_argument("--list-rules", action="store_true", help="print the rule ids and exit")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND [ARGS...]")
     return parser
@@ -248,9 +287,27 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
         for rule in select_rules():
             stream.write(f"{rule.id}\t{rule.level}\t{rule.title}\n")
         return 0
-    if not args.command:
-        sys.stderr.write("acpkit-conformance: give the agent command after --\n")
+    if args.url is not None and args.command:
+        sys.stderr.write("acpkit-conformance: give either --url or an agent command, not both\n")
         return 2
+    if args.url is None and not args.command:
+        sys.stderr.write("acpkit-conformance: give the agent command after -- (or --url)\n")
+        return 2
+    headers: list[tuple[str, str]] = []
+    for pair in args.header:
+        name, sep, value = pair.partition(":")
+        if not sep or not name.strip():
+            sys.stderr.write(f"acpkit-conformance: --header wants NAME:VALUE, got {name!r}:…\n")
+            return 2
+        headers.append((name.strip(), value.strip()))
+    if args.url is not None:
+        from acpkit.conformance.wire import RemoteURL
+
+        try:
+            RemoteURL.parse(args.url)
+        except ValueError as e:
+            sys.stderr.write(f"acpkit-conformance: --url: {e}\n")
+            return 2
     env = dict(os.environ)
     for pair in args.env:
         key, sep, value = pair.partition("=")
@@ -269,6 +326,8 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
             only=split_selectors(args.rules),
             skip=split_selectors(args.skip),
             use_model_server=args.model_server,
+            url=args.url,
+            headers=headers,
         )
     except UnknownRule as e:
         sys.stderr.write(f"acpkit-conformance: {e}\n")

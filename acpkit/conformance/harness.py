@@ -110,6 +110,24 @@ class SuiteConfig:
     rules: frozenset[str] = frozenset()
     #: a conformance model serves the agent: prompts carry scenario directives
     model: bool = False
+    #: a remote agent's URL (ws, wss, http, https) instead of ``argv``
+    url: str | None = None
+    #: headers sent on every request to ``url`` (never recorded in a report)
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def remote(self) -> bool:
+        """The agent is reached by URL, not spawned."""
+        return self.url is not None
+
+    @property
+    def agent_name(self) -> str:
+        """The command line, or the URL without user info or query (safe for a report)."""
+        if self.url is not None:
+            from acpkit.conformance.wire import RemoteURL
+
+            return RemoteURL.parse(self.url).display()
+        return " ".join(self.argv)
 
 
 class CannotTest(Exception):
@@ -254,19 +272,32 @@ def start_agent(
     """Start the agent, send ``initialize``; raises `CannotTest` when that fails."""
     observer = Observer(transcript, verdicts)
     tmp = tempfile.mkdtemp(prefix="acpkit-conformance-")
-    driver = AgentDriver(
-        config.argv,
-        observer,
-        cwd=config.cwd,
-        env=config.env,
-        timeout=config.timeout,
-        policy=ClientPolicy(roots=[]),
-    )
+    driver: AgentDriver
+    if config.url is not None:
+        from acpkit.conformance.remote_driver import RemoteDriver
+
+        driver = RemoteDriver(
+            config.url,
+            observer,
+            headers=config.headers,
+            timeout=config.timeout,
+            policy=ClientPolicy(roots=[]),
+        )
+    else:
+        driver = AgentDriver(
+            config.argv,
+            observer,
+            cwd=config.cwd,
+            env=config.env,
+            timeout=config.timeout,
+            policy=ClientPolicy(roots=[]),
+        )
     try:
         driver.start()
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise CannotTest(f"cannot start {' '.join(config.argv)}: {e}") from None
+        verb = "connect to" if config.url is not None else "start"
+        raise CannotTest(f"cannot {verb} {config.agent_name}: {e}") from None
     params = {
         "protocolVersion": version,
         "clientCapabilities": capabilities if capabilities is not None else client_capabilities(),

@@ -39,6 +39,7 @@ from acpkit.conformance.harness import (
     running_agent,
 )
 from acpkit.conformance.observer import BATCH_ANSWER, Observer, Transcript, Verdicts
+from acpkit.conformance.remote_driver import RemoteDriver
 
 __all__ = [
     "ENVELOPE_FAULTS",
@@ -248,6 +249,9 @@ def probe_envelope(agent: Agent) -> None:
         ):
             observer.verdicts.ok("RPC-002")
     for fault in ENVELOPE_FAULTS:
+        if fault.name == "batch" and isinstance(driver, RemoteDriver) and not driver.url.websocket:
+            observer.note("batch fault skipped over Streamable HTTP: HTTP-007 judges it")
+            continue
         with observer.probe(fault.rule_id, fault.what):
             observer.fault(fault.name, fault.rule_id, fault.what)
             if fault.name == "batch":
@@ -537,6 +541,20 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
         with fresh(capabilities=ALL_SERVICES) as agent:
             probe_services(agent)
 
+    from acpkit.conformance import probes_transport as transport
+
+    if config.remote:
+        transport.skip_process_rules(verdicts)
+        guarded(
+            "HTTP-001",
+            "the transport probes",
+            lambda: transport.run_transport_probes(config, verdicts, fresh),
+            "HTTP WS",
+        )
+    else:
+        for rule_id in (*transport.HTTP_RULES, *transport.WS_RULES):
+            verdicts.skip(rule_id, "the agent is tested over stdio (give --url to judge it)")
+
     # Each group runs only when one of the rule id prefixes listed last is selected.
     guarded("INIT-001", "the initialize probes", initialization, "INIT SCHEMA RPC-001")
     guarded("RPC-007", "the envelope probes", envelope, "RPC SCHEMA FRAME-00")
@@ -552,14 +570,15 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
         services,
         "TERMINAL ELICIT NOTICE CAP SCHEMA TURN",
     )
-    guarded(
-        "FRAME-004",
-        "the framing probes",
-        framing,
-        "FRAME-004 FRAME-005 FRAME-006 FRAME-008 RPC-003",
-    )
-    guarded("FRAME-007", "the long-line probe", long_line, "FRAME-007")
-    guarded("FRAME-009", "the EOF probe", eof, "FRAME-009")
+    if not config.remote:  # stdio bytes and process exit (see transport.PROCESS_RULES)
+        guarded(
+            "FRAME-004",
+            "the framing probes",
+            framing,
+            "FRAME-004 FRAME-005 FRAME-006 FRAME-008 RPC-003",
+        )
+        guarded("FRAME-007", "the long-line probe", long_line, "FRAME-007")
+        guarded("FRAME-009", "the EOF probe", eof, "FRAME-009")
 
     # The session-lifecycle and client-answer probes (acpkit.conformance.probes_session).
     from acpkit.conformance import probes_session as more
@@ -588,12 +607,13 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
         lambda: more.probe_authentication(config, verdicts, fresh),
         "AUTH-002",
     )
-    guarded(
-        "SESSION-009",
-        "the spawn-directory probe",
-        lambda: more.probe_spawn_directory(config, verdicts),
-        "SESSION-009 SESSION-010 PATH FS TERMINAL-004",
-    )
+    if not config.remote:
+        guarded(
+            "SESSION-009",
+            "the spawn-directory probe",
+            lambda: more.probe_spawn_directory(config, verdicts),
+            "SESSION-009 SESSION-010 PATH FS TERMINAL-004",
+        )
     guarded(
         "ELICIT-007",
         "the client-answers probe",

@@ -55,6 +55,9 @@ class Rule:
     check: str
     """What observation of the agent's traffic violates the rule (and any stimulus it needs)."""
     capability: str | None = None
+    transport: str | None = None
+    """``http``, ``https`` or ``websocket``: the rule is judged only over that remote
+    transport (``http`` covers ``https``); ``None``: over every transport."""
 
     @property
     def family(self) -> str:
@@ -90,8 +93,10 @@ def _r(
     quote: str,
     check: str,
     capability: str | None = None,
+    *,
+    transport: str | None = None,
 ) -> Rule:
-    return Rule(rule_id, title, level, page, section, quote, check, capability)
+    return Rule(rule_id, title, level, page, section, quote, check, capability, transport)
 
 
 TRANSPORTS = _doc("transports")
@@ -113,6 +118,8 @@ EXTENSIBILITY = _doc("extensibility")
 CANCELLATION = _doc("cancellation")
 AUTHENTICATION = _doc("authentication")
 ELICITATION = _doc("elicitation")
+#: The remote transports are specified by an RFD, not (yet) by a v1 page.
+REMOTE_RFD = "docs/rfds/streamable-http-websocket-transport.mdx"
 
 TOP = "(top of page)"
 DESCRIPTION = "description"
@@ -1214,6 +1221,179 @@ RULES: tuple[Rule, ...] = (
         "and does not start with _ (or $/). The spec's word is MAY; the condition it sets is "
         "what is checked, at SHOULD.",
     ),
+    # -- the remote transports (RFD "Streamable HTTP & WebSocket Transport") -------------
+    _r(
+        "HTTP-001",
+        "POST initialize is answered 200 with a JSON body and an Acp-Connection-Id header",
+        "MUST",
+        REMOTE_RFD,
+        "1. Adds an HTTP Transport",
+        "The initialize request is special: it returns 200 OK with a JSON response body "
+        "containing capabilities and the Acp-Connection-Id. The Acp-Connection-Id is also "
+        "included in the response header.",
+        "Streamable HTTP only. The POST of initialize (no Acp-Connection-Id) answered with "
+        "another status, a Content-Type other than application/json, or no Acp-Connection-Id "
+        "header. No keyword: a wire-format fact of the routing table, hence MUST.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-002",
+        "Every other POST is answered 202 Accepted at once (the answer comes on the stream)",
+        "MUST",
+        REMOTE_RFD,
+        "6. Defines a unified routing model",
+        "Send JSON-RPC message. initialize returns 200 with JSON body. All others return 202 "
+        "Accepted immediately.",
+        "Streamable HTTP only. A POST of a valid JSON-RPC message after initialize answered "
+        "with another 2xx status (a 200 with the response in the body, say). No keyword: "
+        "a wire-format fact of the routing table, hence MUST.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-003",
+        "A POST whose Content-Type is not application/json is refused with 415",
+        "MUST",
+        REMOTE_RFD,
+        "Content Negotiation and Validation",
+        "POST Content-Type MUST be application/json (415 otherwise).",
+        "Stimulus: a valid request posted as text/plain on an initialized connection. "
+        "Violated when the answer is not 415.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-004",
+        "A GET whose Accept lacks text/event-stream is refused with 406",
+        "MUST",
+        REMOTE_RFD,
+        "Content Negotiation and Validation",
+        "GET Accept MUST include text/event-stream (406 otherwise).",
+        "Stimulus: a GET with the connection's Acp-Connection-Id and Accept: application/json. "
+        "Violated when the answer is not 406.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-005",
+        "A GET, a non-initialize POST or a DELETE without Acp-Connection-Id gets 400",
+        "MUST",
+        REMOTE_RFD,
+        "Unified Endpoint Routing",
+        "Missing Acp-Connection-Id? → 400 Bad Request",
+        "Stimulus: a GET (Accept: text/event-stream), a POST of a request other than "
+        "initialize, and a DELETE, each without Acp-Connection-Id. Violated when one is not "
+        "answered 400. No keyword: the routing tree is normative, hence MUST.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-006",
+        "A GET or POST naming an unknown Acp-Connection-Id gets 404",
+        "MUST",
+        REMOTE_RFD,
+        "Unified Endpoint Routing",
+        "Unknown Acp-Connection-Id? → 404 Not Found",
+        "Stimulus: a GET and a POST with a connection id the server never issued. Violated "
+        "when one is not answered 404. No keyword: the routing tree is normative, hence MUST.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-007",
+        "A batch (JSON array) POST is answered 501",
+        "MUST",
+        REMOTE_RFD,
+        "Content Negotiation and Validation",
+        "Batch JSON-RPC requests return 501.",
+        "Stimulus: a one-request batch posted on an initialized connection. Violated when the "
+        "answer is not 501. No keyword: a wire-format fact, hence MUST.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-008",
+        "DELETE ends the connection with 202; the id is unknown (404) afterwards",
+        "MUST",
+        REMOTE_RFD,
+        "Unified Endpoint Routing",
+        "Has Acp-Connection-Id? → Terminate connection and all associated sessions, return 202",
+        "Stimulus: DELETE on an initialized connection, then a POST and a GET with its id. "
+        "Violated when the DELETE is not answered 202, or a later request is not answered "
+        "404 (derived: a terminated connection's id is unknown), or its GET stream stays "
+        "open. No keyword: the routing tree is normative, hence MUST.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-009",
+        "Server messages arrive on the GET stream, one per SSE event, in the agent's order",
+        "MUST",
+        REMOTE_RFD,
+        "1. Adds an HTTP Transport",
+        "All server→client messages (responses to requests and unsolicited notifications) are "
+        "delivered via a single SSE stream opened with GET. This includes responses to client "
+        "requests (correlated by JSON-RPC id), …",
+        "Throughout the run, and in a prompt turn: the GET stream not answered 200 "
+        "text/event-stream, an SSE event whose data is not one JSON-RPC object, or a turn's "
+        "session/update arriving after the turn's response on the stream (the RFD's prompt "
+        "flow: notifications, then the response). A response that never arrives is TURN-001 "
+        "or a timeout.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-010",
+        "A session-scoped POST without Acp-Session-Id gets 400",
+        "MUST",
+        REMOTE_RFD,
+        "Unified Endpoint Routing",
+        "Session-scoped request missing Acp-Session-Id? → 400 Bad Request",
+        "Stimulus: session/prompt for a session of the connection posted without "
+        "Acp-Session-Id. Violated when the answer is not 400. (Content Negotiation: 'POST "
+        "requests for session-scoped operations MUST include both Acp-Connection-Id and "
+        "Acp-Session-Id headers.')",
+        transport="http",
+    ),
+    _r(
+        "HTTP-011",
+        "Streamable HTTP is served over HTTP/2 (h2 chosen over TLS by ALPN)",
+        "MUST",
+        REMOTE_RFD,
+        "1. Adds an HTTP Transport",
+        "Streamable HTTP transport MUST use HTTP/2.",
+        "https URLs only: a TLS handshake offering h2 and http/1.1 by ALPN in which the server "
+        "does not choose h2. Over cleartext http HTTP/2 is not negotiated by ALPN, so the rule "
+        "is not judged.",
+        transport="https",
+    ),
+    _r(
+        "WS-001",
+        "The WebSocket upgrade answer carries Acp-Connection-Id",
+        "MUST",
+        REMOTE_RFD,
+        "Connection Establishment (GET with Upgrade)",
+        "A new connection is created on upgrade. The Acp-Connection-Id is returned in the "
+        "upgrade response headers.",
+        "WebSocket only. The 101 answer to the upgrade has no Acp-Connection-Id header. No "
+        "keyword: a wire-format fact, hence MUST.",
+        transport="websocket",
+    ),
+    _r(
+        "WS-002",
+        "Every WebSocket message from the agent is a text frame with one JSON-RPC message",
+        "MUST",
+        REMOTE_RFD,
+        "Bidirectional Messaging",
+        "All messages are WebSocket text frames containing JSON-RPC.",
+        "WebSocket only, throughout the run: a binary message from the agent, or a text "
+        "message that is not one JSON-RPC object (a batch, two messages, a scalar).",
+        transport="websocket",
+    ),
+    _r(
+        "WS-003",
+        "A binary frame from the client is ignored: not answered, not fatal",
+        "MUST",
+        REMOTE_RFD,
+        "Bidirectional Messaging",
+        "Binary frames are ignored.",
+        "Stimulus: a binary frame holding a valid request, then a text request. Violated when "
+        "the binary frame's request is answered, the connection closes, or the text request "
+        "is not answered. No keyword: a wire-format fact, hence MUST.",
+        transport="websocket",
+    ),
 )
 
 RULES_BY_ID: dict[str, Rule] = {rule.id: rule for rule in RULES}
@@ -1631,6 +1811,31 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "SHOULD",
         "Binds the protocol's evolution, not a running agent.",
     ),
+    _u(
+        REMOTE_RFD,
+        "5. Requires cookie support on HTTP transports",
+        "Clients MUST accept, store, and return cookies set by the server on all HTTP-based "
+        "transports (Streamable HTTP and WebSocket).",
+        "MUST",
+        "Binds the client. The tester keeps the cookies a server sets for the connection's "
+        "life and returns them, so that a server relying on them (session affinity) can be "
+        "tested.",
+    ),
+    _u(
+        REMOTE_RFD,
+        "Bidirectional Messaging",
+        "On disconnect, the server cleans up the connection and any associated sessions.",
+        "MUST",
+        "Internal to the server: not visible to a client that is gone.",
+    ),
+    _u(
+        REMOTE_RFD,
+        "Connection Establishment (GET with Upgrade)",
+        "The client must still send initialize as the first JSON-RPC message over the "
+        "WebSocket to negotiate capabilities before creating sessions.",
+        "MUST",
+        "Binds the client (the tester does so); a request before initialize is INIT's concern.",
+    ),
 )
 
 
@@ -1669,6 +1874,21 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _applies(rule: Rule, *, short: bool) -> str:
+    if rule.transport is not None:
+        over = {"http": "Streamable HTTP", "https": "Streamable HTTP over TLS"}.get(
+            rule.transport, "WebSocket"
+        )
+        return f"{over} (`--url`)" if short else f"when the agent is tested over {over} (--url)"
+    if rule.capability:
+        return (
+            f"`{rule.capability}` advertised"
+            if short
+            else f"when `{rule.capability}` is advertised"
+        )
+    return "always"
+
+
 def render_markdown(
     rules: Sequence[Rule] = RULES, uncheckable: Sequence[Uncheckable] = UNCHECKABLE
 ) -> str:
@@ -1685,16 +1905,19 @@ def render_markdown(
         "a cut. The level is the spec's own word (MUST / MUST NOT: MUST; SHOULD, SHOULD NOT,",
         "'should': SHOULD); for a sentence without a keyword the check says which level was",
         "chosen and why. Where the prose and the schema disagree, the schema is the contract.",
+        "The `HTTP` and `WS` rules come from the RFD",
+        "`docs/rfds/streamable-http-websocket-transport.mdx` (the remote transports) and are",
+        "judged only when the agent is tested by URL (`acpkit-conformance --url`).",
         "",
         "| id | level | rule | applies when |",
         "|---|---|---|---|",
     ]
     for rule in rules:
-        applies = f"`{rule.capability}` advertised" if rule.capability else "always"
+        applies = _applies(rule, short=True)
         lines.append(f"| `{rule.id}` | {rule.level} | {_cell(rule.title)} | {applies} |")
     lines.append("")
     for rule in rules:
-        applies = f"when `{rule.capability}` is advertised" if rule.capability else "always"
+        applies = _applies(rule, short=False)
         lines += [
             f"## {rule.id}: {rule.title}",
             "",

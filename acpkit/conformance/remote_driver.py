@@ -1,0 +1,382 @@
+"""
+`RemoteDriver`: the blocking agent driver (`acpkit.conformance.driver.AgentDriver`) over a
+remote agent's URL instead of a child process's pipes.
+
+Every message the tester writes is one ``POST`` body (Streamable HTTP) or one text frame
+(WebSocket); every message the agent sends, read from the connection's SSE stream or its
+text frames, is handed to the observer as one line, so every traffic check of the stdio
+suite applies unchanged. While it runs it judges the transport rules visible in ordinary
+traffic (HTTP-001, HTTP-002, HTTP-009, WS-001, WS-002); the probes that need a deliberately
+wrong request are in `acpkit.conformance.probes_transport`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import queue
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy
+from acpkit.conformance.observer import Observer, id_key
+from acpkit.conformance.wire import (
+    MAX_MESSAGE,
+    CookieJar,
+    HTTPAnswer,
+    RemoteURL,
+    WebSocket,
+    WebSocketError,
+    http_request,
+    open_stream,
+)
+from acpkit.sse import SSEEventTooLarge, SSEParser
+
+__all__ = ["CONNECTION_ID", "SESSION_ID", "RemoteDriver"]
+
+CONNECTION_ID = "Acp-Connection-Id"
+SESSION_ID = "Acp-Session-Id"
+_END = object()
+
+
+def _one_line(data: bytes) -> bytes:
+    """A message as one observer line (newlines between JSON tokens are whitespace)."""
+    return data.replace(b"\r", b" ").replace(b"\n", b" ")
+
+
+class RemoteDriver(AgentDriver):
+    """
+    One remote agent connection, driven synchronously. ``headers`` are sent on every request
+    (an ``Authorization`` header, say) and never recorded. Cookies the server sets are kept
+    for the connection's life and sent back.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        observer: Observer,
+        *,
+        headers: Sequence[tuple[str, str]] = (),
+        timeout: float = 10.0,
+        policy: ClientPolicy | None = None,
+    ) -> None:
+        super().__init__((), observer, timeout=timeout, policy=policy)
+        self.url = RemoteURL.parse(url)
+        self.headers = dict(headers)
+        self.jar = CookieJar()
+        self.connection_id: str | None = None
+        self._queue: queue.Queue[object] = queue.Queue()
+        self._socket: WebSocket | None = None
+        self._stream: http.client.HTTPConnection | None = None
+        self._reader: threading.Thread | None = None
+        self._agent_sessions: dict[str, str] = {}
+        self._closed = False
+        #: every message read from the agent, in arrival order (for the ordering checks)
+        self.arrivals: list[dict[str, Any]] = []
+        self.accepted = 0
+
+    # -- process-like life -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the WebSocket (WS-001 judged on its answer); HTTP opens at ``initialize``."""
+        if not self.url.websocket:
+            return
+        try:
+            socket = WebSocket.connect(self.url, self.headers, timeout=self.timeout, jar=self.jar)
+        except WebSocketError as e:
+            raise OSError(str(e)) from None
+        self._socket = socket
+        self.connection_id = socket.answer.header(CONNECTION_ID)
+        if self.connection_id:
+            self.observer.verdicts.ok("WS-001")
+        else:
+            self.observer.violation(
+                "WS-001", f"the WebSocket upgrade answer (101) has no {CONNECTION_ID} header"
+            )
+        self._reader = threading.Thread(target=self._read_socket, args=(socket,), daemon=True)
+        self._reader.start()
+
+    @property
+    def returncode(self) -> int | None:
+        """A remote agent has no exit status."""
+        return None
+
+    @property
+    def stderr_tail(self) -> str:
+        """A remote agent has no stderr."""
+        return ""
+
+    def close_stdin(self) -> None:
+        """End the connection: ``DELETE`` (HTTP) or a close frame (WebSocket)."""
+        if self.stdin_closed:
+            return
+        self.stdin_closed = True
+        self.observer.note("connection closed by the tester")
+        if self._socket is not None:
+            self._socket.close()
+        elif self.connection_id is not None:
+            try:
+                http_request(
+                    self.url,
+                    "DELETE",
+                    {**self.headers, CONNECTION_ID: self.connection_id},
+                    timeout=self.timeout,
+                    jar=self.jar,
+                )
+            except OSError:
+                pass
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Nothing to wait for: a remote agent does not exit."""
+        return None
+
+    def stop(self) -> None:
+        """Close the connection and the SSE stream."""
+        self.close_stdin()
+        if self._stream is not None:
+            self._stream.close()
+        self._closed = True
+
+    # -- writing -------------------------------------------------------------------------
+
+    def write(self, data: bytes, pieces: Sequence[int] = (), pause: float = 0.0) -> None:
+        """Each line of ``data`` is one message (``pieces`` do not apply remotely)."""
+        self.observer.sent_bytes(data)
+        for line in data.split(b"\n"):
+            line = line.rstrip(b"\r")
+            if line:
+                self._send_message(line)
+
+    def send_binary(self, data: bytes) -> None:
+        """A binary WebSocket frame (WS-003): recorded as a note, not as a message."""
+        assert self._socket is not None
+        self.observer.note(f"binary frame sent ({len(data)} bytes)")
+        self._socket.send(data, opcode=2)
+
+    def _send_message(self, body: bytes) -> None:
+        if self.stdin_closed:
+            raise AgentGone(None, "", "writing after the connection was closed")
+        if self._socket is not None:
+            try:
+                self._socket.send(body)
+            except OSError as e:
+                raise AgentGone(None, "", f"writing ({e})") from None
+            return
+        self._post(body)
+
+    def _post(self, body: bytes) -> None:
+        try:
+            message = json.loads(body)
+        except ValueError:
+            message = None
+        single = isinstance(message, dict) and message.get("jsonrpc") == "2.0"
+        method = message.get("method") if isinstance(message, dict) else None
+        headers = {**self.headers, "Content-Type": "application/json"}
+        headers["Accept"] = "application/json, text/event-stream"
+        initialize = method == "initialize" and self.connection_id is None
+        if self.connection_id is not None:
+            headers[CONNECTION_ID] = self.connection_id
+        session = self._session_of(message)
+        if session is not None:
+            headers[SESSION_ID] = session
+        try:
+            answer = http_request(
+                self.url, "POST", headers, body, timeout=self.timeout, jar=self.jar
+            )
+        except OSError as e:
+            raise AgentGone(None, "", f"posting a message ({e})") from None
+        if initialize:
+            self._initialized(answer)
+            return
+        if answer.status == 202:
+            if single:
+                self.accepted += 1
+                self.observer.verdicts.ok("HTTP-002")
+            return
+        if single and 200 <= answer.status < 300:
+            self.observer.violation(
+                "HTTP-002",
+                f"a POST of {method or 'a response'} was answered {answer.status}, not 202 "
+                "Accepted",
+            )
+        elif answer.status >= 400:
+            self.observer.note(f"POST answered {answer.status}: {answer.body[:200]!r}")
+        self._body_messages(answer)
+
+    def _session_of(self, message: Any) -> str | None:
+        if not isinstance(message, dict):
+            return None
+        params = message.get("params")
+        if isinstance(params, dict) and isinstance(params.get("sessionId"), str):
+            return str(params["sessionId"])
+        if "method" not in message and "id" in message:
+            return self._agent_sessions.get(id_key(message["id"]))
+        return None
+
+    def _body_messages(self, answer: HTTPAnswer) -> None:
+        """A JSON-RPC message in a POST answer's body goes to the observer like any other."""
+        body = answer.body.strip()
+        if body[:1] in (b"{", b"["):
+            self._queue.put(_one_line(body))
+
+    def _initialized(self, answer: HTTPAnswer) -> None:
+        problems = []
+        if answer.status != 200:
+            problems.append(f"status {answer.status}, not 200")
+        content_type = (answer.header("content-type") or "").split(";")[0].strip().lower()
+        if answer.status == 200 and content_type != "application/json":
+            problems.append(f"Content-Type {content_type or '(none)'}, not application/json")
+        self.connection_id = answer.header(CONNECTION_ID)
+        if not self.connection_id:
+            problems.append(f"no {CONNECTION_ID} header")
+            self._body_messages(answer)
+            result = _parse(answer.body)
+            found = result.get("result") if isinstance(result, dict) else None
+            fallback = found.get("connectionId") if isinstance(found, dict) else None
+            if isinstance(fallback, str):
+                self.connection_id = fallback
+        else:
+            self._body_messages(answer)
+        if problems:
+            self.observer.violation(
+                "HTTP-001", "the POST of initialize was answered with " + ", ".join(problems)
+            )
+        else:
+            self.observer.verdicts.ok("HTTP-001")
+        if self.connection_id is not None and answer.status == 200:
+            self._open_stream()
+
+    def _open_stream(self) -> None:
+        assert self.connection_id is not None
+        headers = {**self.headers, "Accept": "text/event-stream"}
+        headers[CONNECTION_ID] = self.connection_id
+        try:
+            answer, response, connection = open_stream(
+                self.url, headers, timeout=self.timeout, jar=self.jar
+            )
+        except OSError as e:
+            self.observer.violation("HTTP-009", f"the GET stream could not be opened: {e}")
+            return
+        content_type = (answer.header("content-type") or "").split(";")[0].strip().lower()
+        if response is None or content_type != "text/event-stream":
+            self.observer.violation(
+                "HTTP-009",
+                f"the GET stream was answered {answer.status} with Content-Type "
+                f"{content_type or '(none)'}, not 200 text/event-stream",
+            )
+            if response is None:
+                return
+        self._stream = connection
+        self._reader = threading.Thread(target=self._read_stream, args=(response,), daemon=True)
+        self._reader.start()
+
+    # -- reading threads -----------------------------------------------------------------
+
+    def _read_stream(self, response: http.client.HTTPResponse) -> None:
+        parser = SSEParser(MAX_MESSAGE)
+        try:
+            while True:
+                chunk = response.read1(65536)
+                if not chunk:
+                    break
+                for event in parser.feed(chunk):
+                    if event.data:
+                        self._queue.put(("sse", event.data))
+        except SSEEventTooLarge:
+            self._queue.put(("note", f"an SSE event larger than {MAX_MESSAGE} bytes"))
+        except (OSError, ValueError, http.client.HTTPException):
+            pass
+        self._queue.put(_END)
+
+    def _read_socket(self, socket: WebSocket) -> None:
+        try:
+            while True:
+                received = socket.recv()
+                if received is None:
+                    break
+                opcode, payload = received
+                if opcode == 2:
+                    self._queue.put(("binary", payload))
+                else:
+                    self._queue.put(("text", payload))
+        except WebSocketError as e:
+            self._queue.put(("note", f"WebSocket framing broken: {e}"))
+        self._queue.put(_END)
+
+    def _read(self, timeout: float) -> bool:
+        """Dispatch what arrived within ``timeout``; False at the end of the connection."""
+        if self._eof:
+            return False
+        try:
+            item = (
+                self._queue.get(timeout=max(0.0, timeout)) if timeout else self._queue.get_nowait()
+            )
+        except queue.Empty:
+            return True
+        while True:
+            if item is _END:
+                self._eof = True
+                self.observer.flush()
+                return False
+            self._take(item)
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return True
+
+    def _take(self, item: object) -> None:
+        if isinstance(item, bytes):  # a POST answer's body
+            self._dispatch(item)
+            return
+        assert isinstance(item, tuple)
+        kind, payload = item
+        if kind == "note":
+            self.observer.note(str(payload))
+            return
+        if kind == "binary":
+            self.observer.violation(
+                "WS-002", f"the agent sent a binary frame ({len(payload)} bytes), not text"
+            )
+            return
+        value = _parse(payload)
+        rule = "HTTP-009" if kind == "sse" else "WS-002"
+        where = "an SSE event" if kind == "sse" else "a text frame"
+        if isinstance(value, dict):
+            self.observer.verdicts.ok(rule)
+        elif value is not None:
+            self.observer.violation(
+                rule, f"{where} carries {type(value).__name__} JSON, not one JSON-RPC message"
+            )
+        else:
+            self.observer.violation(rule, f"{where} is not one JSON value: {payload[:120]!r}")
+        self._dispatch(_one_line(payload))
+
+    def _dispatch(self, line: bytes) -> None:
+        message = _parse(line)
+        if isinstance(message, dict):
+            self.arrivals.append(message)
+            params = message.get("params")
+            if "method" in message and "id" in message and isinstance(params, dict):
+                session = params.get("sessionId")
+                if isinstance(session, str):
+                    self._agent_sessions[id_key(message["id"])] = session
+        super()._dispatch(line)
+
+    def wait_until(self, deadline: float) -> None:
+        """Read until ``deadline`` (monotonic) or the end."""
+        while time.monotonic() < deadline and self._read(max(0.0, deadline - time.monotonic())):
+            pass
+
+
+def _parse(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def describe_headers(headers: Mapping[str, str]) -> str:
+    """Header names only (values may be tokens): for notes and reports."""
+    return ", ".join(sorted(headers)) or "(none)"
