@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
+from unittest import skipUnless
 
 import pytest
 from twisted.internet import reactor
@@ -146,6 +147,12 @@ class WsClient(Client):
         return schema.ReadTextFileResponse(content=Path(params.path).read_text())
 
 
+async def connect_and_wait(url: str) -> tuple[ClientConnection, WsClient]:
+    """A client connected to ``url`` (closed by the caller)."""
+    client = WsClient()
+    return await connect_websocket(reactor, url, client), client
+
+
 async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
     """Wait, a reactor turn at a time, until ``condition()`` (fails after ``timeout``)."""
     deadline = reactor.seconds() + timeout
@@ -267,6 +274,36 @@ class LoopbackTests(_WsBase):
         """
         return Deferred.fromCoroutine(self._full_scenario())
 
+    async def _traced(self) -> None:
+        from acpkit.trace import read_trace
+
+        path = Path(self.mktemp())
+        self.patch(os, "environ", {**os.environ, "ACPKIT_TRACE": str(path)})
+        url, _resource = self.serve()
+        conn, _client = await self.open(url)
+        await self.start_session(conn)
+        seen = [
+            (r.name, r.sent, r.json().get("method"), r.json().get("id"))
+            for r in read_trace(str(path))
+        ]
+        self.assertEqual(
+            seen,
+            [
+                ("agent", True, "initialize", 1),
+                ("ws-server", False, "initialize", 1),
+                ("ws-server", True, None, 1),
+                ("agent", False, None, 1),
+                ("agent", True, "session/new", 2),
+                ("ws-server", False, "session/new", 2),
+                ("ws-server", True, None, 2),
+                ("agent", False, None, 2),
+            ],
+        )
+
+    def test_acpkit_trace_records_both_sides(self) -> Deferred[None]:
+        """With ACPKIT_TRACE set, both ends of a WebSocket trace each message both ways."""
+        return Deferred.fromCoroutine(self._traced())
+
     async def _server_cut(self) -> None:
         url, resource = self.serve()
         conn, client = await self.open(url)
@@ -310,6 +347,44 @@ class LoopbackTests(_WsBase):
         turn is cancelled, it leaves the registry) with a reason naming code 1006.
         """
         return Deferred.fromCoroutine(self._client_cut())
+
+    async def _no_leak(self) -> None:
+        url, resource = self.serve()
+
+        def open_fds() -> int:
+            return len(os.listdir("/proc/self/fd"))
+
+        # A first connection makes what the reactor creates once (its resolver's thread).
+        first, _ = await connect_and_wait(url)
+        first.close()
+        await first.closed
+        await until(lambda: not resource.connections, "the first connection to end")
+        before = open_fds()
+        for round_ in range(10):
+            conn, client = await connect_and_wait(url)
+            sid = await self.start_session(conn)
+            pending = self.prompt(conn, sid, "wait")
+            await client.waiting
+            transport: Any = conn.protocol.transport
+            if round_ % 2:
+                transport.websocket.transport.abortConnection()  # cut
+            else:
+                conn.close()  # clean
+            await pending.addErrback(lambda _: None)
+            await conn.closed.addErrback(lambda _: None)
+        await until(lambda: not resource.connections, "the server to forget them all")
+        await until(lambda: open_fds() == before, f"the descriptors to return to {before}")
+        self.assertEqual(self.events.count("turn cancelled"), 10)
+        self.assertEqual([a.closed_reason is not None for a in self.agents], [True] * 11)
+
+    @skipUnless(os.path.isdir("/proc/self/fd"), "counts descriptors in /proc/self/fd")
+    def test_cut_and_closed_connections_leak_nothing(self) -> Deferred[None]:
+        """
+        Ten connections ended mid-turn (five cut, five closed): every turn cancelled,
+        the server's registry empty and the process's file descriptors back to their
+        count before.
+        """
+        return Deferred.fromCoroutine(self._no_leak())
 
     async def _binary(self) -> None:
         url, _resource = self.serve()
