@@ -32,6 +32,7 @@ from acpkit.connection import Client, ClientConnection
 from acpkit.errors import ConnectionLost, RPCError
 from acpkit.remote.http_client import HTTP_TRANSPORT_ERROR, HTTPClientTransport, connect_http
 from acpkit.sse import encode_event
+from tests.real_peers import NODE22, TS_SDK_MODULES, require_peer
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "remote"
@@ -579,7 +580,7 @@ class _Server(ProcessProtocol):
 
     def processEnded(self, reason: Failure) -> None:
         if not self.port.called:
-            self.port.errback(RuntimeError(f"the SDK server exited: {self.err.decode()[-2000:]}"))
+            self.port.errback(RuntimeError(f"the server exited: {self.err.decode()[-2000:]}"))
         self.ended.callback(None)
 
 
@@ -596,12 +597,22 @@ async def start_sdk_server(case: TestCase) -> str:
     """Start the SDK's HTTP server (killed at the test's cleanup); return its /acp URL."""
     if not _sdk_server_available():
         raise pytest.skip.Exception("the Python SDK's HTTP server or uvicorn is missing")
+    return await start_server(case, [sys.executable, str(FIXTURES / "sdk_http_server.py")])
+
+
+async def start_ts_server(case: TestCase) -> str:
+    """Start the TypeScript SDK's HTTP server (node); return its /acp URL."""
+    node = require_peer(NODE22)
+    sdk = os.path.join(require_peer(TS_SDK_MODULES), "@agentclientprotocol", "sdk")
+    return await start_server(case, [node, str(FIXTURES / "ts_http_server.mjs"), sdk])
+
+
+async def start_server(case: TestCase, argv: list[str]) -> str:
+    """Run ``argv`` (a server printing ``PORT n``), killed at cleanup; return its URL."""
     proto = _Server()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    process = reactor.spawnProcess(
-        proto, sys.executable, [sys.executable, str(FIXTURES / "sdk_http_server.py")], env=env
-    )
+    process = reactor.spawnProcess(proto, argv[0], argv, env=env)
 
     def stop() -> Deferred[None]:
         if not proto.ended.called:
@@ -665,6 +676,18 @@ class SdkServerTests(TestCase):
         """The whole scenario (run_scenario) against the SDK's server and its agent."""
         url = await start_sdk_server(self)
         await run_scenario(self, url, "sdk-session")
+
+
+@pytest.mark.process
+class TsServerTests(TestCase):
+    """acpkit's ClientConnection driving the TypeScript SDK 2.4.0's Streamable HTTP server."""
+
+    timeout = 60
+
+    async def test_full_scenario_against_the_ts_sdk_server(self) -> None:
+        """The whole scenario against the TypeScript SDK's AcpServer (node adapter)."""
+        url = await start_ts_server(self)
+        await run_scenario(self, url, "ts-session")
 
 
 class AcpkitServerTests(TestCase):
