@@ -18,7 +18,7 @@ from twisted.internet import reactor
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IListeningPort
-from twisted.internet.protocol import ProcessProtocol
+from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.logger import ILogObserver, formatEvent, globalLogPublisher
@@ -598,6 +598,47 @@ class LoopbackTests(_WsBase):
         set_global_log_level("debug")
         self.addCleanup(set_global_log_level, level)
         return events
+
+    def silent_server(self) -> tuple[str, list[Protocol]]:
+        """A TCP server that accepts and never answers; the URL and its connections."""
+        accepted: list[Protocol] = []
+
+        class Silent(Protocol):
+            def connectionMade(self) -> None:
+                accepted.append(self)
+
+        port = reactor.listenTCP(0, cast(Any, Factory.forProtocol(Silent)), interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        return f"ws://127.0.0.1:{port_number(port)}/acp", accepted
+
+    async def _open_timeout(self) -> None:
+        url, accepted = self.silent_server()
+        with self.assertRaises(WebSocketConnectError) as caught:
+            await connect_websocket(reactor, url, WsClient(), open_timeout=1.0)
+        self.assertIn("opening handshake timeout", str(caught.exception))
+        await until(lambda: not cast(Any, accepted[0].transport).connected, "the socket to close")
+        self._cancel_ping_buckets()
+
+    def test_server_that_never_answers_the_handshake(self) -> Deferred[None]:
+        """
+        No answer to the upgrade within open_timeout: one WebSocketConnectError, the
+        socket closed.
+        """
+        return Deferred.fromCoroutine(self._open_timeout())
+
+    async def _cancelled(self) -> None:
+        url, accepted = self.silent_server()
+        connecting = connect_websocket(reactor, url, WsClient())
+        await until(lambda: bool(accepted), "the server to accept")
+        connecting.cancel()
+        with self.assertRaises(CancelledError):
+            await connecting
+        await until(lambda: not cast(Any, accepted[0].transport).connected, "the socket to close")
+        self._cancel_ping_buckets()
+
+    def test_cancelling_connect_drops_the_socket(self) -> Deferred[None]:
+        """Cancelling connect_websocket's Deferred mid-handshake closes the socket."""
+        return Deferred.fromCoroutine(self._cancelled())
 
     async def _handshake_failed(self) -> None:
         url, _resource = self.serve()
