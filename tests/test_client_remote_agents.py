@@ -14,17 +14,20 @@ from pathlib import Path
 import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
+from twisted.web.server import Site
 
 from acpkit.connection import Client
+from acpkit.remote.http_client import RemoteConnectionLost
 from acpkit_client import cli
 from acpkit_client.agents import AgentRun, AgentStartError, AgentState
 from acpkit_client.config import AgentsFileError, parse_agents_text
 from acpkit_client.status import agent_lines
 from tests.test_remote_connect import free_port
-from tests.test_remote_http_client import start_sdk_server
+from tests.test_remote_http_client import FakeAcpServer, scripted_agent, start_sdk_server
 
 ROOT = Path(__file__).parent.parent
 FILE = "/home/u/.config/acpkit/acp.toml"
@@ -152,6 +155,51 @@ class UnreachableTests(TestCase):
             await run.connect(reactor, Client())
         self.assertIn(f"cannot connect to ws://127.0.0.1:{port}/acp", str(caught.exception))
         self.assertEqual(run.problems, [str(caught.exception)])
+
+
+class LifetimeTests(TestCase):
+    """A url agent's run against a scripted loopback server: loss and stop."""
+
+    timeout = 30
+
+    async def setUp(self) -> None:  # type: ignore[override]
+        self.server = FakeAcpServer()
+        self.server.answer = scripted_agent
+        port = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(Site(self.server))
+        self.addCleanup(port.stopListening)
+        url = f"http://127.0.0.1:{port.getHost().port}/acp?key=hidden"
+        (entry,) = parse_agents_text(
+            FILE, f'[[agent]]\nname = "far"\nurl = "{url}"\nheaders = {{ X-Key = "t0ken" }}\n'
+        )
+        self.agent = AgentRun(entry, "/tmp")
+        await self.agent.connect(reactor, Client())
+        self.assertEqual(await self.agent.handshake(), "s1")
+        self.assertEqual(self.agent.state, AgentState.READY)
+
+    async def test_a_lost_connection_is_reported_like_an_exit(self) -> None:
+        """The stream dropping makes the run EXITED with the reason; the URL shown has no
+        query and no header appears."""
+        assert self.server.stream is not None and self.agent.connection is not None
+        closed = self.agent.connection.closed
+        self.server.stream.channel.transport.abortConnection()  # type: ignore[union-attr]
+        with self.assertRaises(RemoteConnectionLost):
+            await closed
+        self.assertEqual(self.agent.state, AgentState.EXITED)
+        (problem,) = self.agent.problems
+        self.assertTrue(
+            problem.startswith(f"the connection to {self.agent.entry.command_line()} was lost: ")
+        )
+        self.assertIn("SSE stream", problem)
+        self.assertNotIn("hidden", problem)
+        self.assertNotIn("t0ken", problem)
+
+    async def test_stop_deletes_the_connection(self) -> None:
+        """Closing the window DELETEs the connection and waits for its end; STOPPED, no
+        problem recorded."""
+        await self.agent.stop()
+        self.assertTrue(self.server.deleted.called)
+        self.assertEqual(self.agent.state, AgentState.STOPPED)
+        self.assertEqual(self.agent.problems, [])
 
 
 def test_an_entry_without_command_or_url_keeps_the_seed_message() -> None:
