@@ -98,6 +98,8 @@ class FakeAcpServer(Resource):
         self.deleted: Deferred[None] = Deferred()
         self.initialize_status = 200
         self.posted: list[Deferred[Any]] = []
+        self.hold: Callable[[Any], bool] = lambda message: False
+        self.held: list[Request] = []
 
     def headers_of(self, request: Request) -> dict[str, str]:
         return {
@@ -110,9 +112,14 @@ class FakeAcpServer(Resource):
         message = json.loads(request.content.read())
         headers = self.headers_of(request)
         self.requests.append((b"POST", headers, message))
-        for waiter in self.posted:
+        holding = self.hold(message)
+        if holding:
+            self.held.append(request)
+        else:
+            message["_while_held"] = any(not r.finished for r in self.held)
+        waiters, self.posted = self.posted, []
+        for waiter in waiters:
             waiter.callback(message)
-        self.posted = []
         if message.get("method") == "initialize":
             request.setResponseCode(self.initialize_status)
             request.setHeader(b"content-type", b"application/json")
@@ -126,6 +133,8 @@ class FakeAcpServer(Resource):
             request.setResponseCode(404)
             request.setHeader(b"content-type", b"application/json")
             return b'{"error": "Unknown connection id"}'
+        if holding:
+            return NOT_DONE_YET  # type: ignore[return-value]
         status = self.post_status(message)
         if status is not None:
             request.setResponseCode(status)
@@ -284,6 +293,30 @@ class LoopbackTests(TestCase):
         (init,) = self.posts("initialize")
         self.assertNotIn("acp-connection-id", init)
         self.assertEqual(init["content-type"], "application/json")
+
+    async def test_posts_reach_the_server_in_the_order_written(self) -> None:
+        """A POST goes out once the previous one is answered: a cancel written right after
+        its prompt waits for the prompt's 202 (over HTTP/1.1 it would otherwise go on
+        another TCP connection and could overtake it)."""
+        self.server.hold = lambda m: m.get("method") == "session/prompt"
+        self.server.answer = lambda m: (
+            [] if m.get("method") == "session/prompt" else scripted_agent(m)
+        )
+        conn, _, sid = await self.session()
+        transport = conn.protocol.transport
+        assert isinstance(transport, HTTPClientTransport)
+        posted = self.server.next_post()
+        self.prompt(conn, sid).addErrback(lambda _: None)
+        await posted
+        conn.cancel(sid)
+        self.assertEqual(len(transport._post_queue), 1)  # the cancel waits
+        cancel_posted = self.server.next_post()
+        (prompt,) = self.server.held
+        prompt.setResponseCode(202)
+        prompt.finish()
+        cancel = await cancel_posted
+        self.assertEqual(cancel["method"], "session/cancel")
+        self.assertFalse(cancel["_while_held"])
 
     async def test_session_header_on_session_scoped_posts_only(self) -> None:
         """Acp-Connection-Id on every later POST; Acp-Session-Id on a prompt (from its

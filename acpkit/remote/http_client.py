@@ -20,7 +20,8 @@ the ``initialize`` answer                  ``GET`` with ``Accept: text/event-str
                                            data fed to the engine whole, in order
 messages written before that answer        held, then sent in order once it came
 every later message                        ``POST`` with ``Acp-Connection-Id``; ``202``
-                                           expected (a ``200`` JSON body is fed too)
+                                           expected (a ``200`` JSON body is fed too);
+                                           one at a time, in the order written
 a message whose ``params.sessionId`` is    ``Acp-Session-Id: S`` too (not on
 ``S``; our answer to a server request      ``session/load``, ``session/resume``,
 carrying ``sessionId: S``                  ``session/fork``: they attach a session the
@@ -54,6 +55,7 @@ too.  ``treq`` (the ``remote`` extra) is imported only when a transport is creat
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping
 from http.cookiejar import CookieJar
 from typing import TYPE_CHECKING, Any, cast
@@ -239,6 +241,8 @@ class HTTPClientTransport:
         self.connection_id: str | None = None
         self._init_sent = False
         self._held: list[tuple[bytes, Any]] = []
+        self._post_queue: deque[tuple[dict[bytes, list[bytes]], bytes, Any, str | None]] = deque()
+        self._posting = False
         #: Our requests not answered yet: id -> method.
         self._ours: dict[Any, str] = {}
         #: The server's requests not answered yet: id -> their params' sessionId.
@@ -408,7 +412,27 @@ class HTTPClientTransport:
                 # Our answer to a server request: the session that request was for.
                 session_id = self._theirs.pop(message["id"], None)
         headers = self._headers(_JSON, content=True, session_id=session_id)
+        self._post_queue.append((headers, data, request_id, method))
+        if not self._posting:
+            self._next_post()
+
+    def _next_post(self) -> None:
+        """Send the next queued POST once the previous one is answered: the server then
+        gets our messages in the order written (over HTTP/1.1 concurrent POSTs go on
+        separate TCP connections and may overtake each other: a ``session/cancel``
+        before its ``session/prompt``)."""
+        if not self._post_queue or self._lost or self.disconnecting:
+            self._posting = False
+            return
+        self._posting = True
+        headers, data, request_id, method = self._post_queue.popleft()
         d = self._request(b"POST", headers, data)
+
+        def answered(result: object) -> object:
+            self._next_post()
+            return result
+
+        d.addBoth(answered)
         d.addCallback(self._posted, request_id, method)
         d.addErrback(self._post_failed, request_id, method, False)
         d.addErrback(self._bug)
@@ -711,6 +735,7 @@ class HTTPClientTransport:
             return
         self._lost = True
         self._held.clear()
+        self._post_queue.clear()
         self.cookies.clear()
         pool = self._pool
         closing = pool.closeCachedConnections() if pool is not None else succeed(None)
