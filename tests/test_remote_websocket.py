@@ -386,6 +386,51 @@ class LoopbackTests(_WsBase):
         """
         return Deferred.fromCoroutine(self._no_leak())
 
+    async def _agent_fails(self) -> None:
+        events = self.capture_debug_logs()
+
+        def broken(protocol: JSONRPCProtocol) -> AgentConnection:
+            raise RuntimeError("no agent today")
+
+        root = Resource()
+        resource = websocket_resource(broken)
+        self.resources.append(resource)
+        root.putChild(b"acp", resource)
+        port = listen(root)
+        self.addCleanup(port.stopListening)
+        conn, _client = await self.open(f"ws://127.0.0.1:{port_number(port)}/acp")
+        with self.assertRaises(WebSocketClosed) as caught:
+            await conn.closed
+        self.assertEqual(caught.exception.code, 1011)
+        logged = self.flushLoggedErrors(RuntimeError)
+        self.assertEqual([str(f.value) for f in logged], ["no agent today"])
+        self.assertIn("could not be made", "".join(formatEvent(e) or "" for e in events))
+
+    def test_agent_factory_failure_closes_1011_and_is_logged(self) -> Deferred[None]:
+        """
+        make_agent_connection raising: the socket is closed with 1011 (internal error)
+        and the exception is logged on the server.
+        """
+        return Deferred.fromCoroutine(self._agent_fails())
+
+    async def _client_fails(self) -> None:
+        url, resource = self.serve()
+
+        def broken(conn: ClientConnection) -> WsClient:
+            raise ValueError("no client today")
+
+        with self.assertRaises(ValueError) as caught:
+            await connect_websocket(reactor, url, broken)
+        self.assertEqual(str(caught.exception), "no client today")
+        await until(lambda: not resource.connections, "the server to drop the connection")
+
+    def test_client_factory_failure_fails_connect(self) -> Deferred[None]:
+        """
+        The client callable raising: connect_websocket's Deferred fails with its
+        exception and the socket is closed.
+        """
+        return Deferred.fromCoroutine(self._client_fails())
+
     async def _binary(self) -> None:
         url, _resource = self.serve()
         conn, _client = await self.open(url)

@@ -18,6 +18,7 @@ situation                              what happens
 =====================================  ================================================
 upgrade accepted (server)              ``101`` with ``Acp-Connection-Id: <uuid4>``; a new
                                        ``AgentConnection`` for this socket only
+``make_agent_connection`` raises       logged; closed with code ``1011``
 text frame                             one JSON-RPC message for the engine
 binary frame                           ignored (counted in ``binary_frames_ignored``)
 a frame or message over                the socket is closed with code ``1009`` (message
@@ -34,6 +35,8 @@ socket closed or cut                   the connection ends: running handlers (th
                                        fail with ``ConnectionLost`` and the close code
                                        and reason; a ``1000`` close is a clean end
 ``close()`` on the ACP connection      a ``1000`` close frame after what was written
+client: the ``client`` callable        the ``connect_websocket`` Deferred fails with its
+raises                                 exception; the socket is closed (``1011``)
 client: ``Set-Cookie`` on the ``101``  stored in the ``cookies`` mapping the caller
                                        passed (or a new one), sent back as ``Cookie``
                                        by every handshake made with that mapping
@@ -290,7 +293,16 @@ class _ServerProtocol(WebSocketServerProtocol):
 
     def onOpen(self) -> None:
         protocol = _engine(f"ws {self.connection_id[:8]}", self.factory.max_message_size)
-        acp = self.factory.make_agent_connection(protocol)
+        try:
+            acp = self.factory.make_agent_connection(protocol)
+        except Exception:
+            _log.failure("ws {id}: the agent connection could not be made", id=self.connection_id)
+            # sendClose() takes only 1000 and 3000-4999: this is Autobahn's own way to
+            # close with a protocol-level code (as for 1009).
+            self._fail_connection(
+                WebSocketProtocol.CLOSE_STATUS_CODE_INTERNAL_ERROR, "the agent could not start"
+            )
+            return
         _attach_tracer(acp.protocol, "ws-server")
         self.acp = acp
         self.factory.connections[self.connection_id] = acp
@@ -411,7 +423,16 @@ class _ClientProtocol(WebSocketClientProtocol):
             self.dropConnection(abort=True)
             return
         protocol = _engine(factory.name, factory.max_message_size)
-        acp = ClientConnection(factory.client, protocol=protocol, name=factory.name)
+        try:
+            acp = ClientConnection(factory.client, protocol=protocol, name=factory.name)
+        except Exception:
+            failed, factory.opened = factory.opened, None
+            self._fail_connection(
+                WebSocketProtocol.CLOSE_STATUS_CODE_INTERNAL_ERROR, "the client could not start"
+            )
+            if failed is not None:
+                failed.errback()
+            return
         _attach_tracer(acp.protocol, factory.name)
         self.acp = acp
         transport = WebSocketMessageTransport(self, self._connection_id, self._response_headers)
