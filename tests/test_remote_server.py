@@ -88,6 +88,11 @@ class RemoteAgent(Agent):
             await self.conn.session_update(
                 sid, schema.AgentMessageChunk(content=text(outcome.option_id))
             )
+        elif words[0] == "big":
+            # N chunks of 10 kB, each awaited: the agent follows back-pressure
+            for i in range(int(words[1])):
+                chunk = f"{i:06d}" + "x" * 10_000
+                await self.conn.session_update(sid, schema.AgentMessageChunk(content=text(chunk)))
         elif words[0] == "wait":
             await self.conn.session_update(sid, schema.AgentMessageChunk(content=text("waiting")))
             await Deferred()
@@ -128,8 +133,13 @@ class Response:
 
     def events(self) -> list[dict[str, Any]]:
         """The JSON messages of the event stream so far, in order."""
+        return self.events_of(self.body)
+
+    @staticmethod
+    def events_of(body: bytes) -> list[dict[str, Any]]:
+        """The JSON messages of an event stream's body, in order."""
         found = []
-        for block in self.body.split(b"\n\n"):
+        for block in body.split(b"\n\n"):
             data = [line[6:] for line in block.split(b"\n") if line.startswith(b"data: ")]
             if data:
                 found.append(json.loads(b"\n".join(data)))
@@ -904,17 +914,24 @@ def test_acpkit_trace_records_remote_traffic(tmp_path: Path, monkeypatch: Any) -
 
 
 class _Collect(Protocol):
-    """Collects a streamed response body; ``got(predicate)`` fires once it holds."""
+    """Collects a streamed response body; ``got(marker)`` fires once the marker arrived."""
 
     def __init__(self) -> None:
-        self.data = b""
-        self.waiters: list[tuple[Any, Deferred[None]]] = []
+        self.chunks: list[bytes] = []
+        self._tail = b""
+        self.waiters: list[tuple[bytes, Deferred[None]]] = []
         self.done: Deferred[None] = Deferred()
 
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
     def dataReceived(self, data: bytes) -> None:
-        self.data += data
+        self.chunks.append(data)
+        window = self._tail + data
+        self._tail = window[-256:]
         for waiter in list(self.waiters):
-            if waiter[0](self.data):
+            if waiter[0] in window:
                 self.waiters.remove(waiter)
                 waiter[1].callback(None)
 
@@ -922,12 +939,12 @@ class _Collect(Protocol):
         if not self.done.called:
             self.done.callback(None)
 
-    def got(self, predicate: Any) -> Deferred[None]:
+    def got(self, marker: bytes) -> Deferred[None]:
         d: Deferred[None] = Deferred()
-        if predicate(self.data):
+        if marker in self.data:
             d.callback(None)
         else:
-            self.waiters.append((predicate, d))
+            self.waiters.append((marker, d))
         return d
 
 
@@ -1015,7 +1032,7 @@ class LoopbackFaultTests(TestCase):
             prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
             posted = await post(prompt, Acp_Connection_Id=cid, Acp_Session_Id="s1")
             assert posted.code == 202
-            await body.got(lambda data: b"waiting" in data)
+            await body.got(b"waiting")
             closed = agents[0].conn.closed
             assert body.transport is not None
             body.transport.stopProducing()  # type: ignore[attr-defined]  # the socket is cut
@@ -1027,6 +1044,78 @@ class LoopbackFaultTests(TestCase):
                 reason = e
             assert reason is not None and "no event stream" in str(reason)
             assert resource.connections == {}
+
+        return Deferred.fromCoroutine(run())
+
+    def test_a_slow_reader_holds_the_agent_instead_of_filling_memory(self) -> Deferred[None]:
+        """
+        A client that stops reading its event stream: the stream's transport pauses, the
+        agent's session_update() waits, little is queued; once it reads again, every chunk
+        arrives, in order, then the answer.
+        """
+
+        async def run() -> None:
+            from treq.client import HTTPClient
+            from twisted.internet import reactor
+            from twisted.web.client import Agent as WebAgent
+            from twisted.web.http_headers import Headers
+
+            import acpkit.remote.server as server_module
+
+            paused: Deferred[None] = Deferred()
+            original = server_module.RemoteConnection.stream_paused
+
+            def spy(connection: Any, value: bool) -> None:
+                original(connection, value)
+                if value and not paused.called:
+                    paused.callback(None)
+
+            self.patch(server_module.RemoteConnection, "stream_paused", spy)
+            url, resource, _ = await self._serve(RemoteLimits(max_queued_messages=50))
+            http = HTTPClient(WebAgent(reactor))
+
+            async def post(message: dict[str, Any], **extra: str) -> Any:
+                headers = Headers({"Content-Type": ["application/json"]})
+                for name, value in extra.items():
+                    headers.addRawHeader(name.replace("_", "-"), value)
+                response = await http.post(url, data=json.dumps(message).encode(), headers=headers)
+                await response.content()
+                return response
+
+            init = {"jsonrpc": "2.0", "id": 0, "method": "initialize"}
+            init["params"] = {"protocolVersion": 1}
+            cid = (await post(init)).headers.getRawHeaders("Acp-Connection-Id")[0]
+            stream = await http.get(
+                url,
+                headers=Headers({"Accept": ["text/event-stream"], "Acp-Connection-Id": [cid]}),
+            )
+            body = _Collect()
+            stream.deliverBody(body)
+            assert body.transport is not None
+            body.transport.pauseProducing()  # type: ignore[attr-defined]  # stop reading
+            new = {"jsonrpc": "2.0", "id": 1, "method": "session/new"}
+            new["params"] = {"cwd": "/", "mcpServers": []}
+            await post(new, Acp_Connection_Id=cid)
+            count = 2000  # 20 MB of chunks, more than the socket buffers hold
+            params = {"sessionId": "s1", "prompt": [{"type": "text", "text": f"big {count}"}]}
+            prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": params}
+            await post(prompt, Acp_Connection_Id=cid, Acp_Session_Id="s1")
+            await paused
+            connection = resource.connections[cid]
+            assert len(connection.queue) <= 50
+            assert b'"id":2,' not in body.data
+            body.transport.resumeProducing()  # type: ignore[attr-defined]
+            await body.got(b'"id":2,"result"')
+            events = Response.events_of(body.data)
+            chunks = [
+                e["params"]["update"]["content"]["text"][:6]
+                for e in events
+                if e.get("method") == "session/update"
+            ]
+            assert chunks == [f"{i:06d}" for i in range(count)]
+            assert events[-1]["result"] == {"stopReason": "end_turn"}
+            assert cid in resource.connections
+            await post({"jsonrpc": "2.0", "id": 3, "method": "x"}, Acp_Connection_Id=cid)
 
         return Deferred.fromCoroutine(run())
 

@@ -318,9 +318,12 @@ class RemoteConnection:
     def stream_paused(self, paused: bool) -> None:
         """The client stopped or resumed reading: hold the engine's writers meanwhile."""
         self._stream_paused = paused
-        if not paused:
+        if paused:
+            self._pause_engine(True)
+        else:
+            # Resumes the engine once the queue is sent, unless a write of it filled the
+            # socket again (the stream paused anew, re-entrantly): then it stays paused.
             self._flush_queue()
-        self._pause_engine(paused)
 
     def _pause_engine(self, paused: bool) -> None:
         if paused == self._engine_paused or self.engine_producer is None:
