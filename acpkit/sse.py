@@ -24,7 +24,7 @@ a field without colon (``data``)       the field with an empty value
 an unknown field                       ignored
 line ends ``\\r\\n``, ``\\n`` or ``\\r``  all accepted, also split across chunks
 a UTF-8 BOM at the start               dropped
-an empty line with no ``data`` field    no event (its ``id`` still counts)
+an empty line with no ``data`` field   no event (its ``id`` still counts)
 a line or an event's data longer       :class:`SSEEventTooLarge` (the stream cannot
 than ``max_event_size`` bytes          be trusted to resynchronise: stop reading)
 the stream ends mid-event              the incomplete event is discarded (as the
