@@ -93,6 +93,11 @@ class RemoteAgent(Agent):
             for i in range(int(words[1])):
                 chunk = f"{i:06d}" + "x" * 10_000
                 await self.conn.session_update(sid, schema.AgentMessageChunk(content=text(chunk)))
+        elif words[0] == "flood":
+            # N chunks of 10 kB written at once, not awaited: no back-pressure followed
+            for i in range(int(words[1])):
+                chunk = f"{i:06d}" + "x" * 10_000
+                self.conn.session_update(sid, schema.AgentMessageChunk(content=text(chunk)))
         elif words[0] == "wait":
             await self.conn.session_update(sid, schema.AgentMessageChunk(content=text("waiting")))
             await Deferred()
@@ -593,6 +598,47 @@ def test_queue_overflow_closes_the_connection_with_a_reason() -> None:
     (ended,) = server.agents[0].ended
     assert isinstance(ended, Failure)
     assert "more than 5 messages queued" in str(ended.value)
+
+
+def test_a_burst_with_no_stream_open_waits_and_stays_under_the_byte_bound() -> None:
+    """
+    No stream open: once a quarter of max_queued_bytes is queued the agent's writable()
+    waits, so a burst of large notifications stays under the bound; the stream, once
+    opened, gets every one of them in order and the agent goes on.
+    """
+    server = Server(limits=RemoteLimits(max_queued_bytes=100_000))
+    cid = server.initialize()
+    server.new_session(cid)
+    server.prompt(cid, "big 50")  # 50 x 10 kB, each awaited
+    server.clock.advance(0)
+    connection = server.resource.connections[cid]
+    assert 25_000 < sum(map(len, connection.queue)) < 100_000
+    assert len(connection.queue) < 50
+    assert server.agents[0].ended == []
+    stream = server.stream(cid)
+    server.clock.advance(0)
+    chunks = updates(stream.events())
+    assert [int(c[:6]) for c in chunks] == list(range(50))
+    assert not connection.queue
+    assert stream.events()[-1]["result"]["stopReason"] == "end_turn"
+
+
+def test_a_burst_not_awaited_over_the_byte_bound_closes_with_a_reason() -> None:
+    """
+    An agent that writes without awaiting writable(): the queue never holds more than
+    max_queued_bytes; the connection ends with a reason naming the bound.
+    """
+    server = Server(limits=RemoteLimits(max_queued_bytes=100_000))
+    cid = server.initialize()
+    server.new_session(cid)
+    connection = server.resource.connections[cid]
+    server.prompt(cid, "flood 50")  # 50 x 10 kB at once
+    assert sum(map(len, connection.queue)) <= 100_000
+    server.clock.advance(0)
+    assert cid not in server.resource.connections
+    (ended,) = server.agents[0].ended
+    assert isinstance(ended, Failure)
+    assert "more than 100000 bytes queued" in str(ended.value)
 
 
 def test_a_client_that_stops_reading_pauses_the_agent() -> None:

@@ -78,6 +78,10 @@ class RemoteLimits:
     #: Messages held for a connection whose client does not read (no stream, or a
     #: stream the client does not drain): beyond, the connection is closed.
     max_queued_messages: int = 10_000
+    #: Bytes held for such a connection: the agent is paused (``writable()`` waits)
+    #: from a quarter of it on; a message that would go beyond closes the connection
+    #: (one message of any size is held when nothing else is).
+    max_queued_bytes: int = 4 * 1024 * 1024
     #: Seconds a connection with no open stream and no POST lives on.
     grace_period: float = 60.0
     #: Seconds between SSE keep-alive comments on an open stream.
@@ -187,6 +191,8 @@ class RemoteConnection:
         self._limits = limits
         self._on_end = on_end
         self.queue: deque[bytes] = deque()
+        #: The size of the messages in ``queue``.
+        self.queued_bytes = 0
         self.stream: Request | None = None
         #: Session-scoped GET streams (``Acp-Session-Id``), by session: open, carry nothing.
         self.listeners: dict[str, Request] = {}
@@ -235,10 +241,24 @@ class RemoteConnection:
         if self.stream is not None and not self._stream_paused and not self.queue:
             self.stream.write(_sse_event(message))
             return
-        self.queue.append(message)
-        if len(self.queue) > self._limits.max_queued_messages and self._overflow is None:
-            # Not from inside the engine's write: end on the next turn.
-            self._overflow = self._clock.callLater(0, self._queue_overflowed)
+        if self._overflow is not None:
+            return  # closing on the next turn: nothing more is held
+        limits = self._limits
+        # One message of any size fits an empty queue (the agent made it already).
+        if self.queue and self.queued_bytes + len(message) > limits.max_queued_bytes:
+            why = f"more than {limits.max_queued_bytes} bytes"
+        elif len(self.queue) + 1 > limits.max_queued_messages:
+            why = f"more than {limits.max_queued_messages} messages"
+        else:
+            self.queue.append(message)
+            self.queued_bytes += len(message)
+            if self.queued_bytes > limits.max_queued_bytes // 4:
+                # No stream, or one the client does not drain: the agent waits
+                # (writable()) until a stream takes the queue.
+                self._pause_engine(True)
+            return
+        # Not from inside the engine's write: end on the next turn.
+        self._overflow = self._clock.callLater(0, self._queue_overflowed, why)
 
     def _answers_initialize(self, message: bytes) -> bool:
         assert self._init_waiter is not None
@@ -253,14 +273,10 @@ class RemoteConnection:
         waiter.callback(message)
         return True
 
-    def _queue_overflowed(self) -> None:
+    def _queue_overflowed(self, why: str) -> None:
         self._overflow = None
-        limit = self._limits.max_queued_messages
         self.end(
-            ConnectionLost(
-                f"closed: more than {limit} messages queued for a client that does not read"
-                " its event stream"
-            )
+            ConnectionLost(f"closed: {why} queued for a client that does not read its event stream")
         )
 
     # -- the event stream ---------------------------------------------------------------
@@ -337,7 +353,9 @@ class RemoteConnection:
     def _flush_queue(self) -> None:
         stream = self.stream
         while self.queue and stream is not None and not self._stream_paused:
-            stream.write(_sse_event(self.queue.popleft()))
+            message = self.queue.popleft()
+            self.queued_bytes -= len(message)
+            stream.write(_sse_event(message))
             stream = self.stream
         if not self.queue and self.stream is not None and not self._stream_paused:
             self._pause_engine(False)
@@ -405,6 +423,7 @@ class RemoteConnection:
             self._cancel(call)
         self._grace = self._keepalive = self._overflow = None
         self.queue.clear()
+        self.queued_bytes = 0
         self.protocol.connectionLost(self.ended)
         if self._init_waiter is not None:
             _, waiter = self._init_waiter
