@@ -386,6 +386,52 @@ class LoopbackTests(_WsBase):
         """
         return Deferred.fromCoroutine(self._no_leak())
 
+    async def _going_away(self, from_client: bool) -> None:
+        url, resource = self.serve()
+        conn, _client = await self.open(url)
+        await self.start_session(conn)
+        (agent,) = self.agents
+        closer = conn if from_client else agent
+        websocket: Any = cast(Any, closer.protocol.transport).websocket
+        websocket.sendCloseFrame(code=1001, reasonUtf8=b"tab closed", isReply=False)
+        ended = [await agent.closed, await conn.closed]  # type: ignore[func-returns-value]
+        self.assertEqual(ended, [None, None])
+        await until(lambda: not resource.connections, "the server to forget the connection")
+
+    def test_client_going_away_1001_is_a_clean_end_on_both_sides(self) -> Deferred[None]:
+        """
+        The client closes with 1001 "going away" (a browser tab closing): the agent's
+        and the client's ``closed`` both succeed (None), as for 1000.
+        """
+        return Deferred.fromCoroutine(self._going_away(from_client=True))
+
+    def test_server_going_away_1001_is_a_clean_end_on_both_sides(self) -> Deferred[None]:
+        """
+        The server closes with 1001 "going away" (shutting down): both ``closed``
+        Deferreds succeed (None).
+        """
+        return Deferred.fromCoroutine(self._going_away(from_client=False))
+
+    async def _other_code(self) -> None:
+        url, resource = self.serve()
+        conn, _client = await self.open(url)
+        await self.start_session(conn)
+        (agent,) = self.agents
+        websocket: Any = cast(Any, agent.protocol.transport).websocket
+        websocket.sendClose(code=4001, reason="no more")
+        for closed in (agent.closed, conn.closed):
+            with self.assertRaises(WebSocketClosed) as caught:
+                await closed
+            self.assertEqual((caught.exception.code, caught.exception.reason), (4001, "no more"))
+        await until(lambda: not resource.connections, "the server to forget the connection")
+
+    def test_other_close_codes_fail_closed_with_the_code_and_reason(self) -> Deferred[None]:
+        """
+        A close with any code but 1000 and 1001 (here 4001): both sides' ``closed``
+        fail with WebSocketClosed carrying the code and the reason.
+        """
+        return Deferred.fromCoroutine(self._other_code())
+
     async def _agent_fails(self) -> None:
         events = self.capture_debug_logs()
 

@@ -33,7 +33,11 @@ the peer stops reading                 the engine is the TCP transport's produce
 socket closed or cut                   the connection ends: running handlers (the
                                        sessions' turns) are cancelled, pending requests
                                        fail with ``ConnectionLost`` and the close code
-                                       and reason; a ``1000`` close is a clean end
+                                       and reason; a ``1000`` or ``1001`` ("going
+                                       away": a browser tab closing) close is a clean
+                                       end: ``closed`` succeeds; any other code fails
+                                       it with :class:`WebSocketClosed` (the code and
+                                       reason of the side that started the close)
 ``close()`` on the ACP connection      a ``1000`` close frame after what was written
 client: the ``client`` callable        the ``connect_websocket`` Deferred fails with its
 raises                                 exception; the socket is closed (``1011``)
@@ -112,7 +116,7 @@ MakeAgentConnection = Callable[[JSONRPCProtocol], AgentConnection]
 
 class WebSocketClosed(Exception):
     """
-    The WebSocket closed otherwise than with a clean ``1000``: ``code`` (RFC 6455 §7.4;
+    The WebSocket closed otherwise than with a clean ``1000`` or ``1001``: ``code`` (RFC 6455 §7.4;
     ``1006`` for a socket cut without a close frame) and ``reason``.  A pending request
     fails with :class:`~acpkit.errors.ConnectionLost` whose text includes this one's.
     """
@@ -235,12 +239,32 @@ def _attach_tracer(protocol: JSONRPCProtocol, name: str) -> None:
         protocol.tracer = tracer_from_environment(name)
 
 
+#: Close codes that end a connection cleanly: ``1000`` (normal) and ``1001`` (going
+#: away: a browser tab closing, a server shutting down).
+CLEAN_CLOSE_CODES = frozenset(
+    {WebSocketProtocol.CLOSE_STATUS_CODE_NORMAL, WebSocketProtocol.CLOSE_STATUS_CODE_GOING_AWAY}
+)
+
+
 def _close_reason(websocket: WebSocketProtocol, code: int | None, reason: str | None) -> Failure:
-    """The ``connectionLost`` reason for the engine: clean only for a ``1000`` close."""
-    if getattr(websocket, "failedByMe", False) and websocket.localCloseCode is not None:
-        code, reason = websocket.localCloseCode, websocket.localCloseReason
+    """
+    The ``connectionLost`` reason for the engine: clean for the codes of
+    :data:`CLEAN_CLOSE_CODES`.  The code is the one of the side that started the close
+    (Autobahn answers any close with ``1000``), so both sides see the same one.
+    """
+    started_here = getattr(websocket, "failedByMe", False) or (
+        getattr(websocket, "closedByMe", False) and getattr(websocket, "wasClean", False)
+    )
+    if started_here and websocket.localCloseCode is not None:
+        code, local_reason = websocket.localCloseCode, websocket.localCloseReason
+        if isinstance(local_reason, bytes):
+            local_reason = local_reason.decode("utf-8", "replace")
+        reason = local_reason
     if code == WebSocketProtocol.CLOSE_STATUS_CODE_NORMAL:
         return Failure(ConnectionDone("WebSocket closed normally"))
+    if code in CLEAN_CLOSE_CODES:
+        why = f": {reason}" if reason else ""
+        return Failure(ConnectionDone(f"WebSocket closed: going away (1001){why}"))
     return Failure(WebSocketClosed(code, reason))
 
 
