@@ -106,8 +106,8 @@ class Options(usage.Options):
     """Options of ``twistd acp-agent``."""
 
     synopsis = (
-        "[--config FILE] [--listen ENDPOINT | --listen http:ENDPOINT [--token-file FILE]]"
-        " [--engine NAME]"
+        "[--config FILE] [--listen ENDPOINT | --listen http:ENDPOINT [--token-file FILE]"
+        " [--max-connections N] [--max-message-size BYTES]] [--engine NAME]"
     )
     longdesc = (
         "Run the reference ACP agent bob: JSON-RPC on stdio (or one agent connection per "
@@ -143,6 +143,21 @@ class Options(usage.Options):
             "",
             "With --listen http:...: comma-separated browser origins allowed besides"
             " this machine's loopback (e.g. https://app.example).",
+        ],
+        [
+            "max-connections",
+            None,
+            None,
+            "With --listen http:...: remote connections open at once, a positive integer"
+            " (default 100); an initialize or WebSocket upgrade beyond is answered 503.",
+        ],
+        [
+            "max-message-size",
+            None,
+            None,
+            "With --listen http:...: the largest message accepted from a client, in bytes,"
+            " a positive integer (default 16777216); a POST beyond is answered 413, a"
+            " WebSocket frame beyond closes it (1009).",
         ],
         ["engine", "e", None, "The engine name (openai, scripted, echo); overrides the config."],
     ]
@@ -394,6 +409,7 @@ def makeService(options: Options) -> IService:
     except ConfigError as error:
         _exit_with(str(error))
     listen = options["listen"]
+    _remote_limits(options)  # a bad value, or one without --listen http:, exits here
     listening: Deferred[Any] | None = None
     if listen != "stdio":
         listening = _listen_now(reactor, listen, runtime, options)
@@ -499,8 +515,48 @@ def _remote_site(
         clock=reactor,
         token=token,
         allowed_origins=[o.strip() for o in origins.split(",") if o.strip()],
+        limits=_remote_limits(options),
     )
     return description, RemoteSite(resource, b"/acp", reactor)
+
+
+#: The options setting a :class:`~acpkit.remote.server.RemoteLimits` field, by field.
+REMOTE_LIMIT_OPTIONS = {
+    "max_connections": "max-connections",
+    "max_message_size": "max-message-size",
+}
+
+
+def _remote_limits(options: Options | None) -> Any:
+    """
+    The ``RemoteLimits`` the options ask for (``None``: the defaults).  A value that is
+    not a positive integer, or one given without ``--listen http:...``, exits 1 with
+    one line naming the option.
+    """
+    if options is None:
+        return None
+    given = {
+        field: (name, options[name])
+        for field, name in REMOTE_LIMIT_OPTIONS.items()
+        if options[name] is not None
+    }
+    if not given:
+        return None
+    if not options["listen"].startswith(REMOTE_PREFIX):
+        name = next(iter(given.values()))[0]
+        _exit_with(f"--{name} applies only to remote ACP (--listen http:ENDPOINT)")
+    values: dict[str, int] = {}
+    for field, (name, text) in given.items():
+        try:
+            value = int(text.strip())
+        except ValueError:
+            value = 0
+        if value < 1:
+            _exit_with(f"--{name} {text}: not a positive integer")
+        values[field] = value
+    from acpkit.remote.server import RemoteLimits
+
+    return RemoteLimits(**values)
 
 
 def _one_line(error: object) -> str:

@@ -21,8 +21,8 @@ once. Measured per server and transport:
 
 Then the ratios acpkit/SDK (round trips: lower is better; notifications/s: higher).
 
-bob's ``RemoteLimits.max_connections`` is 100 by default and ``--listen`` has no option
-for it yet: the launcher raises the default to ``--connections`` + 50 before twistd runs.
+bob allows 100 remote connections by default: it is started with ``--max-connections``
+``--connections`` + 50.
 
 Run: ``python benchmarks/bench_remote.py [--connections 200] [--words 50]``; needs the
 ``remote`` extra, the SDK (``acp``) and uvicorn. Linux (``/proc``).
@@ -56,17 +56,11 @@ WORD = "abcdefghijklmnopqrstuvw "
 
 
 def bob_command(connections: int, config: Path) -> list[str]:
-    """twistd -n acp-agent with RemoteLimits' default max_connections raised."""
-    launcher = (
-        "import acpkit.remote.server as s\n"
-        f"s.RemoteLimits.__init__.__kwdefaults__['max_connections'] = {connections + 50}\n"
-        "from twisted.scripts.twistd import run\n"
-        "run()\n"
-    )
+    """twistd -n acp-agent allowing ``connections`` + 50 remote connections."""
     return [
         sys.executable,
         "-c",
-        launcher,
+        "from twisted.scripts.twistd import run; run()",
         "-n",
         "acp-agent",
         "--config",
@@ -75,6 +69,8 @@ def bob_command(connections: int, config: Path) -> list[str]:
         "echo",
         "--listen",
         "http:tcp:0",
+        "--max-connections",
+        str(connections + 50),
     ]
 
 
@@ -247,9 +243,7 @@ if __name__ == "__main__":
         outcome["error"] = failure
         reactor.stop()
 
-    reactor.callWhenRunning(
-        lambda: ensureDeferred(main(options)).addCallbacks(done, failed)
-    )
+    reactor.callWhenRunning(lambda: ensureDeferred(main(options)).addCallbacks(done, failed))
     reactor.run()
     if "error" in outcome:
         outcome["error"].printTraceback()

@@ -1,0 +1,135 @@
+"""
+bob's remote limits on the command line: ``twistd -n acp-agent --listen http:ENDPOINT
+--max-connections N --max-message-size BYTES`` (positive integers; anything else, or
+either without ``--listen http:``, exits 1 with one line naming the option).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acpkit_agent.tap import AgentService, Options, makeService
+
+ROOT = Path(__file__).parent.parent
+TWISTD = ["-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
+
+
+def _options(tmp_path: Path, *args: str) -> Options:
+    config = tmp_path / "agent.toml"
+    config.write_text("", encoding="utf-8")
+    options = Options()
+    options.parseOptions(["--config", str(config), *args])
+    return options
+
+
+@pytest.mark.parametrize("option", ["--max-connections", "--max-message-size"])
+@pytest.mark.parametrize("value", ["0", "-3", "many", "1.5", ""])
+def test_a_limit_that_is_not_a_positive_integer_exits_1_with_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], option: str, value: str
+) -> None:
+    """--max-connections / --max-message-size must be positive integers: else exit 1, one line."""
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--listen", "http:tcp:0", option, value))
+    assert caught.value.code == 1
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err == f"acp-agent: {option} {value}: not a positive integer\n"
+
+
+@pytest.mark.parametrize("listen", ["stdio", "tcp:0"])
+def test_a_limit_without_listen_http_exits_1_with_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], listen: str
+) -> None:
+    """The remote limits apply to --listen http: only: given otherwise, exit 1, one line."""
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--listen", listen, "--max-connections", "5"))
+    assert caught.value.code == 1
+    _, err = capfd.readouterr()
+    assert err == (
+        "acp-agent: --max-connections applies only to remote ACP (--listen http:ENDPOINT)\n"
+    )
+
+
+def test_the_limits_reach_the_remote_endpoint(tmp_path: Path) -> None:
+    """The values given are the served endpoint's RemoteLimits (the others keep their defaults)."""
+    options = _options(
+        tmp_path,
+        "--listen",
+        "http:tcp:0",
+        "--max-connections",
+        "7",
+        "--max-message-size",
+        "4096",
+    )
+    service = makeService(options)
+    assert isinstance(service, AgentService)
+    service.startService()
+    try:
+        assert service.port is not None
+        site: Any = service.port.factory
+        assert site.acp.limits.max_connections == 7
+        assert site.acp.limits.max_message_size == 4096
+        assert site.max_body == 4096
+        assert site.acp.limits.grace_period == 60.0
+    finally:
+        service.stopService()
+
+
+def _post_initialize(url: str) -> tuple[int, dict[str, Any]]:
+    body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+@pytest.mark.process
+def test_bob_with_max_connections_1_answers_a_second_initialize_503(tmp_path: Path) -> None:
+    """End to end: bob --max-connections 1 serves one connection; a second initialize is 503."""
+    config = tmp_path / "agent.toml"
+    config.write_text("", encoding="utf-8")
+    bob = subprocess.Popen(
+        [
+            sys.executable,
+            *TWISTD,
+            *("--config", str(config), "--engine", "echo"),
+            *("--listen", "http:tcp:0", "--max-connections", "1"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        assert bob.stderr is not None
+        port = None
+        for line in bob.stderr:
+            if "listening on" in line:
+                port = int(line.rsplit("port=", 1)[1].rstrip(")\n"))
+                break
+        assert port is not None, "bob did not say where it listens"
+        url = f"http://127.0.0.1:{port}/acp"
+        status, answer = _post_initialize(url)
+        assert status == 200 and "result" in answer
+        status, answer = _post_initialize(url)
+        assert status == 503
+        assert answer["error"]["message"] == "too many open connections (1)"
+    finally:
+        bob.terminate()
+        bob.wait(30)
