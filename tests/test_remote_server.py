@@ -32,6 +32,7 @@ from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
 from acpkit.remote.security import InsecureBindError, check_bind, origin_allowed
 from acpkit.remote.server import ACPResource, LimitedRequest, RemoteLimits, RemoteSite
+from tests.real_peers import NODE22, TS_SDK_MODULES, peer, require_peer
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "interop"
@@ -1191,25 +1192,23 @@ class LoopbackFaultTests(TestCase):
         return Deferred.fromCoroutine(run())
 
 
-def _typescript_sdk() -> tuple[str, str] | None:
-    """``(node, sdk_dir)``: node and an installed @agentclientprotocol/sdk with its HTTP client."""
-    import glob
+def _typescript_sdk() -> tuple[str, str]:
+    """
+    ``(node, sdk_dir)``: Node (22 from the real peers, else the system's) and the
+    @agentclientprotocol/sdk that .ci/install-real-agents installs for the remote interop
+    (``TS_SDK_MODULES``, the version tests/test_remote_interop_ts.py uses, not whichever
+    copy another npm package carries); missing: skipped, or failed under
+    ``ACPKIT_REAL_AGENTS_REQUIRED=1``.
+    """
     import shutil
 
-    root = os.environ.get("ACPKIT_REAL_AGENTS") or os.path.join(
-        os.environ.get("TMPDIR", "/tmp"), "acpkit-real-agents"
-    )
-    node = shutil.which("node") or next(
-        iter(glob.glob(os.path.join(root, "npm", "node22", "node_modules", "*", "bin", "node"))),
-        None,
-    )
-    pattern = os.path.join(root, "npm", "*", "node_modules", "@agentclientprotocol", "sdk")
-    for sdk in sorted(glob.glob(pattern)):
-        if os.path.exists(os.path.join(sdk, "dist", "transports", "http-stream.js")):
-            return (node, sdk) if node else None
-    return None
+    sdk = os.path.join(TS_SDK_MODULES, "@agentclientprotocol", "sdk")
+    require_peer(os.path.join(sdk, "dist", "transports", "http-stream.js"))
+    node = peer(NODE22) or shutil.which("node") or require_peer(NODE22)
+    return node, require_peer(sdk)
 
 
+@pytest.mark.real_agent
 @pytest.mark.process
 def test_official_typescript_sdk_http_client_drives_an_acpkit_agent(tmp_path: Path) -> None:
     """
@@ -1217,10 +1216,7 @@ def test_official_typescript_sdk_http_client_drives_an_acpkit_agent(tmp_path: Pa
     the real agents) against serve_remote: initialize, session/new, a streamed prompt, a
     permission round trip, fs, cancel; its session-scoped GETs are served idle.
     """
-    found = _typescript_sdk()
-    if found is None:
-        pytest.skip("no node with @agentclientprotocol/sdk's HTTP client (.ci/install-real-agents)")
-    node, sdk = found
+    node, sdk = _typescript_sdk()
     target = tmp_path / "note.txt"
     target.write_text("hello")
     child, url = _serve_in_child(tmp_path, ["--token", "tok"])
