@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from acpkit.sse import KEEPALIVE, SSEEvent, SSEParser, encode_event
 
 _no_line_end = st.text(
-    alphabet=st.characters(blacklist_characters="\r\n\x00", blacklist_categories=("Cs",)),
+    alphabet=st.characters(blacklist_characters="\r\n\x00", blacklist_categories=["Cs"]),
     max_size=20,
 )
 
