@@ -91,6 +91,8 @@ def test_examples_and_samples_pass_mypy_strict(tmp_path: Path) -> None:
                 "--no-error-summary",
                 "--show-error-codes",
                 "--hide-error-context",
+                # Errors in acpkit itself are `python -m mypy`'s to report, not this test's.
+                "--follow-imports=silent",
                 *examples,
                 *(str(tmp_path / name) for name in files),
             ]
