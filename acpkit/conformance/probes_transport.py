@@ -75,14 +75,17 @@ class _Raw:
     def request(
         self, method: str, headers: Mapping[str, str], body: bytes | None = None
     ) -> HTTPAnswer:
-        return http_request(
-            self.url,
-            method,
-            {**self.headers, **headers},
-            body,
-            timeout=self.timeout,
-            jar=self.jar,
-        )
+        try:
+            return http_request(
+                self.url,
+                method,
+                {**self.headers, **headers},
+                body,
+                timeout=self.timeout,
+                jar=self.jar,
+            )
+        except OSError as e:  # judged by `expect` as "no answer"
+            return HTTPAnswer(0, {}, f"no HTTP answer: {e}".encode())
 
     def initialize(self) -> str | None:
         """A fresh connection: its id, or ``None`` (HTTP-001 judges the driver's own)."""
@@ -95,6 +98,9 @@ class _Raw:
             return True
         wanted = " or ".join(str(s) for s in statuses)
         body = answer.body[:160].decode("utf-8", "replace")
+        if answer.status == 0:
+            self.verdicts.violation(rule_id, f"{what} got {body}, not {wanted}")
+            return False
         self.verdicts.violation(
             rule_id,
             f"{what} was answered {answer.status}, not {wanted}",

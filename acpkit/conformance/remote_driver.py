@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.client
 import json
 import queue
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -73,6 +74,7 @@ class RemoteDriver(AgentDriver):
         self._reader: threading.Thread | None = None
         self._agent_sessions: dict[str, str] = {}
         self._closed = False
+        self._ended = threading.Event()
         #: every message read from the agent, in arrival order (for the ordering checks)
         self.arrivals: list[dict[str, Any]] = []
         self.accepted = 0
@@ -84,18 +86,20 @@ class RemoteDriver(AgentDriver):
         if not self.url.websocket:
             return
         try:
-            socket = WebSocket.connect(self.url, self.headers, timeout=self.timeout, jar=self.jar)
+            websocket = WebSocket.connect(
+                self.url, self.headers, timeout=self.timeout, jar=self.jar
+            )
         except WebSocketError as e:
             raise OSError(str(e)) from None
-        self._socket = socket
-        self.connection_id = socket.answer.header(CONNECTION_ID)
+        self._socket = websocket
+        self.connection_id = websocket.answer.header(CONNECTION_ID)
         if self.connection_id:
             self.observer.verdicts.ok("WS-001")
         else:
             self.observer.violation(
                 "WS-001", f"the WebSocket upgrade answer (101) has no {CONNECTION_ID} header"
             )
-        self._reader = threading.Thread(target=self._read_socket, args=(socket,), daemon=True)
+        self._reader = threading.Thread(target=self._read_socket, args=(websocket,), daemon=True)
         self._reader.start()
 
     @property
@@ -118,7 +122,7 @@ class RemoteDriver(AgentDriver):
             self._socket.close()
         elif self.connection_id is not None:
             try:
-                http_request(
+                answer = http_request(
                     self.url,
                     "DELETE",
                     {**self.headers, CONNECTION_ID: self.connection_id},
@@ -126,7 +130,13 @@ class RemoteDriver(AgentDriver):
                     jar=self.jar,
                 )
             except OSError:
-                pass
+                return
+            wait = min(2.0, self.timeout)
+            if answer.status == 202 and self._stream is not None and not self._ended.wait(wait):
+                self.observer.violation(
+                    "HTTP-008",
+                    f"the GET stream was still open {wait:g}s after DELETE was answered 202",
+                )
 
     def wait_exit(self, timeout: float) -> int | None:
         """Nothing to wait for: a remote agent does not exit."""
@@ -136,6 +146,12 @@ class RemoteDriver(AgentDriver):
         """Close the connection and the SSE stream."""
         self.close_stdin()
         if self._stream is not None:
+            sock = self._stream.sock
+            if sock is not None:  # wakes the reader thread before the close takes its lock
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
             self._stream.close()
         self._closed = True
 
@@ -286,14 +302,15 @@ class RemoteDriver(AgentDriver):
                         self._queue.put(("sse", event.data))
         except SSEEventTooLarge:
             self._queue.put(("note", f"an SSE event larger than {MAX_MESSAGE} bytes"))
-        except (OSError, ValueError, http.client.HTTPException):
-            pass
+        except (OSError, ValueError, http.client.HTTPException, AttributeError):
+            pass  # AttributeError: http.client's answer to a connection closed by `stop`
+        self._ended.set()
         self._queue.put(_END)
 
-    def _read_socket(self, socket: WebSocket) -> None:
+    def _read_socket(self, websocket: WebSocket) -> None:
         try:
             while True:
-                received = socket.recv()
+                received = websocket.recv()
                 if received is None:
                     break
                 opcode, payload = received

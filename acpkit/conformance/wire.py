@@ -181,8 +181,12 @@ def http_request(
             sent.update(jar.header())
         connection.request(method, url.path, body=body, headers=sent)
         response = connection.getresponse()
-        data = response.read(MAX_MESSAGE)
-        answer = HTTPAnswer(response.status, _headers_of(response), data)
+        found = _headers_of(response)
+        content_type = (found.get("content-type") or ("",))[0]
+        # an event stream may never end: its status and headers are the answer
+        streaming = content_type.split(";")[0].strip().lower() == "text/event-stream"
+        data = b"" if streaming else response.read(MAX_MESSAGE)
+        answer = HTTPAnswer(response.status, found, data)
     except http.client.HTTPException as e:
         raise OSError(f"bad HTTP answer: {e!r}") from None
     finally:

@@ -1,0 +1,215 @@
+"""
+``acpkit-conformance --url``: a remote agent tested over Streamable HTTP and WebSocket, with
+the transport rules of the RFD (HTTP-001..011, WS-001..003).
+
+Servers run in subprocesses (they print their URL or port); the tester itself is blocking
+and runs in the test's thread. Each server is stopped by closing its stdin or killing it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from acpkit.conformance.cli import main, run_suite
+from acpkit.conformance.report import SuiteResult
+from acpkit.conformance.rules import RULES
+
+pytestmark = pytest.mark.process
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+HTTP_RULES = [r.id for r in RULES if r.id.startswith("HTTP-")]
+WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
+
+
+def _start(argv: list[str]) -> tuple[subprocess.Popen[str], str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    process = subprocess.Popen(
+        [sys.executable, *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    first = process.stdout.readline().strip()  # blocks until the server listens (or dies)
+    if not first:
+        process.kill()
+        raise AssertionError(f"{argv} printed nothing")
+    return process, first
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.stdin is not None:
+        process.stdin.close()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="module")
+def acpkit_url() -> Iterator[str]:
+    """acpkit's interop agent served by acpkit.remote.serve_remote (HTTP and WebSocket)."""
+    process, url = _start([str(FIXTURES / "interop" / "remote_agent.py")])
+    try:
+        yield url
+    finally:
+        _stop(process)
+
+
+def _statuses(result: SuiteResult) -> dict[str, str]:
+    return {r.rule.id: r.status for r in result.results}
+
+
+def _transport(url: str, rules: list[str] | None = None) -> SuiteResult:
+    return run_suite([], url=url, only=rules or ["HTTP", "WS"], timeout=5.0, explore=False)
+
+
+def test_acpkit_server_passes_every_http_rule(acpkit_url: str) -> None:
+    """Over Streamable HTTP, serve_remote passes HTTP-001..010; HTTP-011 (TLS only) and the
+    WebSocket rules are not applicable, each with its reason."""
+    result = _transport(acpkit_url)
+    assert result.error is None, result.error
+    statuses = _statuses(result)
+    assert {statuses[r] for r in HTTP_RULES[:-1]} == {"pass"}, statuses
+    assert statuses["HTTP-011"] == "not-applicable"
+    assert {statuses[r] for r in WS_RULES} == {"not-applicable"}
+
+
+def test_acpkit_server_passes_every_websocket_rule(acpkit_url: str) -> None:
+    """Over WebSocket, serve_remote passes WS-001..003; the HTTP rules are not applicable."""
+    result = _transport(acpkit_url.replace("http://", "ws://"))
+    assert result.error is None, result.error
+    statuses = _statuses(result)
+    assert {statuses[r] for r in WS_RULES} == {"pass"}, statuses
+    assert {statuses[r] for r in HTTP_RULES} == {"not-applicable"}
+
+
+def test_process_rules_are_not_applicable_with_a_reason(acpkit_url: str) -> None:
+    """By URL, the stdio framing, EOF and spawn-directory rules are reported not applicable
+    with the reason (never silently dropped); the report names the URL only."""
+    rules = ["FRAME-004", "FRAME-009", "SESSION-009", "HTTP-001"]
+    result = run_suite([], url=acpkit_url, only=rules, timeout=5.0, explore=False)
+    by_id = {r.rule.id: r for r in result.results}
+    for rule_id in ("FRAME-004", "FRAME-009", "SESSION-009"):
+        assert by_id[rule_id].status == "not-applicable"
+        assert "agent tested by URL" in by_id[rule_id].reason
+    assert result.agent == acpkit_url
+
+
+def test_header_values_never_reach_the_report(acpkit_url: str) -> None:
+    """``--header`` values (tokens) appear nowhere in the report or its replay command;
+    their names do."""
+    out = io.StringIO()
+    secret = "s3cr3t-token-value"
+    status = main(
+        [
+            "--url",
+            acpkit_url,
+            "--header",
+            f"Authorization:Bearer {secret}",
+            "--rules",
+            "HTTP-001",
+            "--report",
+            "text",
+        ],
+        out=out,
+    )
+    assert status in (0, 1)
+    assert secret not in out.getvalue()
+    assert "Authorization" in out.getvalue()
+
+
+def test_url_and_command_together_are_refused() -> None:
+    """``--url`` with an agent command is a usage error (exit status 2)."""
+    assert main(["--url", "ws://127.0.0.1:9/acp", "--", "bob"], out=io.StringIO()) == 2
+    assert main(["--url", "ftp://127.0.0.1/acp"], out=io.StringIO()) == 2
+
+
+BROKEN = [
+    ("post-200", "HTTP-002", "answered 200, not 202"),
+    ("no-connection-id", "HTTP-001", "no Acp-Connection-Id header"),
+    ("wrong-415", "HTTP-003", "answered 400, not 415"),
+    ("no-406", "HTTP-004", "answered 200, not 406"),
+    ("missing-id-200", "HTTP-005", "answered 200, not 400"),
+    # a deleted connection's id is an unknown id: HTTP-008 fails with it (also true)
+    ("unknown-id-400", "HTTP-006 HTTP-008", "answered 400, not 404"),
+    ("batch-202", "HTTP-007", "answered 202, not 501"),
+    ("delete-keeps", "HTTP-008", "deleted connection was answered"),
+    ("out-of-order", "HTTP-009", "after the turn's session/prompt response"),
+    ("no-session-header-ok", "HTTP-010", "answered 202, not 400"),
+]
+
+
+@pytest.mark.parametrize(("fault", "rule_id", "words"), BROKEN)
+def test_a_broken_server_is_caught_rule_by_rule(fault: str, rule_id: str, words: str) -> None:
+    """Each deliberately broken transport behaviour fails exactly its rule(s), the first
+    with a finding that says what was wrong; no other HTTP rule fails."""
+    process, url = _start([str(FIXTURES / "conformance_remote" / "broken_server.py"), fault])
+    try:
+        result = _transport(url, ["HTTP"])
+    finally:
+        _stop(process)
+    assert result.error is None, result.error
+    failed = {r.rule.id: r for r in result.results if r.status == "fail"}
+    expected = rule_id.split()
+    assert set(failed) == set(expected), {
+        k: [f.message for f in v.findings] for k, v in failed.items()
+    }
+    findings = failed[expected[0]].findings
+    assert any(words in f.message for f in findings), findings
+
+
+def test_the_conforming_fixture_server_passes_and_needs_its_cookie() -> None:
+    """The fixture without a fault (which refuses requests lacking the cookie it set at
+    initialize) passes every HTTP rule: the tester keeps and returns cookies."""
+    process, url = _start([str(FIXTURES / "conformance_remote" / "broken_server.py"), "none"])
+    try:
+        result = _transport(url, ["HTTP"])
+    finally:
+        _stop(process)
+    assert result.error is None, result.error
+    statuses = _statuses(result)
+    assert {statuses[r] for r in HTTP_RULES[:-1]} == {"pass"}, statuses
+
+
+def _sdk_server(script: str) -> Iterator[str]:
+    pytest.importorskip("acp.http.asgi")
+    pytest.importorskip("uvicorn")
+    process, line = _start([str(FIXTURES / script)])
+    try:
+        yield f"http://127.0.0.1:{line.split()[1]}/acp"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_official_python_sdk_http_server_passes_the_http_rules() -> None:
+    """The official Python SDK 0.12.1's Streamable HTTP server (acp.http under uvicorn)
+    passes HTTP-001..010 (HTTP-011 needs TLS)."""
+    for url in _sdk_server("remote/sdk_http_server.py"):
+        result = _transport(url, ["HTTP"])
+        assert result.error is None, result.error
+        statuses = _statuses(result)
+        assert {statuses[r] for r in HTTP_RULES[:-1]} == {"pass"}, statuses
+
+
+def test_official_python_sdk_websocket_server_passes_the_websocket_rules() -> None:
+    """The official Python SDK 0.12.1's WebSocket server passes WS-001..003."""
+    pytest.importorskip("acp.ws")
+    for url in _sdk_server("remote_ws/sdk_ws_server.py"):
+        result = _transport(url.replace("http://", "ws://"), ["WS"])
+        assert result.error is None, result.error
+        statuses = _statuses(result)
+        assert {statuses[r] for r in WS_RULES} == {"pass"}, statuses
