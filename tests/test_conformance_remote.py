@@ -29,7 +29,7 @@ HTTP_RULES = [r.id for r in RULES if r.id.startswith("HTTP-")]
 WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
 
 
-def _start(argv: list[str]) -> tuple[subprocess.Popen[str], str]:
+def _start(argv: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen[str], str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     process = subprocess.Popen(
@@ -39,6 +39,7 @@ def _start(argv: list[str]) -> tuple[subprocess.Popen[str], str]:
         stderr=subprocess.DEVNULL,
         text=True,
         env=env,
+        cwd=cwd,
     )
     assert process.stdout is not None
     first = process.stdout.readline().strip()  # blocks until the server listens (or dies)
@@ -94,6 +95,26 @@ def test_acpkit_server_passes_every_websocket_rule(acpkit_url: str) -> None:
     statuses = _statuses(result)
     assert {statuses[r] for r in WS_RULES} == {"pass"}, statuses
     assert {statuses[r] for r in HTTP_RULES} == {"not-applicable"}
+
+
+def test_acpkit_server_over_tls_speaks_http2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over https (a self-signed certificate, trusted through
+    ACPKIT_CONFORMANCE_INSECURE_TLS=1), serve_remote chooses h2 by ALPN (HTTP-011) and
+    still passes every other HTTP rule."""
+    pytest.importorskip("h2")
+    pytest.importorskip("cryptography")
+    monkeypatch.setenv("ACPKIT_CONFORMANCE_INSECURE_TLS", "1")
+    process, url = _start([str(FIXTURES / "interop" / "remote_agent.py"), "--tls"], tmp_path)
+    try:
+        assert url.startswith("https://")
+        result = _transport(url, ["HTTP"])
+    finally:
+        _stop(process)
+    assert result.error is None, result.error
+    statuses = _statuses(result)
+    assert {statuses[r] for r in HTTP_RULES} == {"pass"}, statuses
 
 
 def test_process_rules_are_not_applicable_with_a_reason(acpkit_url: str) -> None:
