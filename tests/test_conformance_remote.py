@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -115,6 +116,57 @@ def test_acpkit_server_over_tls_speaks_http2(
     assert result.error is None, result.error
     statuses = _statuses(result)
     assert {statuses[r] for r in HTTP_RULES} == {"pass"}, statuses
+
+
+BOB_LISTENING = re.compile(r"listening on .*port=(\d+)")
+
+
+@pytest.fixture(scope="module")
+def bob_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """bob (twistd -n acp-agent --listen http:tcp:0) on a loopback port it reports."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    command = "from twisted.scripts.twistd import run; run()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", command, "-n", "--pidfile=", "acp-agent", "--listen", "http:tcp:0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=tmp_path_factory.mktemp("bob"),
+    )
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:  # ends at EOF if bob dies
+            found = BOB_LISTENING.search(line)
+            if found:
+                break
+        else:
+            raise AssertionError("bob never said where it listens")
+        yield f"http://127.0.0.1:{found.group(1)}/acp"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("scheme", ["http", "ws"])
+def test_bob_served_remotely_breaks_no_must_rule(bob_url: str, scheme: str) -> None:
+    """The whole suite (probes and exploration) runs by URL against bob served remotely:
+    every MUST rule that applies holds, over Streamable HTTP and over WebSocket."""
+    url = bob_url.replace("http://", f"{scheme}://")
+    result = run_suite([], url=url, timeout=10.0)
+    assert result.error is None, result.error
+    broken = [
+        f"{r.rule.id}: {r.findings[0].message}"
+        for r in result.results
+        if r.status == "fail" and r.rule.level == "MUST"
+    ]
+    assert broken == []
+    assert sum(r.status == "pass" for r in result.results) > 30
 
 
 def test_process_rules_are_not_applicable_with_a_reason(acpkit_url: str) -> None:
