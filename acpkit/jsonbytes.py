@@ -7,7 +7,8 @@ with the standard library for what orjson does differently:
 
 - integers past 64 bits: orjson reads them as floats (lossy) and cannot write them. A text
   with a run of 19 digits is left to :mod:`json` (one ``bytes.translate``: a regular
-  expression costs more than the parse);
+  expression costs more than the parse; then ``bytes.find``, not ``in``, which first tries
+  the needle as an integer and raises and clears a ``TypeError`` on every call);
 - ``NaN`` / ``Infinity``: orjson refuses them on reading (json's own rules then apply) and
   writes NaN as ``null``, so an output containing ``null`` is written again by json
   (which raises ``ValueError`` for NaN, as it always did);
@@ -63,7 +64,7 @@ _orjson_dumps: Callable[[Any], bytes] = _first_dumps
 def loads_or_not_parsed(data: bytes) -> Any:
     """The value of ``data`` when orjson reads it exactly as json would, else
     :data:`NOT_PARSED` (invalid text too: the caller's json path reports it)."""
-    if _LONG_NUMBER in data.translate(_DIGITS_AS_ZERO):
+    if data.translate(_DIGITS_AS_ZERO).find(_LONG_NUMBER) >= 0:
         return NOT_PARSED
     try:
         return _orjson_loads(data)
@@ -76,7 +77,7 @@ def loads(data: bytes | str) -> Any:
     JSON; ``NaN`` accepted, huge integers exact), with orjson where it agrees."""
     # loads_or_not_parsed inlined for bytes: one Python call per message on the read path.
     raw = data if type(data) is bytes else _as_bytes(data)
-    if _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO):
+    if raw.translate(_DIGITS_AS_ZERO).find(_LONG_NUMBER) < 0:
         try:
             return _orjson_loads(raw)
         except ValueError:  # orjson.JSONDecodeError
@@ -94,7 +95,7 @@ def dumps_or_none(obj: Any) -> bytes | None:
         out = _orjson_dumps(obj)
     except TypeError:  # orjson.JSONEncodeError
         return None
-    return None if b"null" in out else out
+    return None if out.find(b"null") >= 0 else out
 
 
 def dumps(obj: Any) -> bytes:
