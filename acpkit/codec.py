@@ -29,7 +29,12 @@ same hooks on a converter without detailed validation and decodes again with
 ``converter`` only when that fails (for the error's path); and the generated functions
 call a per-class constructor that stores the slots directly (see ``_constructor``:
 attrs' frozen ``__init__`` goes through ``object.__setattr__``), with the required
-attributes positional. The three converters are made on first use.
+attributes positional. On the converters without detailed validation (decode()'s first
+try), the attributes whose hook would only check a JSON primitive (``str``, ``bool``,
+number, object, ``Any``; optional or default-on-error) get a falsy ``struct_hook``
+(``_UNCONVERTED``), so that cattrs' generated function passes the value as it is, and
+that constructor checks the type inline: no Python call per primitive attribute. The
+three converters are made on first use.
 
 Rules, and the small hooks cattrs cannot express by itself (each is a cattrs hook or an
 override's hook, never a step beside the converter):
@@ -518,8 +523,21 @@ class _Hooks:
         self._generating.add(("s", cls))
         try:
             fields = _resolved_fields(cls)
-            overrides: dict[str, Any] = {a.name: self._field_override(a) for a in fields}
-            new = _constructor(cls)
+            checks: dict[str, _Check] = {}
+            if not self.strict and not self.conv.detailed_validation:
+                for a in fields:
+                    check = self._inline_check(a)
+                    if check is not None:
+                        checks[a.name] = check
+            new = _constructor(cls, checks)
+            if new is cls:
+                checks = {}  # attrs' own __init__: the per-attribute hooks check
+            overrides: dict[str, Any] = {
+                a.name: override(rename=wire_name(a), struct_hook=_UNCONVERTED)
+                if a.name in checks
+                else self._field_override(a)
+                for a in fields
+            }
             if new is not cls:
                 # Positional arguments for the required attributes: without detailed
                 # validation cattrs then calls new(value, ..., **res), which costs
@@ -543,6 +561,31 @@ class _Hooks:
     def _field_override(self, a: attrs.Attribute[Any]) -> Any:
         """``override(rename=…, struct_hook=…)`` for one attribute."""
         return override(rename=wire_name(a), struct_hook=self._field_hook(a))
+
+    def _inline_check(self, a: attrs.Attribute[Any]) -> _Check | None:
+        """The check of a JSON-primitive attribute that the fast converter's constructor
+        makes itself (see :data:`_UNCONVERTED`): the same acceptance as the attribute's
+        hook from :meth:`_field_hook`, or None where that hook is not a primitive one."""
+        meta = a.metadata
+        if meta.get("on_null") or meta.get("skip_invalid"):
+            return None
+        on_error = bool(meta.get("on_error"))
+        if a.default is attrs.NOTHING:
+            inner = self.hook(a.type)
+            kind = "required"
+            if on_error:
+                return None
+        elif a.default is None or a.default is ABSENT:
+            inner = self.hook(_strip_optional(a.type))
+            kind = "or_default" if on_error else "optional"
+        else:
+            return None
+        if inner is _s_any:
+            return ("any", (), "")
+        types = _PRIMITIVE_TYPES.get(inner)
+        if types is None:
+            return None
+        return (kind, types, _PRIMITIVE_NAMES[inner])
 
     def _field_hook(self, a: attrs.Attribute[Any]) -> StructureHook:
         tp = a.type
@@ -824,10 +867,10 @@ def _slot_setter(cls: type, name: str) -> Any:
     return None
 
 
-_CONSTRUCTORS: dict[type, Callable[..., Any]] = {}
+_CONSTRUCTORS: dict[tuple[type, bool], Callable[..., Any]] = {}
 
 
-def _constructor(cls: type) -> Any:
+def _constructor(cls: type, checks: dict[str, _Check] | None = None) -> Any:
     """What cattrs' generated function calls to make an instance of ``cls``.
 
     attrs' ``__init__`` of a frozen class sets each attribute through
@@ -836,10 +879,17 @@ def _constructor(cls: type) -> Any:
     its source in :mod:`linecache`). It carries ``cls``'s names, so cattrs names the
     generated function and its errors after the class, and ``__wrapped__`` is ``cls``.
     A class without slots gets its own ``__init__``.
+
+    With ``checks`` (the fast converter: the same for every such converter, as they
+    depend only on the attribute types), the constructor also checks the type of the
+    JSON-primitive attributes that cattrs passes unconverted (see :data:`_UNCONVERTED`)
+    and raises the primitive hook's error.
     """
-    found = _CONSTRUCTORS.get(cls)
+    key = (cls, bool(checks))
+    found = _CONSTRUCTORS.get(key)
     if found is not None:
         return found
+    checks = checks or {}
     fields = attrs.fields(cls)
     setters = [_slot_setter(cls, a.name) for a in fields]
     if (
@@ -848,9 +898,9 @@ def _constructor(cls: type) -> Any:
         or hasattr(cls, "__attrs_post_init__")
         or hasattr(cls, "__attrs_pre_init__")
     ):
-        _CONSTRUCTORS[cls] = cls
+        _CONSTRUCTORS[key] = cls
         return cls
-    env: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    env: dict[str, Any] = {"new": object.__new__, "cls": cls, "error": _type_error}
     required = []
     params = []
     body = []
@@ -863,9 +913,17 @@ def _constructor(cls: type) -> Any:
             params.append(f"{a.alias}=MISSING")
             body.append(f"    if {a.alias} is MISSING:\n        {a.alias} = F{i}()")
             env["MISSING"] = _MISSING
+        elif a.name in checks and a.default is not None:
+            # ABSENT: the default when the key is absent, not a value accepted on input
+            env[f"D{i}"] = a.default
+            env["MISSING"] = _MISSING
+            params.append(f"{a.alias}=MISSING")
         else:
             env[f"D{i}"] = a.default
             params.append(f"{a.alias}=D{i}")
+        check = checks.get(a.name)
+        if check is not None:
+            body.extend(_check_lines(i, a, check, env))
         body.append(f"    S{i}(o, {a.alias})")
     if getattr(cls, "__acp_tag__", None) is not None:
         params.append(f"{_TAG_FIELD.alias}=None")  # strict mode's checked tag, not stored
@@ -883,8 +941,29 @@ def _constructor(cls: type) -> Any:
     fn.__module__ = cls.__module__
     fn.__name__ = cls.__name__
     fn.__wrapped__ = cls
-    _CONSTRUCTORS[cls] = fn
+    _CONSTRUCTORS[key] = fn
     return fn
+
+
+def _check_lines(i: int, a: attrs.Attribute[Any], check: _Check, env: dict[str, Any]) -> list[str]:
+    """The constructor's lines checking attribute ``i`` (see :data:`_Check`)."""
+    kind, types, expected = check
+    x = a.alias
+    lines = []
+    if a.default is not attrs.NOTHING and a.default is not None:
+        lines.append(f"    if {x} is MISSING:\n        {x} = D{i}")
+        prefix = "    elif "
+    else:
+        prefix = "    if "
+    if kind == "any":
+        return lines
+    env[f"T{i}"] = types
+    test = f"type({x}) is not {types[0].__name__}" if len(types) == 1 else f"type({x}) not in T{i}"
+    if kind != "required":  # None passes (optional) or is the default (or_default)
+        test = f"{x} is not None and {test}"
+    action = f"{x} = None" if kind == "or_default" else f"raise error({expected!r}, {x})"
+    lines.append(f"{prefix}{test}:\n        {action}")
+    return lines
 
 
 def _none() -> Any:
@@ -939,6 +1018,35 @@ _PRIMITIVE_TYPES: dict[StructureHook, tuple[type, ...]] = {
     _s_object: (dict,),
 }
 """The Python types each primitive hook accepts as they are."""
+
+_PRIMITIVE_NAMES: dict[StructureHook, str] = {
+    _s_str: "string",
+    _s_bool: "boolean",
+    _s_float: "number",
+    _s_object: "object",
+}
+
+_Check = tuple[str, tuple[type, ...], str]
+"""An attribute's check made by the constructor: ``(kind, accepted types, JSON type
+name)``; kind is ``required``, ``optional`` (``null`` accepted), ``or_default`` (an
+invalid value becomes ``None``: x-deserialize-default-on-error) or ``any``."""
+
+
+class _Unconverted:
+    """The fast converter's ``struct_hook`` for a JSON-primitive attribute: falsy, so that
+    cattrs' generated function passes ``o[key]`` to the constructor as it is (no call per
+    attribute), and the constructor checks its type inline (``_constructor``). Called
+    anyway (by a cattrs that does not test the hook's truth), it returns the value, which
+    the constructor still checks."""
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __call__(self, v: Any, _: Any) -> Any:
+        return v
+
+
+_UNCONVERTED = _Unconverted()
 
 
 def _optional_or_default(inner: StructureHook, made: Callable[[], Any]) -> StructureHook:
