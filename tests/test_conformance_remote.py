@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from acpkit.conformance.cli import main, run_suite
+from acpkit.conformance.remote_driver import jsonrpc_body
 from acpkit.conformance.report import SuiteResult
 from acpkit.conformance.rules import RULES
 
@@ -202,6 +203,19 @@ def test_header_values_never_reach_the_report(acpkit_url: str) -> None:
     assert status in (0, 1)
     assert secret not in out.getvalue()
     assert "Authorization" in out.getvalue()
+
+
+def test_only_jsonrpc_bodies_of_post_answers_are_judged_as_messages() -> None:
+    """A POST answer's body reaches the observer only when it is a JSON-RPC message: the
+    Python SDK answers a bad POST with 400 and ``{"error": "Invalid JSON"}``, an HTTP error
+    body, which is not an agent message breaking RPC-009."""
+    assert jsonrpc_body(b'{"error": "Invalid JSON"}') is None
+    assert jsonrpc_body(b"not json") is None
+    assert jsonrpc_body(b"") is None
+    assert jsonrpc_body(b"[]") is None
+    message = b'{"jsonrpc": "2.0", "id": 1,\n "result": {}}'
+    assert jsonrpc_body(message) == b'{"jsonrpc": "2.0", "id": 1,  "result": {}}'
+    assert jsonrpc_body(b'[{"jsonrpc": "2.0", "id": 1, "result": {}}]') is not None
 
 
 def test_url_and_command_together_are_refused() -> None:

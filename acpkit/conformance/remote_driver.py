@@ -35,7 +35,7 @@ from acpkit.conformance.wire import (
 )
 from acpkit.sse import SSEEventTooLarge, SSEParser
 
-__all__ = ["CONNECTION_ID", "SESSION_ID", "RemoteDriver"]
+__all__ = ["CONNECTION_ID", "SESSION_ID", "RemoteDriver", "jsonrpc_body"]
 
 CONNECTION_ID = "Acp-Connection-Id"
 SESSION_ID = "Acp-Session-Id"
@@ -218,7 +218,7 @@ class RemoteDriver(AgentDriver):
                 "Accepted",
             )
         elif answer.status >= 400:
-            self.observer.note(f"POST answered {answer.status}: {answer.body[:200]!r}")
+            self.observer.note(f"POST answered {answer.status}")
         self._body_messages(answer)
 
     def _session_of(self, message: Any) -> str | None:
@@ -232,10 +232,16 @@ class RemoteDriver(AgentDriver):
         return None
 
     def _body_messages(self, answer: HTTPAnswer) -> None:
-        """A JSON-RPC message in a POST answer's body goes to the observer like any other."""
-        body = answer.body.strip()
-        if body[:1] in (b"{", b"["):
-            self._queue.put(_one_line(body))
+        """A JSON-RPC message in a POST answer's body goes to the observer like any other;
+        another body (an HTTP error's ``{"error": "…"}``, say) is only noted."""
+        body = jsonrpc_body(answer.body)
+        if body is not None:
+            self._queue.put(body)
+        elif answer.body.strip():
+            self.observer.note(
+                f"POST answer {answer.status} with a body that is not JSON-RPC: "
+                f"{answer.body[:200]!r}"
+            )
 
     def _initialized(self, answer: HTTPAnswer) -> None:
         problems = []
@@ -385,6 +391,16 @@ class RemoteDriver(AgentDriver):
         """Read until ``deadline`` (monotonic) or the end."""
         while time.monotonic() < deadline and self._read(max(0.0, deadline - time.monotonic())):
             pass
+
+
+def jsonrpc_body(body: bytes) -> bytes | None:
+    """``body`` as one observer line when it is a JSON-RPC message (an object with
+    ``jsonrpc``, or an array of such objects), else ``None``."""
+    value = _parse(body)
+    items = value if isinstance(value, list) else [value]
+    if items and all(isinstance(item, dict) and "jsonrpc" in item for item in items):
+        return _one_line(body.strip())
+    return None
 
 
 def _parse(data: bytes) -> Any:
