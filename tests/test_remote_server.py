@@ -30,7 +30,12 @@ from zope.interface import implementer
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
-from acpkit.remote.security import InsecureBindError, check_bind, origin_allowed
+from acpkit.remote.security import (
+    InsecureBindError,
+    check_bind,
+    origin_allowed,
+    tls_serving_problem,
+)
 from acpkit.remote.server import ACPResource, LimitedRequest, RemoteLimits, RemoteSite
 from tests.real_peers import NODE22, TS_SDK_MODULES, peer, require_peer
 
@@ -801,6 +806,7 @@ def test_official_sdk_http_client_drives_an_acpkit_agent(tmp_path: Path) -> None
     assert (tmp_path / "note.txt.out").read_text() == "HELLOallow"
 
 
+@pytest.mark.skipif(tls_serving_problem() is not None, reason=tls_serving_problem() or "")
 @pytest.mark.process
 def test_official_sdk_http_client_over_tls_speaks_http2(tmp_path: Path) -> None:
     """Over TLS with the h2 package installed, ALPN picks HTTP/2 and the scenario passes."""
@@ -1254,3 +1260,26 @@ def test_session_streams_are_one_per_session_and_bounded(monkeypatch: Any) -> No
     assert refused.status == 429
     again.close()
     assert server.stream(cid, Acp_Session_Id="c").status == 200
+
+
+def test_tls_is_refused_at_startup_where_twisted_cannot_serve_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """
+    On a Twisted and pyOpenSSL pair that breaks TLS after the first connection (Twisted
+    before 26.4 with pyOpenSSL 25 or later), serve_remote on an ``ssl:`` endpoint fails at
+    once with the one-line reason instead of listening and failing the second client.
+    """
+    from twisted.internet.task import Clock
+
+    from acpkit.remote import server
+
+    monkeypatch.setattr(server, "tls_serving_problem", lambda: "Twisted X cannot serve TLS")
+    failures: list[str] = []
+
+    def refused(failure: Failure) -> None:
+        failures.append(str(failure.value))
+
+    d = server.serve_remote(Clock(), "ssl:0:privateKey=k.pem:certKey=c.pem", RemoteAgent)
+    d.addErrback(refused)
+    assert failures == ["Twisted X cannot serve TLS"]

@@ -32,6 +32,7 @@ from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, ClientConnection, negotiate_version
 from acpkit.errors import ConnectionLost
 from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.remote.security import tls_serving_problem
 from acpkit.remote.websocket import (
     CONNECTION_ID_HEADER,
     ACPWebSocketResource,
@@ -850,6 +851,7 @@ def self_signed_localhost() -> tuple[bytes, bytes]:
     return key_pem, cert.public_bytes(serialization.Encoding.PEM)
 
 
+@pytest.mark.skipif(tls_serving_problem() is not None, reason=tls_serving_problem() or "")
 class TLSTests(_WsBase):
     """wss:// on loopback with a certificate of our own."""
 

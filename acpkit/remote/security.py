@@ -38,6 +38,7 @@ __all__ = [
     "check_bind",
     "is_loopback_host",
     "origin_allowed",
+    "tls_serving_problem",
 ]
 
 #: Query parameters that would carry a token in a URL: always refused.
@@ -163,3 +164,36 @@ class RequestCheck:
         if not origin_allowed(origin, host, self._allowed_origins):
             return 403, "this Origin is not allowed"
         return None
+
+
+def tls_serving_problem() -> str | None:
+    """
+    Why this Twisted and pyOpenSSL cannot serve TLS with ``twisted.web`` (None: they can).
+
+    Twisted before 26.4 sets the ALPN callback on a server's TLS context for each new
+    connection; pyOpenSSL 25 and later refuse to change a context that already made a
+    connection, so the second TLS connection fails.  Probed by behaviour (a context that
+    made a connection refuses ``set_alpn_select_callback``), not by version numbers.
+    """
+    from twisted import __version__ as twisted_version
+
+    if tuple(int(part) for part in twisted_version.split(".")[:2]) >= (26, 4):
+        return None
+    try:
+        from OpenSSL import SSL
+    except ImportError:
+        return "TLS needs pyOpenSSL (pip install 'twisted[tls]')"
+    context = SSL.Context(SSL.TLS_METHOD)
+    SSL.Connection(context, None)
+    try:
+        context.set_alpn_select_callback(lambda connection, offered: b"")
+    except ValueError:
+        from OpenSSL import __version__ as openssl_version
+
+        return (
+            f"Twisted {twisted_version} cannot serve TLS with pyOpenSSL"
+            f" {openssl_version} (it changes a TLS context after its first connection,"
+            " which this pyOpenSSL refuses): install twisted>=26.4, or serve tcp: on"
+            " loopback behind a TLS proxy"
+        )
+    return None

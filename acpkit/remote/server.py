@@ -12,6 +12,7 @@ has the behaviour as a table.
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from collections import deque
@@ -32,6 +33,7 @@ from twisted.internet.interfaces import (
 )
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web.http import HTTPFactory
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
@@ -41,7 +43,7 @@ from acpkit.endpoints import _attach_tracer, serve
 from acpkit.framing_messages import MessageFraming
 from acpkit.interfaces import IAgent
 from acpkit.jsonrpc import JSONRPCProtocol
-from acpkit.remote.security import RequestCheck, check_bind
+from acpkit.remote.security import RequestCheck, check_bind, tls_serving_problem
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -740,6 +742,16 @@ class LimitedRequest(Request):
         super().handleContentChunk(data)
 
 
+def _site_options() -> dict[str, Any]:
+    """
+    ``parsePOSTFormSubmission=False`` where this Twisted has it (24.10 and later): no POST
+    body is parsed as a form (ours are JSON; a form is answered 415).  Twisted 24.7 parses
+    form bodies before rendering; they are bounded by ``max_message_size`` all the same.
+    """
+    parameters = inspect.signature(HTTPFactory.__init__).parameters
+    return {"parsePOSTFormSubmission": False} if "parsePOSTFormSubmission" in parameters else {}
+
+
 class RemoteSite(Site):
     """The site :func:`serve_remote` listens with: the endpoint at ``path``, limited bodies."""
 
@@ -755,9 +767,7 @@ class RemoteSite(Site):
             parent.putChild(segments[-1], resource)
         else:
             root = resource
-        super().__init__(
-            root, requestFactory=LimitedRequest, parsePOSTFormSubmission=False, reactor=reactor
-        )
+        super().__init__(root, requestFactory=LimitedRequest, reactor=reactor, **_site_options())
         self.acp = resource
         self.max_body = resource.limits.max_message_size
         self.noisy = False
@@ -798,6 +808,10 @@ def serve_remote(
         description = check_bind(endpoint_description, token=secret)
     except ValueError as e:
         return fail(e)
+    if description.split(":", 1)[0].lower() == "ssl":
+        problem = tls_serving_problem()
+        if problem is not None:
+            return fail(RuntimeError(problem))
     resource = ACPResource(
         agent_factory,
         clock=reactor,
