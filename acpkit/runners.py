@@ -127,16 +127,19 @@ def _log_to(stream: IO[str] | None, level: LogLevel) -> None:
     globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
 
 
-def _run_until(reactor: Any, start: Callable[[], Deferred[int]]) -> int:
+def _run_until(reactor: Any, start: Callable[[], Deferred[int]], stopped: str) -> int:
     """
     Run ``reactor`` until the Deferred ``start()`` returns fires with an exit status;
-    stop it then (once), and return the status (1 if the reactor stopped first).
+    stop it then (once), and return the status.  When the reactor stops first (a signal,
+    a shutdown trigger), the status is 1 and ``stopped`` is written on stderr, whatever
+    the work reports while it is torn down.
     """
     status: list[int] = []
 
     def finish(code: int) -> None:
-        if not status:
-            status.append(code)
+        if status:  # the reactor was already stopping: its status and line stand
+            return
+        status.append(code)
         try:
             reactor.stop()
         except ReactorNotRunning:  # already stopping (a signal, a shutdown trigger)
@@ -147,7 +150,17 @@ def _run_until(reactor: Any, start: Callable[[], Deferred[int]]) -> int:
         d.addErrback(_report, "acpkit")
         d.addCallback(finish)
 
+    def stopping() -> None:
+        # The reactor stops before the work is done (a signal, a shutdown trigger): that
+        # is status 1 whatever the connection reports while it is torn down (its end can
+        # look clean then: stdin closed by the shutdown, not by the peer).
+        if not status:
+            status.append(1)
+            sys.stderr.write(f"{stopped}\n")
+            sys.stderr.flush()
+
     reactor.callWhenRunning(begin)
+    reactor.addSystemEventTrigger("before", "shutdown", stopping)
     reactor.run()
     return status[0] if status else 1
 
@@ -208,7 +221,7 @@ def run_agent(
         d.addErrback(lambda f: _report(f, "connection lost"))
         return d  # type: ignore[return-value]
 
-    sys.exit(_run_until(chosen, start))
+    sys.exit(_run_until(chosen, start, "connection lost: stopped by a signal or a shutdown"))
 
 
 def run_client(
@@ -276,4 +289,5 @@ def run_client(
         d.addErrback(_report, os.path.basename(sys.argv[0]) or "client")
         return d
 
-    sys.exit(_run_until(chosen, start))
+    who = os.path.basename(sys.argv[0]) or "client"
+    sys.exit(_run_until(chosen, start, f"{who}: stopped by a signal; the agent was stopped"))
