@@ -58,7 +58,12 @@ from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
-import txaio
+try:
+    import txaio
+except ImportError as missing:  # pragma: no cover - the core leg of CI checks the message
+    raise ImportError(
+        "acpkit.remote.websocket needs Autobahn: pip install 'txacpkit[remote]'"
+    ) from missing
 
 txaio.use_twisted()
 
