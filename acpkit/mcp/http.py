@@ -72,19 +72,26 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import urlsplit
 
 import attrs
 from twisted.internet.address import HostnameAddress
 from twisted.internet.defer import CancelledError, Deferred, DeferredList, fail, succeed
 from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
 from twisted.internet.interfaces import IDelayedCall, IProtocol, IReactorTime, ITransport
-from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit.errors import clip
+from acpkit.http_responses import (
+    BodyReader,
+    body_ended_cleanly,
+    content_type,
+    failure_text,
+    shown_url,
+    visible_ascii,
+)
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient
 from acpkit.mcp.schema import Implementation
@@ -145,66 +152,7 @@ class _Pending:
     cancelled: bool = False
     resumes: int = 0
     #: The body reader currently streaming this request's answer, if any.
-    reader: _BodyReader | None = None
-
-
-class _BodyReader(Protocol):
-    """Receives one HTTP response body; ``abort()`` stops reading it."""
-
-    _log = Logger()
-
-    def __init__(
-        self,
-        on_data: Callable[[bytes], None],
-        on_end: Callable[[Failure], None],
-    ) -> None:
-        self._on_data = on_data
-        self._on_end = on_end
-        self.done: Deferred[None] = Deferred()
-        self.aborted = False
-        self.ended = False
-
-    def dataReceived(self, data: bytes) -> None:
-        if self.aborted:
-            return
-        try:
-            self._on_data(data)
-        except Exception:
-            self._log.failure("reading an MCP HTTP response body failed")
-            self.abort()
-
-    def abort(self) -> None:
-        """Stop reading (the connection is dropped); ``on_end`` is not called after."""
-        if self.aborted or self.ended:
-            return
-        self.aborted = True
-        if self.transport is not None:
-            self.transport.stopProducing()  # type: ignore[attr-defined]
-
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        self.ended = True
-        try:
-            if not self.aborted:
-                self._on_end(reason)
-        finally:
-            self.done.callback(None)
-
-
-def _body_ended_cleanly(reason: Failure) -> bool:
-    from twisted.web.client import ResponseDone
-    from twisted.web.http import PotentialDataLoss
-
-    return reason.check(ResponseDone, PotentialDataLoss) is not None
-
-
-def _content_type(response: IResponse) -> str:
-    values: list[bytes] = response.headers.getRawHeaders(b"content-type") or [b""]
-    main: bytes = values[0].split(b";", 1)[0].strip().lower()
-    return main.decode("latin-1")
-
-
-def _visible_ascii(value: bytes) -> bool:
-    return bool(value) and all(0x21 <= b <= 0x7E for b in value)
+    reader: BodyReader | None = None
 
 
 @implementer(ITransport)
@@ -244,7 +192,7 @@ class StreamableHTTPTransport:
         self.url = url
         #: The URL as errors and logs show it: no user info, query or fragment (they
         #: may hold credentials).
-        self.shown_url = _shown_url(parts)
+        self.shown_url = shown_url(parts)
         self.name = name
         self.max_message_size = max_message_size
         self.max_resumes = max_resumes
@@ -279,9 +227,9 @@ class StreamableHTTPTransport:
         self._out = bytearray()
         self._pending: dict[Any, _Pending] = {}
         self._calls: set[Deferred[Any]] = set()
-        self._readers: set[_BodyReader] = set()
+        self._readers: set[BodyReader] = set()
         self._timers: set[IDelayedCall] = set()
-        self._get_reader: _BodyReader | None = None
+        self._get_reader: BodyReader | None = None
         self._get_last_event_id: str | None = None
 
     # -- ITransport, as the engine sees it ---------------------------------------------
@@ -451,7 +399,7 @@ class StreamableHTTPTransport:
             if status == 202:
                 self._discard(response)
                 return
-        ctype = _content_type(response)
+        ctype = content_type(response)
         if ctype == "text/event-stream":
             self._read_stream(response, pending, SSEParser(self.max_message_size))
         elif ctype == "application/json":
@@ -472,7 +420,7 @@ class StreamableHTTPTransport:
         if not values:
             return True
         value = values[0].strip()
-        if not _visible_ascii(value):
+        if not visible_ascii(value):
             self._discard(response)
             self._fail(
                 pending,
@@ -488,7 +436,7 @@ class StreamableHTTPTransport:
             return
         if failure.check(CancelledError) and pending is not None and pending.cancelled:
             return
-        why = _failure_text(failure)
+        why = failure_text(failure)
         if failure.check(ConnectError, DNSLookupError):
             self._fatal(
                 McpServerUnreachable(f"cannot reach the MCP server at {self.shown_url}: {why}")
@@ -543,9 +491,9 @@ class StreamableHTTPTransport:
 
     def _reader(
         self, on_data: Callable[[bytes], None], on_end: Callable[[Failure], None]
-    ) -> _BodyReader:
+    ) -> BodyReader:
         """A body reader, tracked until its body ends (give it to ``deliverBody``)."""
-        reader = _BodyReader(on_data, on_end)
+        reader = BodyReader(on_data, on_end, what="MCP")
         self._readers.add(reader)
         reader.done.addBoth(lambda _: self._readers.discard(reader))
         return reader
@@ -574,12 +522,12 @@ class StreamableHTTPTransport:
         def on_end(reason: Failure) -> None:
             if self._lost or self.disconnecting:
                 return
-            if not _body_ended_cleanly(reason):
+            if not body_ended_cleanly(reason):
                 if pending is not None:
                     self._fail(
                         pending,
                         f"the connection dropped while reading the answer to "
-                        f"{pending.method}: {_failure_text(reason)}",
+                        f"{pending.method}: {failure_text(reason)}",
                     )
                 return
             self._deliver_json(bytes(body))
@@ -664,7 +612,7 @@ class StreamableHTTPTransport:
                 return  # answered (or cancelled)
             if progressed:
                 pending.resumes = 0
-            how = "ended" if _body_ended_cleanly(reason) else f"dropped ({_failure_text(reason)})"
+            how = "ended" if body_ended_cleanly(reason) else f"dropped ({failure_text(reason)})"
             if parser.last_event_id is None:
                 self._fail(
                     pending,
@@ -719,7 +667,7 @@ class StreamableHTTPTransport:
                     McpSessionExpired(f"the MCP server at {self.shown_url} ended our session")
                 )
                 return
-            if response.code != 200 or _content_type(response) != "text/event-stream":
+            if response.code != 200 or content_type(response) != "text/event-stream":
                 self._error_status(response, pending, f"GET (resuming {pending.method})")
                 return
             parser = SSEParser(self.max_message_size)
@@ -751,7 +699,7 @@ class StreamableHTTPTransport:
                     McpSessionExpired(f"the MCP server at {self.shown_url} ended our session")
                 )
                 return
-            if response.code != 200 or _content_type(response) != "text/event-stream":
+            if response.code != 200 or content_type(response) != "text/event-stream":
                 self.get_stream = "failed"
                 self._error_status(response, None, "GET (server stream)")
                 return
@@ -768,7 +716,7 @@ class StreamableHTTPTransport:
                 "{peer}: GET stream from {url} failed: {why}",
                 peer=self.name,
                 url=self.shown_url,
-                why=_failure_text(failure),
+                why=failure_text(failure),
             )
 
         d.addCallbacks(got, failed)
@@ -781,7 +729,7 @@ class StreamableHTTPTransport:
             self._log.info(
                 "{peer}: the server closed its GET stream ({why})",
                 peer=self.name,
-                why=_failure_text(reason),
+                why=failure_text(reason),
             )
             return
         self._later(parser.retry, self._open_get_stream, parser.last_event_id, parser.retry)
@@ -960,31 +908,12 @@ def connect_http(
     return done
 
 
-def _shown_url(parts: SplitResult) -> str:
-    """``scheme://host[:port]/path``: the URL without what may hold a secret."""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    port = f":{parts.port}" if parts.port is not None else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
-
-
 def _decimal(text: str) -> bool:
     return text.isascii() and text.isdecimal()
 
 
 def _hashable(value: object) -> bool:
     return isinstance(value, (int, str)) and not isinstance(value, bool)
-
-
-def _failure_text(failure: Failure) -> str:
-    """A one-line reason for a failure (ResponseFailed's nested reasons unwrapped)."""
-    value = failure.value
-    reasons = getattr(value, "reasons", None)
-    if reasons:
-        return "; ".join(_failure_text(r) for r in reasons)
-    text = failure.getErrorMessage()
-    return f"{type(value).__name__}: {text}" if text else type(value).__name__
 
 
 def _error_detail(body: bytes) -> str:

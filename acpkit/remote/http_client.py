@@ -66,7 +66,6 @@ from twisted.internet.address import HostnameAddress
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
 from twisted.internet.interfaces import IDelayedCall, IProtocol, IReactorTime, ITransport
-from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -77,6 +76,14 @@ from acpkit.endpoints import _attach_tracer
 from acpkit.errors import clip
 from acpkit.framing import DEFAULT_MAX_LENGTH
 from acpkit.framing_messages import MessageFraming
+from acpkit.http_responses import (
+    BodyReader,
+    body_ended_cleanly,
+    content_type,
+    failure_text,
+    shown_url,
+    visible_ascii,
+)
 from acpkit.interfaces import IClient
 from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit.sse import SSEEventTooLarge, SSEParser
@@ -132,47 +139,9 @@ class _Stream:
 
     session_id: str | None
     parser: SSEParser
-    reader: _BodyReader | None = None
+    reader: BodyReader | None = None
     #: Fires when nothing came on the stream for ``idle_timeout`` seconds.
     idle: IDelayedCall | None = None
-
-
-class _BodyReader(Protocol):
-    """Receives one response body; ``abort()`` stops reading it."""
-
-    _log = Logger()
-
-    def __init__(self, on_data: Callable[[bytes], None], on_end: Callable[[Failure], None]) -> None:
-        self._on_data = on_data
-        self._on_end = on_end
-        self.done: Deferred[None] = Deferred()
-        self.aborted = False
-        self.ended = False
-
-    def dataReceived(self, data: bytes) -> None:
-        if self.aborted:
-            return
-        try:
-            self._on_data(data)
-        except Exception:
-            self._log.failure("reading an ACP HTTP response body failed")
-            self.abort()
-
-    def abort(self) -> None:
-        """Stop reading (drops the connection); ``on_end`` is not called after."""
-        if self.aborted or self.ended:
-            return
-        self.aborted = True
-        if self.transport is not None:
-            self.transport.stopProducing()  # type: ignore[attr-defined]
-
-    def connectionLost(self, reason: Failure = connectionDone) -> None:
-        self.ended = True
-        try:
-            if not self.aborted:
-                self._on_end(reason)
-        finally:
-            self.done.callback(None)
 
 
 @implementer(ITransport)
@@ -250,7 +219,7 @@ class HTTPClientTransport:
         self._streams: list[_Stream] = []
         self._stream_sessions: set[str] = set()
         self._calls: set[Deferred[Any]] = set()
-        self._readers: set[_BodyReader] = set()
+        self._readers: set[BodyReader] = set()
 
     # -- ITransport, as the engine sees it ---------------------------------------------
 
@@ -293,7 +262,7 @@ class HTTPClientTransport:
                 lambda f: self._log.info(
                     "{peer}: DELETE of the ACP connection failed: {why}",
                     peer=self.name,
-                    why=_failure_text(f),
+                    why=failure_text(f),
                 )
             )
             waits.append(deleted)
@@ -369,7 +338,7 @@ class HTTPClientTransport:
                 return
             values = response.headers.getRawHeaders(CONNECTION_ID_HEADER.encode()) or []
             value = values[0].strip() if values else b""
-            if not _visible_ascii(value):
+            if not visible_ascii(value):
                 self._discard(response)
                 what = "no" if not value else "an invalid (not visible ASCII)"
                 self._fatal(
@@ -448,7 +417,7 @@ class HTTPClientTransport:
         if not 200 <= status < 300:
             self._error_status(response, request_id, method or "a response")
             return
-        if status == 200 and _content_type(response) == "application/json":
+        if status == 200 and content_type(response) == "application/json":
             self._read_body(response, self._feed)
             return
         self._discard(response)
@@ -458,7 +427,7 @@ class HTTPClientTransport:
     ) -> None:
         if self._lost or self.disconnecting:
             return
-        why = _failure_text(failure)
+        why = failure_text(failure)
         if fatal or failure.check(ConnectError, DNSLookupError):
             self._fatal(f"cannot reach the ACP server at {self.shown_url}: {why}")
             return
@@ -536,8 +505,8 @@ class HTTPClientTransport:
         def on_end(reason: Failure) -> None:
             if self._lost or self.disconnecting:
                 return
-            if not _body_ended_cleanly(reason):
-                self._fatal(f"the connection dropped mid-answer: {_failure_text(reason)}")
+            if not body_ended_cleanly(reason):
+                self._fatal(f"the connection dropped mid-answer: {failure_text(reason)}")
                 return
             then(bytes(body))
 
@@ -546,8 +515,8 @@ class HTTPClientTransport:
 
     def _reader(
         self, on_data: Callable[[bytes], None], on_end: Callable[[Failure], None]
-    ) -> _BodyReader:
-        reader = _BodyReader(on_data, on_end)
+    ) -> BodyReader:
+        reader = BodyReader(on_data, on_end, what="ACP")
         self._readers.add(reader)
         reader.done.addBoth(lambda _: self._readers.discard(reader))
         return reader
@@ -575,7 +544,7 @@ class HTTPClientTransport:
             if self._lost or self.disconnecting:
                 self._discard(response)
                 return
-            if response.code != 200 or _content_type(response) != "text/event-stream":
+            if response.code != 200 or content_type(response) != "text/event-stream":
                 if session_id is None:
                     self._error_status(response, None, "GET (SSE stream)", fatal=True)
                 else:
@@ -598,7 +567,7 @@ class HTTPClientTransport:
         def failed(failure: Failure) -> None:
             if self._lost or self.disconnecting:
                 return
-            self._fatal(f"{what} GET to {self.shown_url} failed: {_failure_text(failure)}")
+            self._fatal(f"{what} GET to {self.shown_url} failed: {failure_text(failure)}")
 
         d.addCallbacks(got, failed)
         d.addErrback(self._bug)
@@ -647,8 +616,8 @@ class HTTPClientTransport:
         self._stop_idle(stream)
         if self._lost or self.disconnecting:
             return
-        clean = _body_ended_cleanly(reason)
-        how = "ended" if clean else f"dropped ({_failure_text(reason)})"
+        clean = body_ended_cleanly(reason)
+        how = "ended" if clean else f"dropped ({failure_text(reason)})"
         if stream.session_id is None:
             self._fatal(f"the server's SSE stream at {self.shown_url} {how}")
         elif not clean:
@@ -810,15 +779,6 @@ def check_http_url(url: str) -> SplitResult:
     return parts
 
 
-def shown_url(parts: SplitResult) -> str:
-    """``scheme://host[:port]/path``: the URL without what may hold a secret."""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    port = f":{parts.port}" if parts.port is not None else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
-
-
 def _session_id(params: object) -> str | None:
     if isinstance(params, dict):
         value = params.get("sessionId")
@@ -839,35 +799,8 @@ def _header_ok(name: str, value: str) -> bool:
     )
 
 
-def _visible_ascii(value: bytes) -> bool:
-    return bool(value) and all(0x21 <= b <= 0x7E for b in value)
-
-
 def _hashable(value: object) -> bool:
     return isinstance(value, (int, str)) and not isinstance(value, bool)
-
-
-def _content_type(response: IResponse) -> str:
-    values: list[bytes] = response.headers.getRawHeaders(b"content-type") or [b""]
-    main: bytes = values[0].split(b";", 1)[0].strip().lower()
-    return main.decode("latin-1")
-
-
-def _body_ended_cleanly(reason: Failure) -> bool:
-    from twisted.web.client import ResponseDone
-    from twisted.web.http import PotentialDataLoss
-
-    return reason.check(ResponseDone, PotentialDataLoss) is not None
-
-
-def _failure_text(failure: Failure) -> str:
-    """A one-line reason for a failure (ResponseFailed's nested reasons unwrapped)."""
-    value = failure.value
-    reasons = getattr(value, "reasons", None)
-    if reasons:
-        return "; ".join(_failure_text(r) for r in reasons)
-    text = failure.getErrorMessage()
-    return f"{type(value).__name__}: {text}" if text else type(value).__name__
 
 
 def _error_detail(body: bytes) -> str:
