@@ -43,15 +43,21 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
+from acpkit_agent.server_tables import (
+    SERVER_NAME,
+    merge_server_tables,
+    string,
+    string_table,
+    strings,
+)
+
 __all__ = ["LspServerConfig", "merge_lsp_tables", "parse_lsp"]
 
-_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _KEYS = ("command", "args", "files", "languageId", "initializationOptions", "env")
 
 
@@ -89,36 +95,9 @@ class LspServerConfig:
         return False
 
 
-def _string(key: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{key} must be a string, not {value!r}")
-    if not value.strip():
-        raise ValueError(f"{key} must not be empty")
-    return value
-
-
-def _strings(key: str, value: Any, *, empty_items: bool) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise ValueError(f"{key} must be a list of strings, not {value!r}")
-    for item in value:
-        if not isinstance(item, str) or (not empty_items and not item.strip()):
-            kind = "strings" if empty_items else "non-empty strings"
-            raise ValueError(f"{key} must hold {kind}, not {item!r}")
-    return tuple(value)
-
-
-def _string_table(key: str, value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise ValueError(f"{key} must be a table of strings, not {value!r}")
-    for name, item in value.items():
-        if not isinstance(item, str):
-            raise ValueError(f"{key}.{name} must be a string, not {item!r}")
-    return dict(value)
-
-
 def _server(name: str, table: Any) -> LspServerConfig:
     prefix = f"lsp.servers.{name}"
-    if not _NAME.fullmatch(name):
+    if not SERVER_NAME.fullmatch(name):
         raise ValueError(f"{prefix}: a server name is letters, digits, _ and - only")
     if not isinstance(table, dict):
         raise ValueError(f"{prefix} must be a table, not {table!r}")
@@ -128,7 +107,7 @@ def _server(name: str, table: Any) -> LspServerConfig:
     for key in ("command", "files"):
         if key not in table:
             raise ValueError(f"{prefix} needs {key}")
-    files = _strings(f"{prefix}.files", table["files"], empty_items=False)
+    files = strings(f"{prefix}.files", table["files"], empty_items=False)
     if not files:
         raise ValueError(f'{prefix}.files must name at least one pattern (like "*.py")')
     language_id = table.get("languageId")
@@ -137,12 +116,12 @@ def _server(name: str, table: Any) -> LspServerConfig:
         raise ValueError(f"{prefix}.initializationOptions must be a table, not {options!r}")
     return LspServerConfig(
         name=name,
-        command=_string(f"{prefix}.command", table["command"]),
-        args=_strings(f"{prefix}.args", table.get("args", []), empty_items=True),
+        command=string(f"{prefix}.command", table["command"]),
+        args=strings(f"{prefix}.args", table.get("args", []), empty_items=True),
         files=files,
-        language_id=None if language_id is None else _string(f"{prefix}.languageId", language_id),
+        language_id=None if language_id is None else string(f"{prefix}.languageId", language_id),
         initialization_options=options,
-        env=_string_table(f"{prefix}.env", table.get("env", {})),
+        env=string_table(f"{prefix}.env", table.get("env", {})),
     )
 
 
@@ -159,10 +138,5 @@ def parse_lsp(value: Any) -> tuple[LspServerConfig, ...]:
     return tuple(_server(name, table) for name, table in servers.items())
 
 
-def merge_lsp_tables(lower: Mapping[str, Any], upper: Mapping[str, Any]) -> dict[str, Any]:
-    """``upper``'s ``[lsp]`` over ``lower``'s: servers merged by name, each replaced whole."""
-    merged = {**lower, **upper}
-    below, above = lower.get("servers"), upper.get("servers")
-    if isinstance(below, dict) and isinstance(above, dict):
-        merged["servers"] = {**below, **above}
-    return merged
+merge_lsp_tables = merge_server_tables
+"""``upper``'s ``[lsp]`` over ``lower``'s: servers merged by name, each replaced whole."""

@@ -29,11 +29,18 @@ loader prefixes the file.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any, Literal, TypeAlias
 
 import attrs
+
+from acpkit_agent.server_tables import (
+    SERVER_NAME,
+    merge_server_tables,
+    string,
+    string_table,
+    strings,
+)
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
@@ -45,7 +52,6 @@ __all__ = [
     "parse_use_client_servers",
 ]
 
-_NAME = re.compile(r"[A-Za-z0-9_-]+")
 _COMMON_KEYS = ("permissions", "tools", "timeout")
 _MCP_KEYS = ("servers", "useClientServers")
 
@@ -103,33 +109,6 @@ class McpHttpServer:
 McpServerConfig: TypeAlias = McpStdioServer | McpHttpServer
 
 
-def _string(key: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"{key} must be a string, not {value!r}")
-    if not value.strip():
-        raise ValueError(f"{key} must not be empty")
-    return value
-
-
-def _strings(key: str, value: Any, *, empty_items: bool) -> tuple[str, ...]:
-    if not isinstance(value, list):
-        raise ValueError(f"{key} must be a list of strings, not {value!r}")
-    for item in value:
-        if not isinstance(item, str) or (not empty_items and not item.strip()):
-            kind = "strings" if empty_items else "non-empty strings"
-            raise ValueError(f"{key} must hold {kind}, not {item!r}")
-    return tuple(value)
-
-
-def _string_table(key: str, value: Any) -> dict[str, str]:
-    if not isinstance(value, dict):
-        raise ValueError(f"{key} must be a table of strings, not {value!r}")
-    for name, item in value.items():
-        if not isinstance(item, str):
-            raise ValueError(f"{key}.{name} must be a string, not {item!r}")
-    return dict(value)
-
-
 def _timeout(key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{key} must be a number of seconds, not {value!r}")
@@ -140,7 +119,7 @@ def _timeout(key: str, value: Any) -> float:
 
 def _server(name: str, table: Any) -> McpServerConfig:
     prefix = f"mcp.servers.{name}"
-    if not _NAME.fullmatch(name):
+    if not SERVER_NAME.fullmatch(name):
         raise ValueError(f"{prefix}: a server name is letters, digits, _ and - only")
     if not isinstance(table, dict):
         raise ValueError(f"{prefix} must be a table, not {table!r}")
@@ -157,7 +136,7 @@ def _server(name: str, table: Any) -> McpServerConfig:
             f'{prefix}.permissions must be "ask" (absent: follow yolo), not {permissions!r}'
         )
     tools = table.get("tools")
-    allowed = None if tools is None else _strings(f"{prefix}.tools", tools, empty_items=False)
+    allowed = None if tools is None else strings(f"{prefix}.tools", tools, empty_items=False)
     timeout = _timeout(f"{prefix}.timeout", table.get("timeout", DEFAULT_CALL_TIMEOUT))
     if "command" in table:
         for key in _HTTP_KEYS:
@@ -166,10 +145,10 @@ def _server(name: str, table: Any) -> McpServerConfig:
         cwd = table.get("cwd")
         return McpStdioServer(
             name=name,
-            command=_string(f"{prefix}.command", table["command"]),
-            args=_strings(f"{prefix}.args", table.get("args", []), empty_items=True),
-            env=_string_table(f"{prefix}.env", table.get("env", {})),
-            cwd=None if cwd is None else _string(f"{prefix}.cwd", cwd),
+            command=string(f"{prefix}.command", table["command"]),
+            args=strings(f"{prefix}.args", table.get("args", []), empty_items=True),
+            env=string_table(f"{prefix}.env", table.get("env", {})),
+            cwd=None if cwd is None else string(f"{prefix}.cwd", cwd),
             permissions=permissions,
             tools=allowed,
             timeout=timeout,
@@ -177,13 +156,13 @@ def _server(name: str, table: Any) -> McpServerConfig:
     for key in _STDIO_KEYS:
         if key in table:
             raise ValueError(f"{prefix}.{key} is for command (stdio) servers, not url ones")
-    url = _string(f"{prefix}.url", table["url"])
+    url = string(f"{prefix}.url", table["url"])
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"{prefix}.url must be an http:// or https:// URL, not {url!r}")
     return McpHttpServer(
         name=name,
         url=url,
-        headers=_string_table(f"{prefix}.headers", table.get("headers", {})),
+        headers=string_table(f"{prefix}.headers", table.get("headers", {})),
         permissions=permissions,
         tools=allowed,
         timeout=timeout,
@@ -212,10 +191,5 @@ def parse_use_client_servers(value: Any) -> bool:
     return flag
 
 
-def merge_mcp_tables(lower: Mapping[str, Any], upper: Mapping[str, Any]) -> dict[str, Any]:
-    """``upper``'s ``[mcp]`` over ``lower``'s: servers merged by name, each replaced whole."""
-    merged = {**lower, **upper}
-    below, above = lower.get("servers"), upper.get("servers")
-    if isinstance(below, dict) and isinstance(above, dict):
-        merged["servers"] = {**below, **above}
-    return merged
+merge_mcp_tables = merge_server_tables
+"""``upper``'s ``[mcp]`` over ``lower``'s: servers merged by name, each replaced whole."""
