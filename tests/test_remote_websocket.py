@@ -42,6 +42,7 @@ from acpkit.remote.websocket import (
     set_cookies,
     websocket_resource,
 )
+from tests.test_remote_http_client import RecordingClient
 
 FIXTURES = Path(__file__).parent / "fixtures" / "remote_ws"
 ROOT = Path(__file__).parent.parent
@@ -119,33 +120,12 @@ class WsAgent(Agent):
         return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
 
 
-class WsClient(Client):
-    """Allows permissions, reads files from disk, records chunks."""
+class WsClient(RecordingClient):
+    """The HTTP client tests' recording client, without fs writes: this module's agents
+    only read, and a client that cannot write does not advertise it."""
 
-    def __init__(self) -> None:
-        self.chunks: list[str] = []
-        self.permissions: list[str] = []
-        self.waiting: Deferred[None] = Deferred()
-
-    def session_update(self, params: schema.SessionNotification) -> None:
-        update = params.update
-        if isinstance(update, schema.AgentMessageChunk) and isinstance(
-            update.content, schema.TextContentBlock
-        ):
-            self.chunks.append(update.content.text)
-            if update.content.text == "waiting" and not self.waiting.called:
-                self.waiting.callback(None)
-
-    def request_permission(
-        self, params: schema.RequestPermissionRequest
-    ) -> schema.RequestPermissionResponse:
-        self.permissions.append(params.tool_call.title or "")
-        return schema.RequestPermissionResponse(
-            outcome=schema.SelectedPermissionOutcome(option_id="allow")
-        )
-
-    def read_text_file(self, params: schema.ReadTextFileRequest) -> schema.ReadTextFileResponse:
-        return schema.ReadTextFileResponse(content=Path(params.path).read_text())
+    # the base method: marked unimplemented, so writeTextFile is not advertised
+    write_text_file = Client.write_text_file  # type: ignore[assignment]
 
 
 async def connect_and_wait(url: str) -> tuple[ClientConnection, WsClient]:
