@@ -1,15 +1,20 @@
 """``twistd -n echo-agent``: the options and the service of the tutorial's echo agent."""
 
 import sys
+from typing import cast
 
 from minimal_agent import EchoAgent
 from twisted.application.service import Service
-from twisted.internet import reactor
+from twisted.internet import reactor as global_reactor
+from twisted.internet.interfaces import IReactorCore
 from twisted.logger import ILogObserver, textFileLogObserver
 from twisted.python import usage
 
 from acpkit.connection import AgentConnection
 from acpkit.endpoints import serve_stdio
+
+# Typed as a reactor on every Twisted version (older ones type the module itself).
+reactor = cast(IReactorCore, global_reactor)
 
 
 def stderr_observer() -> ILogObserver:
