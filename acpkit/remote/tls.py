@@ -32,6 +32,7 @@ import attrs
 
 if TYPE_CHECKING:
     from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
+    from twisted.internet.ssl import Certificate
 
 __all__ = ["ClientTLS"]
 
@@ -69,13 +70,14 @@ class ClientTLS:
         """
         try:
             from twisted.internet.ssl import (
-                Certificate,
                 PrivateCertificate,
                 optionsForClientTLS,
                 trustRootFromCertificates,
             )
         except ImportError as e:  # pragma: no cover - pyOpenSSL is in every extra
-            raise ImportError(f"TLS needs Twisted's TLS support (pip install 'twisted[tls]'): {e}")
+            raise ImportError(
+                f"TLS needs Twisted's TLS support (pip install 'twisted[tls]'): {e}"
+            ) from e
         from OpenSSL.crypto import Error as OpenSSLError
 
         trust = None
@@ -83,7 +85,7 @@ class ClientTLS:
         try:
             if self.trust_root is not None:
                 pem = _read(self.trust_root, "TLS trust root")
-                trust = trustRootFromCertificates(_certificates(pem, Certificate))
+                trust = trustRootFromCertificates(_certificates(pem))
             if self.certificate is not None:
                 pem = _read(self.certificate, "TLS client certificate")
                 if self.private_key is not None:
@@ -99,10 +101,12 @@ class ClientTLS:
         )
 
 
-def _certificates(pem: bytes, certificate: type) -> list[object]:
+def _certificates(pem: bytes) -> list[Certificate]:
     """Every certificate of a PEM bundle (``Certificate.loadPEM`` reads only the first)."""
+    from twisted.internet.ssl import Certificate
+
     marker = b"-----END CERTIFICATE-----"
     blocks = [block + marker for block in pem.split(marker) if b"-----BEGIN" in block]
     if not blocks:
         raise ValueError("no PEM certificate in the TLS trust root")
-    return [certificate.loadPEM(block) for block in blocks]
+    return [Certificate.loadPEM(block) for block in blocks]
