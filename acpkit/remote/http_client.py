@@ -68,6 +68,7 @@ from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
 from twisted.internet.interfaces import IDelayedCall, IProtocol, IReactorTime, ITransport
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
 from acpkit import jsonbytes
@@ -86,6 +87,7 @@ from acpkit.http_responses import (
 )
 from acpkit.interfaces import IClient
 from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.remote.tls import ClientTLS
 from acpkit.sse import SSEEventTooLarge, SSEParser
 
 if TYPE_CHECKING:
@@ -151,7 +153,8 @@ class HTTPClientTransport:
 
     ``headers`` go with every request and are never logged.  ``http_client``: a
     ``treq.client.HTTPClient`` to use instead of the one made here (its pool and cookies
-    are then the caller's).
+    are then the caller's; ``tls`` is then unused).  ``tls``: the trust root and client
+    certificate of ``https://`` connections (default: the platform's authorities).
     """
 
     _log = Logger()
@@ -169,6 +172,7 @@ class HTTPClientTransport:
         name: str = "agent",
         http_client: Any = None,
         clock: IReactorTime | None = None,
+        tls: ClientTLS | None = None,
     ) -> None:
         parts = check_http_url(url)
         if max_event_size < 1:
@@ -188,6 +192,9 @@ class HTTPClientTransport:
         self._extra_headers = dict(headers or {})
         self._host = parts.hostname or ""
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        if tls is not None and parts.scheme == "https":
+            # Read the files now: a bad one is a ValueError before any connection.
+            tls.creator(self._host)
         #: The cookies the server set on this connection (kept until ``close()``).
         self.cookies = CookieJar()
         self._pool: Any = None
@@ -199,7 +206,12 @@ class HTTPClientTransport:
             # Below common servers' keep-alive: a POST is never retried on a
             # connection the server closed meanwhile (POST is not idempotent).
             self._pool.cachedConnectionTimeout = 4
-            agent = Agent(reactor, connectTimeout=connect_timeout, pool=self._pool)
+            agent = Agent(
+                reactor,
+                connectTimeout=connect_timeout,
+                pool=self._pool,
+                **({} if tls is None else {"contextFactory": TLSPolicy(tls)}),
+            )
             # treq types the jar as its own subclass; any CookieJar works.
             http_client = HTTPClient(agent, cookiejar=cast(Any, self.cookies))
         self._http = http_client
@@ -729,6 +741,7 @@ def connect_http(
     session_streams: bool = True,
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     clock: IReactorTime | None = None,
+    tls: ClientTLS | None = None,
 ) -> Deferred[ClientConnection]:
     """
     A :class:`ClientConnection` to the remote agent at ``url`` (Streamable HTTP).
@@ -739,7 +752,9 @@ def connect_http(
     ``ValueError`` for a URL that is not ``http(s)://host...`` or has user info, or a
     header that is not a valid HTTP header.  :meth:`ClientConnection.close` sends the
     ``DELETE``.  ``idle_timeout`` (None: none) is timed on ``clock`` (default: the
-    reactor).
+    reactor).  ``tls``: what an ``https://`` connection trusts and the client
+    certificate it offers (default: the platform's certificate authorities, no client
+    certificate); a file it names that cannot be read is a ``ValueError`` here.
     """
     try:
         transport = HTTPClientTransport(
@@ -752,6 +767,7 @@ def connect_http(
             idle_timeout=idle_timeout,
             name=name,
             clock=clock,
+            tls=tls,
         )
     except ValueError as e:
         from twisted.internet.defer import fail
@@ -764,6 +780,18 @@ def connect_http(
     connection = ClientConnection(client, protocol=protocol, strict=strict, name=name)
     transport.connect(protocol)
     return succeed(connection)
+
+
+@implementer(IPolicyForHTTPS)
+class TLSPolicy:
+    """Twisted's ``Agent`` policy for https: :class:`ClientTLS`'s creator for the host."""
+
+    def __init__(self, tls: ClientTLS) -> None:
+        self.tls = tls
+
+    def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
+        """The TLS connection creator for ``hostname`` (its certificate is checked)."""
+        return self.tls.creator(hostname.decode("idna"))
 
 
 def check_http_url(url: str) -> SplitResult:
