@@ -26,6 +26,8 @@ from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from acpkit.tls_errors import tls_error_text
+
 if TYPE_CHECKING:
     from twisted.web.iweb import IResponse
 
@@ -110,6 +112,9 @@ def failure_text(failure: Failure) -> str:
     reasons = getattr(value, "reasons", None)
     if reasons:
         return "; ".join(failure_text(r) for r in reasons)
+    tls = tls_error_text(value) if type(value).__module__.startswith("OpenSSL") else None
+    if tls is not None:
+        return tls
     text = failure.getErrorMessage()
     return f"{type(value).__name__}: {text}" if text else type(value).__name__
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from twisted.application.service import IService, Service
@@ -107,7 +108,8 @@ class Options(usage.Options):
 
     synopsis = (
         "[--config FILE] [--listen ENDPOINT | --listen http:ENDPOINT [--token-file FILE]"
-        " [--max-connections N] [--max-message-size BYTES]] [--engine NAME]"
+        " [--tls-client-ca FILE] [--max-connections N] [--max-message-size BYTES]]"
+        " [--engine NAME]"
     )
     longdesc = (
         "Run the reference ACP agent bob: JSON-RPC on stdio (or one agent connection per "
@@ -135,7 +137,16 @@ class Options(usage.Options):
             None,
             None,
             "With --listen http:...: a file holding the bearer token every request must"
-            " send (Authorization: Bearer); required to listen beyond loopback.",
+            " send (Authorization: Bearer); it or --tls-client-ca is required to listen"
+            " beyond loopback.",
+        ],
+        [
+            "tls-client-ca",
+            None,
+            None,
+            "With --listen http:ssl:...: a PEM file of CA certificates; every TLS"
+            " handshake must present a client certificate one of them signed (TLS client"
+            " authentication); it or --token-file is required to listen beyond loopback.",
         ],
         [
             "allowed-origins",
@@ -280,8 +291,11 @@ class AgentService(Service):
         reactor: Any,
         *,
         listening: Deferred[Any] | None = None,
+        authentication: str | None = None,
     ) -> None:
         self.runtime = runtime
+        #: What a remote client must present (``--listen http:``), logged once listening.
+        self.authentication = authentication
         self.listen = listen
         self.reactor = reactor
         self.port: Any = None
@@ -371,6 +385,8 @@ class AgentService(Service):
     def _listening(self, port: Any) -> None:
         self.port = port
         _log.info("[acp] listening on {address}", address=port.getHost())
+        if self.authentication is not None:
+            _log.info("[acp] remote ACP {authentication}", authentication=self.authentication)
 
     def _listen_failed(self, failure: Any) -> None:
         _log.error("[acp] cannot listen on {where}: {why}", where=self.listen, why=failure.value)
@@ -410,10 +426,18 @@ def makeService(options: Options) -> IService:
         _exit_with(str(error))
     listen = options["listen"]
     _remote_limits(options)  # a bad value, or one without --listen http:, exits here
+    _tls_client_ca_without_remote(options)
     listening: Deferred[Any] | None = None
+    authentication: list[str] = []
     if listen != "stdio":
-        listening = _listen_now(reactor, listen, runtime, options)
-    service = AgentService(runtime, listen, reactor, listening=listening)
+        listening = _listen_now(reactor, listen, runtime, options, authentication)
+    service = AgentService(
+        runtime,
+        listen,
+        reactor,
+        listening=listening,
+        authentication=authentication[0] if authentication else None,
+    )
     # Language servers: shutdown/exit (then their groups) whatever ends the reactor.
     reactor.addSystemEventTrigger("before", "shutdown", stop_language_servers, runtime)
     # Tool commands and hooks run in process groups of their own: end them with the agent.
@@ -453,19 +477,32 @@ def _exit_with(message: str) -> NoReturn:
 
 
 def _listen_now(
-    reactor: Any, listen: str, runtime: AgentRuntime, options: Options | None = None
+    reactor: Any,
+    listen: str,
+    runtime: AgentRuntime,
+    options: Options | None = None,
+    authentication: list[str] | None = None,
 ) -> Deferred[Any]:
     """
     Parse ``--listen`` and start listening at once (before twistd runs the reactor): a
     bad endpoint string or a port that cannot be had (in use, no permission) exits 1
-    with one line instead of a traceback or an agent that serves nothing.
+    with one line instead of a traceback or an agent that serves nothing.  For remote
+    ACP, what clients must present is appended to ``authentication``.
     """
     factory: Any = _AgentFactory(runtime)
     description = listen
+    client_ca: Path | None = None
     if listen.startswith(REMOTE_PREFIX):
-        description, factory = _remote_site(reactor, listen, runtime, options)
+        description, factory, client_ca, in_force = _remote_site(reactor, listen, runtime, options)
+        if authentication is not None:
+            authentication.append(in_force)
     try:
-        endpoint = serverFromString(reactor, description)
+        if client_ca is None:
+            endpoint = serverFromString(reactor, description)
+        else:
+            from acpkit.remote.tls_server import server_endpoint
+
+            endpoint = server_endpoint(reactor, description, client_ca=client_ca)
     except Exception as error:  # ValueError, KeyError, TypeError: whatever the parser raises
         _exit_with(f"--listen {listen}: not a server endpoint string ({_one_line(error)})")
     try:
@@ -490,9 +527,12 @@ REMOTE_PREFIX = "http:"
 
 def _remote_site(
     reactor: Any, listen: str, runtime: AgentRuntime, options: Options | None
-) -> tuple[str, Any]:
-    """The endpoint string (loopback by default) and the site serving bob at ``/acp``."""
-    from acpkit.remote.security import check_bind
+) -> tuple[str, Any, Path | None, str]:
+    """
+    The endpoint string (loopback by default), the site serving bob at ``/acp``, the
+    client CA file (``--tls-client-ca``) and the authentication in force, in words.
+    """
+    from acpkit.remote.security import authentication_in_force, check_bind
     from acpkit.remote.server import ACPResource, RemoteSite
 
     token: bytes | None = None
@@ -505,9 +545,12 @@ def _remote_site(
             _exit_with(f"--token-file {token_file}: {_one_line(error.strerror or error)}")
         if not token:
             _exit_with(f"--token-file {token_file}: the file is empty")
+    client_ca = _tls_client_ca(options)
     origins = options["allowed-origins"] if options is not None else ""
     try:
-        description = check_bind(listen[len(REMOTE_PREFIX) :], token=token)
+        description = check_bind(
+            listen[len(REMOTE_PREFIX) :], token=token, client_auth=client_ca is not None
+        )
     except ValueError as error:
         _exit_with(f"--listen {listen}: {_one_line(error)}")
     resource = ACPResource(
@@ -517,7 +560,32 @@ def _remote_site(
         allowed_origins=[o.strip() for o in origins.split(",") if o.strip()],
         limits=_remote_limits(options),
     )
-    return description, RemoteSite(resource, b"/acp", reactor)
+    site = RemoteSite(resource, b"/acp", reactor)
+    return description, site, client_ca, authentication_in_force(token, client_ca)
+
+
+def _tls_client_ca(options: Options | None) -> Path | None:
+    """
+    ``--tls-client-ca FILE``, checked now: a file that cannot be read or holds no valid
+    PEM certificate exits 1 with one line naming the option and the file.
+    """
+    given = options["tls-client-ca"] if options is not None else None
+    if not given:
+        return None
+    from acpkit.remote.tls import read_certificates
+
+    path = Path(given).expanduser()
+    try:
+        read_certificates(path, "CA file")
+    except ValueError as error:
+        _exit_with(f"--tls-client-ca {given}: {_one_line(error)}")
+    return path
+
+
+def _tls_client_ca_without_remote(options: Options) -> None:
+    """``--tls-client-ca`` applies to ``--listen http:`` only: given otherwise, exit 1."""
+    if options["tls-client-ca"] and not options["listen"].startswith(REMOTE_PREFIX):
+        _exit_with("--tls-client-ca applies only to remote ACP (--listen http:ssl:ENDPOINT)")
 
 
 #: The options setting a :class:`~acpkit.remote.server.RemoteLimits` field, by field.

@@ -303,7 +303,12 @@ class AgentRun:
             raise ValueError(f"agent {self.entry.name!r} has no url")
         self._set_state(AgentState.STARTING)
         connecting = connect_remote(
-            reactor, url, client, headers=dict(self.entry.headers), name=self.entry.name
+            reactor,
+            url,
+            client,
+            headers=dict(self.entry.headers),
+            tls=self.entry.tls,
+            name=self.entry.name,
         )
 
         def connected(connection: ClientConnection) -> ClientConnection:

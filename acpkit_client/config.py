@@ -22,8 +22,12 @@ is relative to the project root and defaults to it.
 An entry with ``url`` instead of ``command`` is a remote agent (``ws://``, ``wss://``,
 ``http://``, ``https://``: :func:`acpkit.remote.connect.connect_remote`); its ``headers``
 (a table of strings, for example ``Authorization = "Bearer ..."``) go with every request
-and are never shown; ``args`` and ``env`` are for a command and are refused with a
-``url``; ``cwd`` is still the session's ``cwd``.
+and are never shown; ``tls`` (a table of ``trust_root``, ``certificate``,
+``private_key``: PEM files, relative to the agents file's directory, ``~`` expanded; each
+must be a readable PEM file of the right kind when the file is loaded) is what a
+``wss://`` or ``https://`` connection trusts and the client certificate it presents
+(:class:`acpkit.remote.tls.ClientTLS`); ``args`` and ``env`` are for a command and are
+refused with a ``url``; ``cwd`` is still the session's ``cwd``.
 """
 
 from __future__ import annotations
@@ -35,11 +39,14 @@ import shutil
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import attrs
 from twisted.logger import Logger
+
+from acpkit.remote.tls import ClientTLS
 
 __all__ = [
     "BUILTIN_SOURCE",
@@ -62,7 +69,10 @@ BUILTIN_SOURCE = "<built-in>"
 AGENTS_FILE_NAME = "acp.toml"
 
 #: The keys an ``[[agent]]`` block may have.
-AGENT_KEYS = ("name", "command", "url", "headers", "args", "env", "cwd")
+AGENT_KEYS = ("name", "command", "url", "headers", "tls", "args", "env", "cwd")
+
+#: The keys of a url agent's ``tls`` table (each a PEM file's path).
+TLS_KEYS = ("trust_root", "certificate", "private_key")
 
 #: An HTTP header name (RFC 9110 token).
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -97,6 +107,8 @@ class AgentEntry:
     headers: Mapping[str, str] = attrs.field(
         factory=dict, converter=_frozen_env, hash=False, repr=False
     )
+    #: A remote agent's TLS settings (``tls`` table; absolute paths), else None.
+    tls: ClientTLS | None = None
     args: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_env, hash=False)
     cwd: str | None = None
@@ -257,7 +269,7 @@ def _parse_agent(path: str, index: int, block: object) -> AgentEntry:
     if not isinstance(name, str):
         raise AgentsFileError(path, f"agent {index}: name must be a string")
     label = f"agent {_quote(name)}"
-    if "url" in block or "headers" in block:
+    if "url" in block or "headers" in block or "tls" in block:
         return _parse_remote_agent(path, label, name, block)
     command = block.get("command")
     if command is None or command == "":
@@ -287,7 +299,8 @@ def _parse_remote_agent(path: str, label: str, name: str, block: dict[str, Any])
         raise AgentsFileError(path, f"{label}: give command or url, not both")
     url = block.get("url")
     if url is None or url == "":
-        raise AgentsFileError(path, f"{label}: headers needs a url")
+        needing = "headers" if "headers" in block else "tls"
+        raise AgentsFileError(path, f"{label}: {needing} needs a url")
     if not isinstance(url, str):
         raise AgentsFileError(path, f"{label}: url must be a string")
     try:
@@ -314,10 +327,48 @@ def _parse_remote_agent(path: str, label: str, name: str, block: dict[str, Any])
                 f"{label}: headers.{header} holds a line break, NUL or a character "
                 "outside Latin-1 (not allowed in an HTTP header)",
             )
+    tls = _parse_tls(path, label, block.get("tls"))
     cwd = block.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise AgentsFileError(path, f"{label}: cwd must be a string")
-    return AgentEntry(name=name, url=url, headers=headers, cwd=cwd, source=path)
+    return AgentEntry(name=name, url=url, headers=headers, tls=tls, cwd=cwd, source=path)
+
+
+def _parse_tls(path: str, label: str, table: object) -> ClientTLS | None:
+    """
+    Check a url agent's ``tls`` table: known keys, strings naming readable PEM files
+    (relative to the agents file's directory, ``~`` expanded) of the right kind.
+    """
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise AgentsFileError(path, f"{label}: tls must be a table of file paths")
+    files: dict[str, Path] = {}
+    for key, value in table.items():
+        if key not in TLS_KEYS:
+            raise AgentsFileError(
+                path, f"{label}: tls.{key} is not a key (trust_root, certificate, private_key)"
+            )
+        if not isinstance(value, str) or not value:
+            raise AgentsFileError(path, f"{label}: tls.{key} must be a file path (a string)")
+        given = Path(value).expanduser()
+        files[key] = given if given.is_absolute() else Path(path).parent / given
+    if "private_key" in files and "certificate" not in files:
+        raise AgentsFileError(path, f"{label}: tls.private_key needs tls.certificate")
+    checks = [("trust_root", ClientTLS(trust_root=files.get("trust_root")))]
+    if "certificate" in files:
+        client = ClientTLS(certificate=files["certificate"], private_key=files.get("private_key"))
+        checks.append(("certificate", client))
+    for key, settings in checks:
+        try:
+            settings.check()
+        except ValueError as e:
+            if key == "certificate" and "private_key" in files and "private key" in str(e):
+                key = "private_key"
+            raise AgentsFileError(path, f"{label}: tls.{key}: {e}") from None
+        except ImportError as e:  # pragma: no cover - pyOpenSSL comes with the remote extra
+            raise AgentsFileError(path, f"{label}: tls: {e}") from None
+    return ClientTLS(**files)
 
 
 def _quote(name: str) -> str:

@@ -14,7 +14,10 @@ anything else          ``ValueError`` (the Deferred fails; nothing is sent)
 
 Either way the result is a :class:`~acpkit.connection.ClientConnection` to
 ``initialize``, and ``headers`` (a bearer token) go with every HTTP request or the
-WebSocket handshake, never logged.  Each transport's module (and so its dependency:
+WebSocket handshake, never logged.  ``tls`` (:class:`~acpkit.remote.tls.ClientTLS`)
+is what a ``wss://`` or ``https://`` connection trusts and the client certificate it
+presents; its files are read first (a bad one fails the Deferred with ``ValueError``
+naming it; unused for ``ws://`` and ``http://``).  Each transport's module (and so its dependency:
 Autobahn, treq) is imported only when a URL of its scheme is connected.
 """
 
@@ -28,6 +31,7 @@ from twisted.internet.defer import Deferred, fail
 
 from acpkit.connection import ClientConnection
 from acpkit.interfaces import IClient
+from acpkit.remote.tls import ClientTLS
 
 __all__ = ["REMOTE_SCHEMES", "check_remote_url", "connect_remote"]
 
@@ -67,17 +71,20 @@ def connect_remote(
     client: IClient | Callable[[ClientConnection], IClient],
     *,
     headers: Mapping[str, str] | None = None,
+    tls: ClientTLS | None = None,
     name: str = "agent",
 ) -> Deferred[ClientConnection]:
     """A :class:`ClientConnection` to the agent at ``url`` (see the module docstring)."""
     try:
         scheme = check_remote_url(url)
+        if tls is not None and scheme in ("wss", "https"):
+            tls.check()
         if scheme in ("ws", "wss"):
             from acpkit.remote.websocket import connect_websocket
 
-            return connect_websocket(reactor, url, client, headers=headers, name=name)
+            return connect_websocket(reactor, url, client, headers=headers, tls=tls, name=name)
         from acpkit.remote.http_client import connect_http
 
-        return connect_http(reactor, url, client, headers=headers, name=name)
+        return connect_http(reactor, url, client, headers=headers, tls=tls, name=name)
     except ValueError as e:
         return fail(e)

@@ -7,7 +7,10 @@ rule                                   what happens
 ``tcp:PORT`` / ``ssl:PORT`` without    bound to ``127.0.0.1`` (loopback by default)
 ``interface=``
 a non-loopback ``interface=``          refused at startup (:class:`InsecureBindError`,
-without a bearer token                 one line) unless a token is configured
+without authentication                 one line) unless a bearer token or TLS client
+                                       authentication (``client_ca``) is configured
+``client_ca`` with an endpoint that    refused at startup (:class:`ClientAuthError`):
+is not ``ssl:``                        only TLS carries client certificates
 ``unix:PATH``                          local: no token needed (file permissions apply)
 ``Authorization: Bearer T`` with a     compared in constant time; anything else is
 token configured                       ``401`` with ``WWW-Authenticate: Bearer``
@@ -32,8 +35,10 @@ from urllib.parse import urlsplit
 from twisted.internet.endpoints import _parse
 
 __all__ = [
+    "ClientAuthError",
     "InsecureBindError",
     "RequestCheck",
+    "authentication_in_force",
     "bearer_token_ok",
     "check_bind",
     "is_loopback_host",
@@ -47,6 +52,10 @@ URL_TOKEN_PARAMETERS = frozenset({"access_token", "token", "auth", "authorizatio
 
 class InsecureBindError(ValueError):
     """A listening address that would expose the agent without authentication."""
+
+
+class ClientAuthError(ValueError):
+    """TLS client authentication asked of an endpoint that cannot do it (not ``ssl:``)."""
 
 
 def is_loopback_host(host: str) -> bool:
@@ -64,11 +73,13 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
 
 
-def check_bind(description: str, *, token: bytes | None) -> str:
+def check_bind(description: str, *, token: bytes | None, client_auth: bool = False) -> str:
     """
     The endpoint string to listen on: ``description`` with ``interface=127.0.0.1`` added
     to a TCP or TLS endpoint that names no interface.  Raises :class:`InsecureBindError`
-    (one line saying why) for a non-loopback interface without a bearer token.
+    (one line saying why) for a non-loopback interface with neither a bearer token nor
+    TLS client authentication (``client_auth``: a client CA is configured), and
+    :class:`ClientAuthError` for ``client_auth`` on an endpoint that is not ``ssl:``.
     """
     try:
         args, kwargs = _parse(description)
@@ -77,10 +88,16 @@ def check_bind(description: str, *, token: bytes | None) -> str:
     if not args:
         raise ValueError(f"{description!r} is not a server endpoint string")
     kind = str(args[0]).lower()
+    if client_auth and kind != "ssl":
+        raise ClientAuthError(
+            f"TLS client authentication needs an ssl: endpoint, not {kind}: (only TLS"
+            " carries client certificates)"
+        )
+    authenticated = token is not None or client_auth
     if kind == "unix":
         return description
     if kind not in ("tcp", "ssl", "tcp6"):
-        if token is None:
+        if not authenticated:
             raise InsecureBindError(
                 f"cannot tell whether {kind}: endpoints are local; configure a bearer token"
             )
@@ -96,13 +113,30 @@ def check_bind(description: str, *, token: bytes | None) -> str:
             return f"{description}:interface=127.0.0.1"
     if is_loopback_host(str(interface)):
         return description
-    if token is None:
+    if not authenticated:
         raise InsecureBindError(
-            f"refusing to listen on {interface} (not loopback) without a bearer token:"
-            " configure one (--token-file), or bind 127.0.0.1 behind a proxy that"
+            f"refusing to listen on {interface} (not loopback) without authentication:"
+            " configure a bearer token (--token-file) or TLS client certificates"
+            " (--tls-client-ca, ssl: only), or bind 127.0.0.1 behind a proxy that"
             " authenticates"
         )
     return description
+
+
+def authentication_in_force(token: bytes | None, client_ca: object | None) -> str:
+    """
+    What a client must present, for the startup line: the bearer token, a TLS client
+    certificate from ``client_ca`` (the CA file), both, or nothing (then the endpoint
+    is loopback or a unix socket, :func:`check_bind` saw to it).  Never the token.
+    """
+    parts = []
+    if token is not None:
+        parts.append("a bearer token")
+    if client_ca is not None:
+        parts.append(f"a TLS client certificate signed by a CA in {client_ca}")
+    if not parts:
+        return "authentication: none (local connections only)"
+    return "authentication: " + " and ".join(parts)
 
 
 def bearer_token_ok(authorization: bytes | None, token: bytes) -> bool:

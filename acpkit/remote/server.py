@@ -17,6 +17,7 @@ import json
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
@@ -39,11 +40,16 @@ from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
 from acpkit.connection import AgentConnection
-from acpkit.endpoints import _attach_tracer, serve
+from acpkit.endpoints import _attach_tracer
 from acpkit.framing_messages import MessageFraming
 from acpkit.interfaces import IAgent
 from acpkit.jsonrpc import JSONRPCProtocol
-from acpkit.remote.security import RequestCheck, check_bind, tls_serving_problem
+from acpkit.remote.security import (
+    RequestCheck,
+    authentication_in_force,
+    check_bind,
+    tls_serving_problem,
+)
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -786,32 +792,46 @@ def serve_remote(
     token: str | bytes | None = None,
     allowed_origins: Iterable[str] = (),
     limits: RemoteLimits | None = None,
+    client_ca: str | Path | None = None,
 ) -> Deferred[IListeningPort]:
     """
     Serve ``agent_factory``'s agents over remote ACP (Streamable HTTP, and WebSocket
     when ``acpkit.remote.websocket`` is there) at ``path`` on a Twisted endpoint string.
 
     A TCP or TLS endpoint naming no ``interface`` listens on ``127.0.0.1``; a
-    non-loopback interface without ``token`` is refused at once
+    non-loopback interface with neither ``token`` nor ``client_ca`` is refused at once
     (:class:`~acpkit.remote.security.InsecureBindError`, as a failed Deferred).  With a
-    ``token`` every request needs ``Authorization: Bearer <token>``.  Browsers' requests
-    (an ``Origin`` header) are accepted from ``allowed_origins`` and this machine's
-    loopback only.  ``limits``: :class:`RemoteLimits`.  The Deferred fires with the
-    listening port; ``port.factory.acp`` is the :class:`ACPResource`.
+    ``token`` every request needs ``Authorization: Bearer <token>``.  With
+    ``client_ca`` (a PEM file of CA certificates; ``ssl:`` endpoints only, else
+    :class:`~acpkit.remote.security.ClientAuthError`) every TLS handshake needs a client
+    certificate signed by one of them.  Both given: both are required.  The
+    authentication in force is logged once listening.  Browsers' requests (an
+    ``Origin`` header) are accepted from ``allowed_origins`` and this machine's loopback
+    only.  ``limits``: :class:`RemoteLimits`.  The Deferred fires with the listening
+    port; ``port.factory.acp`` is the :class:`ACPResource`.
     """
     from twisted.internet.defer import fail
+
+    from acpkit.remote.tls_server import server_endpoint
 
     secret = token.encode() if isinstance(token, str) else token
     if secret is not None and not secret.strip():
         return fail(ValueError("the bearer token is empty"))
+    ca_file = None if client_ca is None else Path(client_ca).expanduser()
     try:
-        description = check_bind(endpoint_description, token=secret)
+        description = check_bind(
+            endpoint_description, token=secret, client_auth=ca_file is not None
+        )
     except ValueError as e:
         return fail(e)
     if description.split(":", 1)[0].lower() == "ssl":
         problem = tls_serving_problem()
         if problem is not None:
             return fail(RuntimeError(problem))
+    try:
+        endpoint = server_endpoint(reactor, description, client_ca=ca_file)
+    except Exception as e:  # whatever Twisted's endpoint parser or OpenSSL raises
+        return fail(e)
     resource = ACPResource(
         agent_factory,
         clock=reactor,
@@ -819,4 +839,14 @@ def serve_remote(
         allowed_origins=allowed_origins,
         limits=limits,
     )
-    return serve(reactor, description, RemoteSite(resource, path.encode(), reactor))
+    listening = endpoint.listen(RemoteSite(resource, path.encode(), reactor))
+
+    def log_listening(port: IListeningPort) -> IListeningPort:
+        _log.info(
+            "remote ACP listening on {address}; {authentication}",
+            address=port.getHost(),
+            authentication=authentication_in_force(secret, ca_file),
+        )
+        return port
+
+    return listening.addCallback(log_listening)

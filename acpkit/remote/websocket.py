@@ -91,6 +91,8 @@ from acpkit.framing import DEFAULT_MAX_LENGTH  # noqa: E402
 from acpkit.framing_messages import MessageFraming  # noqa: E402
 from acpkit.interfaces import IClient  # noqa: E402
 from acpkit.jsonrpc import JSONRPCProtocol  # noqa: E402
+from acpkit.remote.tls import ClientTLS  # noqa: E402
+from acpkit.tls_errors import tls_error_text  # noqa: E402
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -484,6 +486,7 @@ class _ClientProtocol(WebSocketClientProtocol):
         opened, self.factory.opened = self.factory.opened, None
         if opened is not None:
             why = getattr(self, "wasNotCleanReason", None) or reason or f"code {code}"
+            why = tls_error_text(why) or why
             opened.errback(
                 WebSocketConnectError(
                     f"WebSocket handshake with {safe_url(self.factory.url)} failed: {why}"
@@ -526,6 +529,7 @@ def connect_websocket(
     auto_ping_interval: float | None = DEFAULT_AUTO_PING_INTERVAL,
     auto_ping_timeout: float | None = DEFAULT_AUTO_PING_TIMEOUT,
     open_timeout: float | None = 30.0,
+    tls: ClientTLS | None = None,
     tls_options: Any = None,
     name: str = "agent",
 ) -> Deferred[ClientConnection]:
@@ -537,9 +541,12 @@ def connect_websocket(
     ``headers`` go on the handshake (``Authorization: Bearer …``; never logged).
     ``cookies`` (a mapping you own, or a new one) is sent as ``Cookie`` and receives the
     ``Set-Cookie`` pairs of the ``101``: pass the same mapping to the next
-    ``connect_websocket`` to the same server for session affinity.  ``tls_options``
-    (a Twisted ``IOpenSSLClientConnectionCreator``) overrides
-    ``optionsForClientTLS(host)`` for ``wss://`` (a private CA, a client certificate).
+    ``connect_websocket`` to the same server for session affinity.  ``tls``
+    (:class:`~acpkit.remote.tls.ClientTLS`: a private CA, a client certificate) is what
+    a ``wss://`` connection trusts and authenticates with (default: the platform's
+    CAs, no client certificate); its files are read before connecting (``ValueError``
+    naming a bad one).  ``tls_options`` (a Twisted ``IOpenSSLClientConnectionCreator``)
+    may be given instead, for full control; not both.
     ``conn.protocol.transport`` is a :class:`WebSocketMessageTransport`: its
     ``connection_id`` is the server's ``Acp-Connection-Id``.
     """
@@ -550,7 +557,11 @@ def connect_websocket(
         raise ValueError(
             "connect_websocket: credentials in the URL are refused; pass them in headers"
         )
+    if tls is not None and tls_options is not None:
+        raise ValueError("connect_websocket: give tls or tls_options, not both")
     is_secure, host, port, _resource, _path, _params = parse_url(url)
+    if is_secure and tls is not None:
+        tls_options = tls.creator(host)
     jar: MutableMapping[str, str] = cookies if cookies is not None else {}
     request_headers = dict(headers or {})
     if jar and not any(key.lower() == "cookie" for key in request_headers):
