@@ -280,3 +280,102 @@ class AskRemoteTests(TestCase):
         ended = await self.ask(url, "wait", signal_after=b"waiting")
         self.assertEqual(ended.ended.result, cli.EXIT_TERMINATED, ended.err.decode())
         self.assertIn(b"the turn ended: cancelled", ended.err)
+
+
+# -- the tls table of a url agent ----------------------------------------------------------------
+
+
+def _tls_files(directory: Path) -> dict[str, Path]:
+    from tests.tls_certificates import make_authority
+
+    ca = make_authority(directory)
+    alice = ca.issue("alice")
+    return {"trust_root": ca.certificate_file, "certificate": alice.certificate, "key": alice.key}
+
+
+def test_tls_paths_are_relative_to_the_agents_file(tmp_path: Path) -> None:
+    """tls.trust_root / certificate / private_key relative to the file's directory become
+    absolute paths of the entry's ClientTLS; absent tls: None."""
+    files = _tls_files(tmp_path / "certs")
+    agents_file = str(tmp_path / "acp.toml")
+    far, near = parse_agents_text(
+        agents_file,
+        '[[agent]]\nname = "far"\nurl = "wss://h/acp"\n[agent.tls]\n'
+        'trust_root = "certs/test-ca.pem"\ncertificate = "certs/test-alice-cert.pem"\n'
+        'private_key = "certs/test-alice-key.pem"\n'
+        '[[agent]]\nname = "near"\nurl = "ws://h/acp"\n',
+    )
+    assert far.tls is not None
+    assert far.tls.trust_root == files["trust_root"]
+    assert far.tls.certificate == files["certificate"]
+    assert far.tls.private_key == files["key"]
+    assert near.tls is None
+
+
+def test_tls_paths_expand_the_home_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tls path starting with ~ is under $HOME."""
+    files = _tls_files(tmp_path / "certs")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (entry,) = parse_agents_text(
+        FILE,
+        '[[agent]]\nname = "far"\nurl = "wss://h/acp"\n'
+        'tls = { trust_root = "~/certs/test-ca.pem" }\n',
+    )
+    assert entry.tls is not None and entry.tls.trust_root == files["trust_root"]
+
+
+@pytest.mark.parametrize(
+    ("tls", "reason"),
+    [
+        ('"x"', 'agent "far": tls must be a table of file paths'),
+        (
+            '{ cafile = "a.pem" }',
+            'agent "far": tls.cafile is not a key (trust_root, certificate, private_key)',
+        ),
+        ("{ trust_root = 3 }", 'agent "far": tls.trust_root must be a file path (a string)'),
+        ('{ private_key = "k.pem" }', 'agent "far": tls.private_key needs tls.certificate'),
+        (
+            '{ trust_root = "nope.pem" }',
+            'agent "far": tls.trust_root: cannot read the TLS trust root {dir}/nope.pem:'
+            " No such file or directory",
+        ),
+        (
+            '{ trust_root = "junk.txt" }',
+            'agent "far": tls.trust_root: the TLS trust root {dir}/junk.txt holds no PEM'
+            " certificate",
+        ),
+        (
+            '{ certificate = "certs/test-alice-cert.pem" }',
+            'agent "far": tls.certificate: the TLS client certificate'
+            " {dir}/certs/test-alice-cert.pem holds no PEM private key: give the key in the"
+            " same file or as the private key setting",
+        ),
+        (
+            '{ certificate = "certs/test-alice-cert.pem", private_key = "junk.txt" }',
+            'agent "far": tls.private_key: the TLS private key {dir}/junk.txt holds no PEM'
+            " private key",
+        ),
+    ],
+)
+def test_bad_tls_tables_are_refused_naming_file_and_key(
+    tmp_path: Path, tls: str, reason: str
+) -> None:
+    """Each mistake in a tls table refuses the agents file, naming the key (and the PEM
+    file at fault)."""
+    _tls_files(tmp_path / "certs")
+    (tmp_path / "junk.txt").write_text("junk")
+    agents_file = str(tmp_path / "acp.toml")
+    with pytest.raises(AgentsFileError) as caught:
+        parse_agents_text(
+            agents_file, f'[[agent]]\nname = "far"\nurl = "wss://h/acp"\ntls = {tls}\n'
+        )
+    assert str(caught.value) == f"reading {agents_file}: " + reason.format(dir=tmp_path)
+
+
+def test_tls_without_url_is_refused() -> None:
+    """A tls table on an agent without url: refused like headers."""
+    assert refused('[[agent]]\nname = "far"\ntls = { trust_root = "a.pem" }\n') == (
+        'agent "far": tls needs a url'
+    )

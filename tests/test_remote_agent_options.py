@@ -133,3 +133,102 @@ def test_bob_with_max_connections_1_answers_a_second_initialize_503(tmp_path: Pa
     finally:
         bob.terminate()
         bob.wait(30)
+
+
+# -- --tls-client-ca ------------------------------------------------------------------------
+
+
+def _ssl_listen(tmp_path: Path, interface: str = "127.0.0.1") -> tuple[str, Path]:
+    """An http:ssl: --listen value with a server certificate, and the CA file."""
+    from tests.tls_certificates import make_authority
+
+    ca = make_authority(tmp_path / "certs")
+    server = ca.issue("localhost", server=True)
+    listen = (
+        f"http:ssl:0:interface={interface}:privateKey={server.key}:certKey={server.certificate}"
+    )
+    return listen, ca.certificate_file
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (None, "cannot read the CA file {path}: No such file or directory"),
+        ("", "the CA file {path} holds no PEM certificate"),
+        ("name = 'not a certificate'\n", "the CA file {path} holds no PEM certificate"),
+    ],
+    ids=["missing", "empty", "not PEM"],
+)
+def test_a_bad_tls_client_ca_exits_1_with_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], content: str | None, why: str
+) -> None:
+    """--tls-client-ca FILE missing, empty or not PEM: exit 1, one line naming option and file."""
+    listen, _ca = _ssl_listen(tmp_path)
+    path = tmp_path / "ca.pem"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--listen", listen, "--tls-client-ca", str(path)))
+    assert caught.value.code == 1
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err == f"acp-agent: --tls-client-ca {path}: {why.format(path=path)}\n"
+
+
+@pytest.mark.parametrize("listen", ["stdio", "tcp:0"])
+def test_tls_client_ca_without_listen_http_exits_1(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], listen: str
+) -> None:
+    """--tls-client-ca applies to --listen http:ssl: only: given otherwise, exit 1, one line."""
+    _listen, ca = _ssl_listen(tmp_path)
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--listen", listen, "--tls-client-ca", str(ca)))
+    assert caught.value.code == 1
+    _, err = capfd.readouterr()
+    assert err == (
+        "acp-agent: --tls-client-ca applies only to remote ACP (--listen http:ssl:ENDPOINT)\n"
+    )
+
+
+def test_tls_client_ca_with_a_plain_tcp_listen_exits_1(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """--listen http:tcp:... --tls-client-ca: exit 1 saying only TLS carries certificates."""
+    _listen, ca = _ssl_listen(tmp_path)
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--listen", "http:tcp:0", "--tls-client-ca", str(ca)))
+    assert caught.value.code == 1
+    _, err = capfd.readouterr()
+    assert err == (
+        "acp-agent: --listen http:tcp:0: TLS client authentication needs an ssl: endpoint,"
+        " not tcp: (only TLS carries client certificates)\n"
+    )
+
+
+def test_tls_client_ca_allows_a_non_loopback_interface(tmp_path: Path) -> None:
+    """Beyond loopback with --tls-client-ca and no token: bob listens, requiring client
+    certificates (tests/test_remote_client_auth.py shows the handshakes), and the service
+    knows which authentication to announce."""
+    listen, ca = _ssl_listen(tmp_path, "0.0.0.0")
+    service = makeService(_options(tmp_path, "--listen", listen, "--tls-client-ca", str(ca)))
+    assert isinstance(service, AgentService)
+    service.startService()
+    try:
+        assert service.port is not None
+        assert service.port.getHost().host == "0.0.0.0"
+        assert service.authentication == (
+            f"authentication: a TLS client certificate signed by a CA in {ca}"
+        )
+    finally:
+        service.stopService()
+
+
+def test_beyond_loopback_without_token_or_client_ca_names_both(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Neither --token-file nor --tls-client-ca beyond loopback: exit 1 naming both."""
+    listen, _ca = _ssl_listen(tmp_path, "0.0.0.0")
+    with pytest.raises(SystemExit):
+        makeService(_options(tmp_path, "--listen", listen))
+    _, err = capfd.readouterr()
+    assert "not loopback" in err and "--token-file" in err and "--tls-client-ca" in err

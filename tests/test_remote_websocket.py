@@ -877,6 +877,22 @@ class TLSTests(_WsBase):
         return Deferred.fromCoroutine(self._wss())
 
 
+def test_tls_and_tls_options_together_are_refused() -> None:
+    """connect_websocket takes ClientTLS (tls) or a Twisted creator (tls_options), not both."""
+    from twisted.internet.ssl import optionsForClientTLS
+
+    from acpkit.remote.tls import ClientTLS
+
+    with pytest.raises(ValueError, match="give tls or tls_options, not both"):
+        connect_websocket(
+            reactor,
+            "wss://localhost:1/acp",
+            WsClient(),
+            tls=ClientTLS(),
+            tls_options=optionsForClientTLS("localhost"),
+        )
+
+
 class _Lines(ProcessProtocol):
     """Fires ``port`` with the number the child prints as ``PORT <n>``; keeps stderr."""
 

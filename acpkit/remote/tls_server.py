@@ -127,7 +127,12 @@ def _ssl_endpoint(
     )
     # Name the acceptable CAs in the certificate request, so that a client holding
     # several certificates (a browser, curl) offers one these CAs signed.
-    context.getContext().set_client_ca_list([a.original.get_subject() for a in authorities])
+    openssl_context = context.getContext()
+    for authority in authorities:
+        try:
+            openssl_context.add_client_ca(authority.original.to_cryptography())
+        except TypeError:  # pragma: no cover - pyOpenSSL before 24.3 takes X509 only
+            openssl_context.add_client_ca(authority.original)
     return SSL4ServerEndpoint(
         reactor,
         int(parameters["port"]),
