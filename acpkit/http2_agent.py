@@ -44,6 +44,8 @@ the connection is lost                      every open stream fails with the rea
 a PING from the server                      answered (``h2`` does it)
 a server push                               refused (``SETTINGS_ENABLE_PUSH`` is 0)
 ``close()``                                 ``GOAWAY`` and close every connection
+the ``h2`` package is not installed         ``"auto"`` is HTTP/1.1 everywhere;
+                                            ``"prior-knowledge"`` is an ``ImportError``
 ==========================================  ============================================
 """
 
@@ -127,6 +129,13 @@ class RequestNotProcessed(Exception):
     retryable = True
 
 
+def h2_installed() -> bool:
+    """Whether the ``h2`` package can be imported."""
+    from importlib.util import find_spec
+
+    return find_spec("h2") is not None
+
+
 def _code_name(code: int) -> str:
     from h2.errors import ErrorCodes
 
@@ -168,6 +177,13 @@ class HTTP2Agent:
     ) -> None:
         if http2 not in ("auto", "prior-knowledge", "never"):
             raise ValueError(f"http2 must be 'auto', 'prior-knowledge' or 'never': {http2!r}")
+        #: Whether the h2 package is installed (without it "auto" is HTTP/1.1).
+        self.h2_installed = h2_installed()
+        if http2 == "prior-knowledge" and not self.h2_installed:
+            raise ImportError(
+                "HTTP/2 with prior knowledge needs the h2 package (pip install h2, or "
+                "the remote extra)"
+            )
         self._reactor = reactor
         self.http2: HTTP2Mode = http2
         self._tls = tls
@@ -224,7 +240,7 @@ class HTTP2Agent:
     # -- routing -------------------------------------------------------------------------
 
     def _speaks_http2(self, origin: Origin) -> bool:
-        if origin in self.http11_origins or self.http2 == "never":
+        if origin in self.http11_origins or self.http2 == "never" or not self.h2_installed:
             return False
         return origin[0] == b"https" or self.http2 == "prior-knowledge"
 

@@ -557,3 +557,28 @@ class ChunkingProperty(SynchronousTestCase):
             got,
             [(200 + sid, [b"%d" % sid], body, True) for sid, body in bodies.items()],
         )
+
+
+class WithoutH2Tests(SynchronousTestCase):
+    def test_without_h2_auto_is_http11_and_prior_knowledge_refused(self) -> None:
+        """Without the h2 package, "auto" sends https:// through the HTTP/1.1 agent (no
+        TLS handshake wasted on ALPN) and "prior-knowledge" is an ImportError naming h2."""
+        from acpkit import http2_agent
+
+        self.patch(http2_agent, "h2_installed", lambda: False)
+        uris: list[bytes] = []
+
+        @implementer(IAgent)
+        class Recorder:
+            def request(self, method: bytes, uri: bytes, *args: Any) -> Deferred[IResponse]:
+                uris.append(uri)
+                return Deferred()
+
+        loop = Loop()
+        agent = HTTP2Agent(object(), http11_agent=Recorder(), endpoint_factory=lambda *_: loop)
+        agent.request(b"GET", b"https://x.test/acp")
+        self.assertEqual(uris, [b"https://x.test/acp"])
+        self.assertEqual(loop.connections, [])
+        with self.assertRaises(ImportError) as caught:
+            HTTP2Agent(object(), http2="prior-knowledge")
+        self.assertIn("h2", str(caught.exception))

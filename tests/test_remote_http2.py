@@ -6,22 +6,35 @@ certificate of our own, and real HTTP/2 peers end to end.
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.protocol import ProcessProtocol
+from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.server import Site
 
 from acpkit import schema
 from acpkit.errors import ConnectionLost
-from acpkit.remote.http_client import connect_http
+from acpkit.remote.http_client import HTTPClientTransport, connect_http
 from acpkit.remote.security import tls_serving_problem
 from acpkit.remote.tls import ClientTLS
-from tests.test_remote_http_client import FakeAcpServer, RecordingClient, scripted_agent
+from tests import test_remote_http_client
+from tests.test_remote_http_client import (
+    FakeAcpServer,
+    RecordingClient,
+    run_scenario,
+    scripted_agent,
+)
 from tests.test_remote_websocket import self_signed_localhost
 
+ROOT = Path(__file__).parent.parent
+SERVER = Path(__file__).parent / "fixtures" / "remote" / "sdk_http2_server.py"
 NO_TLS_SERVING = tls_serving_problem()
 
 
@@ -55,21 +68,37 @@ class TLSOptionTests(TestCase):
 
     async def test_tls_trust_root_is_used_for_https(self) -> None:
         """With ``tls=ClientTLS(trust_root=the server's certificate)`` a session starts
-        over https; without it the platform's authorities refuse the self-signed
-        certificate and initialize fails saying so."""
-        conn = await connect_http(
-            reactor, self.url, RecordingClient(), tls=ClientTLS(trust_root=self.cert)
-        )
-        await conn.initialize()
-        new = await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
-        self.assertEqual(new.session_id, "s1")
-        conn.close()
-        await conn.closed
+        over https, on HTTP/1.1 (``http2="never"``: Twisted's Agent) and on HTTP/2 (ALPN,
+        the default: twisted.web serves h2); without it the platform's authorities refuse
+        the self-signed certificate and initialize fails saying so."""
+        for mode, version in (("never", "HTTP/1.1"), ("auto", "HTTP/2")):
+            conn = await connect_http(
+                reactor,
+                self.url,
+                RecordingClient(),
+                tls=ClientTLS(trust_root=self.cert),
+                http2=mode,  # type: ignore[arg-type]
+                # (no session stream: twisted.web's HTTP/2 server raises when a GET and
+                # its RST_STREAM come in one read, as close() right after would do)
+                session_streams=False,
+            )
+            await conn.initialize()
+            new = await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+            self.assertEqual(new.session_id, "s1")
+            self.assertEqual(cast(Any, conn.protocol.transport).http_version, version)
+            conn.close()
+            await conn.closed
 
-        untrusting = await connect_http(reactor, self.url, RecordingClient())
-        with self.assertRaises(ConnectionLost) as caught:
-            await untrusting.initialize()
-        self.assertIn("certificate verify failed", str(caught.exception))
+        for mode in ("never", "auto"):
+            untrusting = await connect_http(
+                reactor,
+                self.url,
+                RecordingClient(),
+                http2=mode,  # type: ignore[arg-type]
+            )
+            with self.assertRaises(ConnectionLost) as caught:
+                await untrusting.initialize()
+            self.assertIn("certificate verify failed", str(caught.exception))
 
     async def test_an_unreadable_tls_file_fails_at_once(self) -> None:
         """A trust root that does not exist is a ValueError naming it, before anything
@@ -81,3 +110,176 @@ class TLSOptionTests(TestCase):
             )
         self.assertIn("nowhere.pem", str(caught.exception))
         self.assertEqual(self.server.requests, [])
+
+
+# -- real peers, end to end ------------------------------------------------------------------
+
+
+class _Child(ProcessProtocol):
+    """Fires ``port`` with the number the child prints as ``PORT <n>``; keeps stderr."""
+
+    def __init__(self) -> None:
+        self.port: Deferred[int] = Deferred()
+        self.ended: Deferred[None] = Deferred()
+        self.out = b""
+        self.err = b""
+
+    def outReceived(self, data: bytes) -> None:
+        self.out += data
+        if not self.port.called and b"\n" in self.out:
+            line = self.out.split(b"\n", 1)[0]
+            if line.startswith(b"PORT "):
+                self.port.callback(int(line.split()[1]))
+
+    def errReceived(self, data: bytes) -> None:
+        self.err += data
+
+    def processEnded(self, reason: Failure) -> None:
+        if not self.port.called:
+            self.port.errback(RuntimeError(f"the server exited: {self.err.decode()[-2000:]}"))
+        self.ended.callback(None)
+
+
+async def start_child(case: TestCase, *args: str) -> int:
+    """Run the SDK server fixture with ``args`` (killed at cleanup); return its port."""
+    pytest.importorskip("acp.http.asgi")
+    proto = _Child()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    argv = [sys.executable, str(SERVER), *args]
+    process = reactor.spawnProcess(proto, argv[0], argv, env=env)
+
+    def stop() -> Deferred[None]:
+        if not proto.ended.called:
+            process.signalProcess("KILL")
+        return proto.ended
+
+    case.addCleanup(stop)
+    return await proto.port
+
+
+async def scenario_with(
+    case: TestCase, url: str, session_id: str, **options: Any
+) -> HTTPClientTransport:
+    """tests/test_remote_http_client.py's whole scenario (initialize, session/new, a
+    streamed prompt with a permission round trip and fs, a cancelled prompt, close)
+    with connect_http given ``options``; the connection's transport."""
+    made: list[HTTPClientTransport] = []
+
+    def connecting(reactor: Any, url: str, client: Any, **kwargs: Any) -> Deferred[Any]:
+        d = connect_http(reactor, url, client, **kwargs, **options)
+
+        def keep(conn: Any) -> Any:
+            made.append(conn.protocol.transport)
+            return conn
+
+        return d.addCallback(keep)
+
+    case.patch(test_remote_http_client, "connect_http", connecting)
+    await run_scenario(case, url, session_id)
+    return made[0]
+
+
+def access_log(path: Path) -> list[str]:
+    """hypercorn's access log: ``METHOD /path PROTOCOL STATUS`` per request (the
+    logging prefix, ``[date] [pid] [INFO]``, cut)."""
+    return [line.rsplit("] ", 1)[-1] for line in path.read_text().splitlines()]
+
+
+@pytest.mark.process
+class HypercornTests(TestCase):
+    """acpkit's client over HTTP/2 to the official Python SDK 0.12.1's ASGI app served
+    by hypercorn (uvicorn has no HTTP/2), and over HTTP/1.1 to uvicorn over TLS."""
+
+    timeout = 60
+
+    def setUp(self) -> None:
+        pytest.importorskip("hypercorn")
+        self.dir = Path(self.mktemp())
+        self.dir.mkdir()
+        self.key, self.cert = write_certificate(self.dir)
+        self.log = self.dir / "access.log"
+
+    async def test_sdk_server_over_tls_chooses_http2_by_alpn(self) -> None:
+        """https:// with the default http2="auto": ALPN picks h2; the whole scenario runs
+        over HTTP/2 (the initialize answer's version, and every request in hypercorn's
+        access log)."""
+        port = await start_child(self, "hypercorn", str(self.log), str(self.cert), str(self.key))
+        url = f"https://localhost:{port}/acp"
+        transport = await scenario_with(
+            self, url, "sdk-session", tls=ClientTLS(trust_root=self.cert)
+        )
+        self.assertEqual(transport.http_version, "HTTP/2")
+        lines = access_log(self.log)
+        self.assertTrue(any(line.startswith("POST /acp HTTP/2") for line in lines), lines)
+        self.assertTrue(any(line.startswith("GET /acp HTTP/2") for line in lines), lines)
+        self.assertEqual([line for line in lines if " HTTP/2 " not in line], [])
+
+    async def test_sdk_server_over_h2c_prior_knowledge(self) -> None:
+        """http:// with http2="prior-knowledge": HTTP/2 in cleartext from the first byte;
+        the scenario runs over it."""
+        port = await start_child(self, "hypercorn", str(self.log))
+        url = f"http://127.0.0.1:{port}/acp"
+        transport = await scenario_with(self, url, "sdk-session", http2="prior-knowledge")
+        self.assertEqual(transport.http_version, "HTTP/2")
+        lines = access_log(self.log)
+        self.assertTrue(lines)
+        self.assertEqual([line for line in lines if " HTTP/2 " not in line], [])
+
+    async def test_http11_by_default_on_cleartext(self) -> None:
+        """http:// with the default http2="auto" stays HTTP/1.1 (no prior knowledge)."""
+        port = await start_child(self, "hypercorn", str(self.log))
+        url = f"http://127.0.0.1:{port}/acp"
+        transport = await scenario_with(self, url, "sdk-session")
+        self.assertEqual(transport.http_version, "HTTP/1.1")
+        self.assertEqual([line for line in access_log(self.log) if " HTTP/1.1 " not in line], [])
+
+    async def test_uvicorn_over_tls_falls_back_to_http11(self) -> None:
+        """uvicorn has no HTTP/2: ALPN picks http/1.1, the agent remembers the origin as
+        HTTP/1.1 and the whole scenario runs through Twisted's HTTP/1.1 agent."""
+        pytest.importorskip("uvicorn")
+        port = await start_child(self, "uvicorn", str(self.log), str(self.cert), str(self.key))
+        url = f"https://localhost:{port}/acp"
+        transport = await scenario_with(
+            self, url, "sdk-session", tls=ClientTLS(trust_root=self.cert)
+        )
+        self.assertEqual(transport.http_version, "HTTP/1.1")
+        agent = transport._agent
+        assert agent is not None
+        self.assertEqual(agent.http11_origins, {(b"https", b"localhost", port)})
+
+
+@pytest.mark.skipif(NO_TLS_SERVING is not None, reason=NO_TLS_SERVING or "")
+class ServeRemoteOverTLSTests(TestCase):
+    """acpkit's client and acpkit's own server (serve_remote on ssl:), in process."""
+
+    timeout = 60
+
+    async def test_serve_remote_over_tls_speaks_http2_both_sides(self) -> None:
+        """serve_remote on an ssl: endpoint with twisted[http2]: the client's ALPN picks
+        h2, the scenario passes, and the server saw every request as HTTP/2."""
+        pytest.importorskip("h2")
+        from acpkit.remote import serve_remote
+        from tests.fixtures.interop.acpkit_agent import InteropAgent
+
+        directory = Path(self.mktemp())
+        directory.mkdir()
+        key, cert = write_certificate(directory)
+        port = await serve_remote(reactor, f"ssl:0:privateKey={key}:certKey={cert}", InteropAgent)
+        self.addCleanup(port.stopListening)
+        site: Any = cast(Any, port).factory
+        while not isinstance(site, Site):
+            site = site.wrappedFactory
+        seen: list[bytes] = []
+        logged = site.log
+
+        def log(request: Any) -> None:
+            seen.append(request.clientproto)
+            logged(request)
+
+        cast(Any, site).log = log
+        url = f"https://localhost:{cast(Any, port.getHost()).port}/acp"
+        transport = await scenario_with(self, url, "acpkit-session", tls=ClientTLS(trust_root=cert))
+        self.assertEqual(transport.http_version, "HTTP/2")
+        self.assertTrue(seen)
+        self.assertEqual(set(seen), {b"HTTP/2"})

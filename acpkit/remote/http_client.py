@@ -68,7 +68,6 @@ from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
 from twisted.internet.interfaces import IDelayedCall, IProtocol, IReactorTime, ITransport
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.iweb import IPolicyForHTTPS
 from zope.interface import implementer
 
 from acpkit import jsonbytes
@@ -77,6 +76,7 @@ from acpkit.endpoints import _attach_tracer
 from acpkit.errors import clip
 from acpkit.framing import DEFAULT_MAX_LENGTH
 from acpkit.framing_messages import MessageFraming
+from acpkit.http2_agent import HTTP2Agent, HTTP2Mode
 from acpkit.http_responses import (
     BodyReader,
     body_ended_cleanly,
@@ -153,8 +153,9 @@ class HTTPClientTransport:
 
     ``headers`` go with every request and are never logged.  ``http_client``: a
     ``treq.client.HTTPClient`` to use instead of the one made here (its pool and cookies
-    are then the caller's; ``tls`` is then unused).  ``tls``: the trust root and client
-    certificate of ``https://`` connections (default: the platform's authorities).
+    are then the caller's; ``tls`` and ``http2`` are then unused).  ``tls``: the trust
+    root and client certificate of ``https://`` connections (default: the platform's
+    authorities).  ``http2``: see :func:`connect_http`.
     """
 
     _log = Logger()
@@ -173,6 +174,7 @@ class HTTPClientTransport:
         http_client: Any = None,
         clock: IReactorTime | None = None,
         tls: ClientTLS | None = None,
+        http2: HTTP2Mode = "auto",
     ) -> None:
         parts = check_http_url(url)
         if max_event_size < 1:
@@ -197,20 +199,17 @@ class HTTPClientTransport:
             tls.creator(self._host)
         #: The cookies the server set on this connection (kept until ``close()``).
         self.cookies = CookieJar()
-        self._pool: Any = None
+        self._agent: HTTP2Agent | None = None
         if http_client is None:
             from treq.client import HTTPClient
-            from twisted.web.client import Agent, HTTPConnectionPool
+            from twisted.web.client import HTTPConnectionPool
 
-            self._pool = HTTPConnectionPool(reactor, persistent=True)
+            pool = HTTPConnectionPool(reactor, persistent=True)
             # Below common servers' keep-alive: a POST is never retried on a
             # connection the server closed meanwhile (POST is not idempotent).
-            self._pool.cachedConnectionTimeout = 4
-            agent = Agent(
-                reactor,
-                connectTimeout=connect_timeout,
-                pool=self._pool,
-                **({} if tls is None else {"contextFactory": TLSPolicy(tls)}),
+            pool.cachedConnectionTimeout = 4
+            agent = self._agent = HTTP2Agent(
+                reactor, http2=http2, tls=tls, connect_timeout=connect_timeout, pool=pool
             )
             # treq types the jar as its own subclass; any CookieJar works.
             http_client = HTTPClient(agent, cookiejar=cast(Any, self.cookies))
@@ -220,6 +219,8 @@ class HTTPClientTransport:
         self._lost = False
         #: The server's ``Acp-Connection-Id`` (None before the ``initialize`` answer).
         self.connection_id: str | None = None
+        #: The HTTP version of the ``initialize`` answer: ``"HTTP/2"``, ``"HTTP/1.1"``.
+        self.http_version: str | None = None
         self._init_sent = False
         self._held: list[tuple[bytes, Any]] = []
         self._post_queue: deque[tuple[dict[bytes, list[bytes]], bytes, Any, str | None]] = deque()
@@ -345,6 +346,7 @@ class HTTPClientTransport:
             if self._lost or self.disconnecting:
                 self._discard(response)
                 return
+            self.http_version = _version_text(response.version)
             if response.code != 200:
                 self._error_status(response, None, "initialize", fatal=True)
                 return
@@ -718,8 +720,8 @@ class HTTPClientTransport:
         self._held.clear()
         self._post_queue.clear()
         self.cookies.clear()
-        pool = self._pool
-        closing = pool.closeCachedConnections() if pool is not None else succeed(None)
+        agent = self._agent
+        closing = agent.close() if agent is not None else succeed(None)
 
         def lost(_: object) -> None:
             if self.protocol is not None:
@@ -742,6 +744,7 @@ def connect_http(
     idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     clock: IReactorTime | None = None,
     tls: ClientTLS | None = None,
+    http2: HTTP2Mode = "auto",
 ) -> Deferred[ClientConnection]:
     """
     A :class:`ClientConnection` to the remote agent at ``url`` (Streamable HTTP).
@@ -755,6 +758,9 @@ def connect_http(
     reactor).  ``tls``: what an ``https://`` connection trusts and the client
     certificate it offers (default: the platform's certificate authorities, no client
     certificate); a file it names that cannot be read is a ``ValueError`` here.
+    ``http2``: ``"auto"`` (HTTP/2 on ``https://`` when the server picks it by ALPN,
+    HTTP/1.1 otherwise), ``"prior-knowledge"`` (HTTP/2 on ``http://`` too: h2c) or
+    ``"never"`` (HTTP/1.1); see :class:`acpkit.http2_agent.HTTP2Agent`.
     """
     try:
         transport = HTTPClientTransport(
@@ -768,8 +774,9 @@ def connect_http(
             name=name,
             clock=clock,
             tls=tls,
+            http2=http2,
         )
-    except ValueError as e:
+    except (ValueError, ImportError) as e:
         from twisted.internet.defer import fail
 
         return fail(e)
@@ -780,18 +787,6 @@ def connect_http(
     connection = ClientConnection(client, protocol=protocol, strict=strict, name=name)
     transport.connect(protocol)
     return succeed(connection)
-
-
-@implementer(IPolicyForHTTPS)
-class TLSPolicy:
-    """Twisted's ``Agent`` policy for https: :class:`ClientTLS`'s creator for the host."""
-
-    def __init__(self, tls: ClientTLS) -> None:
-        self.tls = tls
-
-    def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
-        """The TLS connection creator for ``hostname`` (its certificate is checked)."""
-        return self.tls.creator(hostname.decode("idna"))
 
 
 def check_http_url(url: str) -> SplitResult:
@@ -825,6 +820,13 @@ def _header_ok(name: str, value: str) -> bool:
         and "\x00" not in value
         and all(ord(c) < 256 for c in value)
     )
+
+
+def _version_text(version: tuple[bytes, int, int]) -> str:
+    """``(b"HTTP", 1, 1)`` -> ``"HTTP/1.1"``; ``(b"HTTP", 2, 0)`` -> ``"HTTP/2"``."""
+    name, major, minor = version
+    number = f"{major}" if major >= 2 and minor == 0 else f"{major}.{minor}"
+    return f"{name.decode('ascii', errors='replace')}/{number}"
 
 
 def _hashable(value: object) -> bool:
