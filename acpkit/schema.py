@@ -663,7 +663,7 @@ class CompactionStatus(OpenStrEnum):
     """Compaction was cancelled before it finished."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentRequest:
     """A JSON-RPC request object."""
 
@@ -677,7 +677,7 @@ class AgentRequest:
     params: Any = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class WriteTextFileRequest:
     """Request to write content to a text file.
 
@@ -701,7 +701,7 @@ class WriteTextFileRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ReadTextFileRequest:
     """Request to read content from a text file.
 
@@ -728,7 +728,7 @@ class ReadTextFileRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class RequestPermissionRequest:
     """Request for user permission to execute a tool call.
 
@@ -754,7 +754,7 @@ class RequestPermissionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCallUpdate:
     """An update to an existing tool call.
 
@@ -808,7 +808,7 @@ class ToolCallUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Annotations:
     """Optional annotations for the client. The client can use annotations to inform how objects are used or displayed"""
 
@@ -832,7 +832,7 @@ class Annotations:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextContent:
     """Text provided to or from an LLM."""
 
@@ -850,7 +850,7 @@ class TextContent:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ImageContent:
     """An image provided to or from an LLM."""
 
@@ -874,7 +874,7 @@ class ImageContent:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AudioContent:
     """Audio provided to or from an LLM."""
 
@@ -895,7 +895,7 @@ class AudioContent:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceLink:
     """A resource that the server is capable of reading, included in a prompt or tool call result."""
 
@@ -928,7 +928,7 @@ class ResourceLink:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextResourceContents:
     """Text-based resource contents."""
 
@@ -949,7 +949,7 @@ class TextResourceContents:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class BlobResourceContents:
     """Binary resource contents."""
 
@@ -970,7 +970,7 @@ class BlobResourceContents:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class EmbeddedResource:
     """The contents of a resource, embedded into a prompt or tool call result."""
 
@@ -988,7 +988,7 @@ class EmbeddedResource:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Content:
     """Standard content block (text, images, resources)."""
 
@@ -1003,7 +1003,7 @@ class Content:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Diff:
     """A diff representing file modifications.
 
@@ -1029,7 +1029,7 @@ class Diff:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Terminal:
     """Embed a terminal created with `terminal/create` by its id.
 
@@ -1049,7 +1049,7 @@ class Terminal:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCallLocation:
     """A file location being accessed or modified by a tool.
 
@@ -1073,7 +1073,7 @@ class ToolCallLocation:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PermissionOption:
     """An option presented to the user when requesting permission."""
 
@@ -1094,7 +1094,7 @@ class PermissionOption:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateTerminalRequest:
     """Request to create a new terminal and execute a command."""
 
@@ -1131,7 +1131,7 @@ class CreateTerminalRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class EnvVariable:
     """An environment variable to set when launching an MCP server."""
 
@@ -1149,7 +1149,7 @@ class EnvVariable:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TerminalOutputRequest:
     """Request to get the current output and status of a terminal."""
 
@@ -1167,7 +1167,7 @@ class TerminalOutputRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ReleaseTerminalRequest:
     """Request to release a terminal and free its resources."""
 
@@ -1185,7 +1185,7 @@ class ReleaseTerminalRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class WaitForTerminalExitRequest:
     """Request to wait for a terminal command to exit."""
 
@@ -1203,7 +1203,7 @@ class WaitForTerminalExitRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class KillTerminalRequest:
     """Request to kill a terminal without releasing it."""
 
@@ -1221,7 +1221,7 @@ class KillTerminalRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationSessionScope:
     """Session-scoped elicitation, optionally tied to a specific tool call.
 
@@ -1240,7 +1240,7 @@ class ElicitationSessionScope:
     tool_call_id: ToolCallId | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationRequestScope:
     """Request-scoped elicitation, tied to a specific JSON-RPC request outside of a session
     (e.g., during auth/configuration phases before any session is started).
@@ -1250,7 +1250,7 @@ class ElicitationRequestScope:
     request_id: RequestId
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationSchema:
     """Type-safe elicitation schema for requesting structured user input.
 
@@ -1292,7 +1292,7 @@ class ElicitationSchema:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class EnumOption:
     """A titled enum option with a const value, human-readable title, and optional description."""
 
@@ -1317,7 +1317,7 @@ class EnumOption:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class StringPropertySchema:
     """Schema for string properties in an elicitation form.
 
@@ -1380,7 +1380,7 @@ class StringPropertySchema:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class NumberPropertySchema:
     """Schema for number (floating-point) properties in an elicitation form."""
 
@@ -1419,7 +1419,7 @@ class NumberPropertySchema:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class IntegerPropertySchema:
     """Schema for integer properties in an elicitation form."""
 
@@ -1458,7 +1458,7 @@ class IntegerPropertySchema:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class BooleanPropertySchema:
     """Schema for boolean properties in an elicitation form."""
 
@@ -1487,7 +1487,7 @@ class BooleanPropertySchema:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class StringMultiSelectItems:
     """String item schema for multi-select enum properties."""
 
@@ -1504,7 +1504,7 @@ class StringMultiSelectItems:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TitledMultiSelectItems:
     """Items definition for titled multi-select enum properties."""
 
@@ -1521,7 +1521,7 @@ class TitledMultiSelectItems:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MultiSelectPropertySchema:
     """Schema for multi-select (array) properties in an elicitation form."""
 
@@ -1566,7 +1566,7 @@ class MultiSelectPropertySchema:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationFormMode:
     """Form-based elicitation mode where the client renders a form from the provided schema."""
 
@@ -1586,7 +1586,7 @@ class ElicitationFormMode:
     request_id: RequestId | AbsentType = ABSENT
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationUrlMode:
     """URL-based elicitation mode where the client directs the user to a URL."""
 
@@ -1609,7 +1609,7 @@ class ElicitationUrlMode:
     request_id: RequestId | AbsentType = ABSENT
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentAuthCapabilities:
     """Authentication-related capabilities supported by the agent."""
 
@@ -1627,7 +1627,7 @@ class AgentAuthCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class McpCapabilities:
     """MCP capabilities supported by the agent"""
 
@@ -1645,7 +1645,7 @@ class McpCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PromptCapabilities:
     """Prompt capabilities supported by the agent in `session/prompt` requests.
 
@@ -1681,7 +1681,7 @@ class PromptCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionCapabilities:
     """Session capabilities supported by the agent.
 
@@ -1746,7 +1746,7 @@ class SessionCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentCapabilities:
     """Capabilities supported by the agent.
 
@@ -1791,7 +1791,7 @@ class AgentCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class InitializeResponse:
     """Response to the `initialize` method.
 
@@ -1831,7 +1831,7 @@ class InitializeResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionListCapabilities:
     """Capabilities for the `session/list` method.
 
@@ -1846,7 +1846,7 @@ class SessionListCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionDeleteCapabilities:
     """Capabilities for the `session/delete` method.
 
@@ -1861,7 +1861,7 @@ class SessionDeleteCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionAdditionalDirectoriesCapabilities:
     """Capabilities for additional session directories support.
 
@@ -1879,7 +1879,7 @@ class SessionAdditionalDirectoriesCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionResumeCapabilities:
     """Capabilities for the `session/resume` method.
 
@@ -1894,7 +1894,7 @@ class SessionResumeCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionCloseCapabilities:
     """Capabilities for the `session/close` method.
 
@@ -1909,7 +1909,7 @@ class SessionCloseCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class LogoutCapabilities:
     """Logout capabilities supported by the agent.
 
@@ -1924,7 +1924,7 @@ class LogoutCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthMethodTerminal:
     """Terminal-based authentication method.
 
@@ -1959,7 +1959,7 @@ class AuthMethodTerminal:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthMethodAgent:
     """Agent handles authentication itself through `authenticate`.
 
@@ -1983,7 +1983,7 @@ class AuthMethodAgent:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Implementation:
     """Metadata about the implementation of the client or agent.
     Describes the name and version of an ACP implementation, with an optional
@@ -2012,7 +2012,7 @@ class Implementation:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthenticateResponse:
     """Response to the `authenticate` method."""
 
@@ -2024,7 +2024,7 @@ class AuthenticateResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class LogoutResponse:
     """Response to the `logout` method."""
 
@@ -2036,7 +2036,7 @@ class LogoutResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class NewSessionResponse:
     """Response from creating a new session.
 
@@ -2067,7 +2067,7 @@ class NewSessionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionModeState:
     """The set of modes and the one currently active."""
 
@@ -2087,7 +2087,7 @@ class SessionModeState:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionMode:
     """A mode the agent can operate in.
 
@@ -2111,7 +2111,7 @@ class SessionMode:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionConfigSelectOption:
     """A possible value for a session configuration option."""
 
@@ -2132,7 +2132,7 @@ class SessionConfigSelectOption:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionConfigSelectGroup:
     """A group of possible values for a session configuration option."""
 
@@ -2155,7 +2155,7 @@ class SessionConfigSelectGroup:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionConfigSelect:
     """A single-value selector (dropdown) session configuration option payload."""
 
@@ -2166,7 +2166,7 @@ class SessionConfigSelect:
     options: SessionConfigSelectOptions
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionConfigBoolean:
     """A boolean on/off toggle session configuration option payload."""
 
@@ -2174,7 +2174,7 @@ class SessionConfigBoolean:
     current_value: bool
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class LoadSessionResponse:
     """Response from loading an existing session."""
 
@@ -2197,7 +2197,7 @@ class LoadSessionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListSessionsResponse:
     """Response from listing sessions."""
 
@@ -2216,7 +2216,7 @@ class ListSessionsResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionInfo:
     """Information about a session returned by session/list"""
 
@@ -2250,7 +2250,7 @@ class SessionInfo:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class DeleteSessionResponse:
     """Response from deleting a session."""
 
@@ -2262,7 +2262,7 @@ class DeleteSessionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResumeSessionResponse:
     """Response from resuming an existing session."""
 
@@ -2285,7 +2285,7 @@ class ResumeSessionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CloseSessionResponse:
     """Response from closing a session."""
 
@@ -2297,7 +2297,7 @@ class CloseSessionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetSessionModeResponse:
     """Response to `session/set_mode` method."""
 
@@ -2309,7 +2309,7 @@ class SetSessionModeResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetSessionConfigOptionResponse:
     """Response to `session/set_config_option` method."""
 
@@ -2326,7 +2326,7 @@ class SetSessionConfigOptionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PromptResponse:
     """Response from processing a user prompt.
 
@@ -2344,7 +2344,7 @@ class PromptResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Error:
     """JSON-RPC error object.
 
@@ -2367,7 +2367,7 @@ class Error:
     data: Any = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentNotification:
     """A JSON-RPC notification object."""
 
@@ -2378,7 +2378,7 @@ class AgentNotification:
     params: Any = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionNotification:
     """Notification containing a session update from the agent.
 
@@ -2401,7 +2401,7 @@ class SessionNotification:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ContentChunk:
     """A streamed item of content"""
 
@@ -2422,7 +2422,7 @@ class ContentChunk:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCall:
     """Represents a tool call that the language model has requested.
 
@@ -2478,7 +2478,7 @@ class ToolCall:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PlanEntry:
     """A single entry in the execution plan.
 
@@ -2505,7 +2505,7 @@ class PlanEntry:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Plan:
     """An execution plan for accomplishing complex tasks.
 
@@ -2530,7 +2530,7 @@ class Plan:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AvailableCommand:
     """Information about a command."""
 
@@ -2551,7 +2551,7 @@ class AvailableCommand:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UnstructuredCommandInput:
     """All text that was typed after the command name is provided as input."""
 
@@ -2566,7 +2566,7 @@ class UnstructuredCommandInput:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AvailableCommandsUpdate:
     """Available commands are ready or have changed"""
 
@@ -2585,7 +2585,7 @@ class AvailableCommandsUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CurrentModeUpdate:
     """The current mode of the session has changed
 
@@ -2605,7 +2605,7 @@ class CurrentModeUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ConfigOptionUpdate:
     """Session configuration options have been updated."""
 
@@ -2624,7 +2624,7 @@ class ConfigOptionUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionInfoUpdate:
     """Update to session metadata. All fields are optional to support partial updates.
 
@@ -2648,7 +2648,7 @@ class SessionInfoUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Cost:
     """Cost information for a session."""
 
@@ -2667,7 +2667,7 @@ class Cost:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UsageUpdate:
     """Context window and cost update for a session."""
 
@@ -2690,7 +2690,7 @@ class UsageUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Notice:
     """Fire-and-forget information for the user.
 
@@ -2720,7 +2720,7 @@ class Notice:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CompactionUpdate:
     """A context compaction upsert. The first notification fixes the compaction's
     timeline position. Later updates with the same ID patch that entity in place.
@@ -2753,7 +2753,7 @@ class CompactionUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CompactionSummaryChunk:
     """A content block appended to a compaction's summary. A first-seen ID creates
     an in-progress compaction. Chunks append in receive order.
@@ -2773,7 +2773,7 @@ class CompactionSummaryChunk:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CompleteElicitationNotification:
     """Notification sent by the agent when a URL-based elicitation is complete."""
 
@@ -2790,7 +2790,7 @@ class CompleteElicitationNotification:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ClientRequest:
     """A JSON-RPC request object."""
 
@@ -2804,7 +2804,7 @@ class ClientRequest:
     params: Any = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthCapabilities:
     """Authentication capabilities supported by the client.
 
@@ -2828,7 +2828,7 @@ class AuthCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class FileSystemCapabilities:
     """File system capabilities that a client may support.
 
@@ -2849,7 +2849,7 @@ class FileSystemCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ClientCapabilities:
     """Capabilities supported by the client.
 
@@ -2901,7 +2901,7 @@ class ClientCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class InitializeRequest:
     """Request parameters for the initialize method.
 
@@ -2932,7 +2932,7 @@ class InitializeRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ClientSessionCapabilities:
     """Session-related capabilities supported by the client."""
 
@@ -2966,12 +2966,12 @@ class ClientSessionCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CompactionCapabilities:
     """Client support for ID-addressed context compaction updates."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionConfigOptionsCapabilities:
     """Session configuration option capabilities supported by the client."""
 
@@ -2994,7 +2994,7 @@ class SessionConfigOptionsCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class BooleanConfigOptionCapabilities:
     """Capabilities for boolean session configuration options.
 
@@ -3009,12 +3009,12 @@ class BooleanConfigOptionCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class NoticeCapabilities:
     """Client support for presenting live notices to the user."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationCapabilities:
     """Elicitation capabilities supported by the client."""
 
@@ -3043,7 +3043,7 @@ class ElicitationCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationFormCapabilities:
     """Form-based elicitation capabilities.
 
@@ -3060,7 +3060,7 @@ class ElicitationFormCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationUrlCapabilities:
     """URL-based elicitation capabilities.
 
@@ -3077,7 +3077,7 @@ class ElicitationUrlCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthenticateRequest:
     """Request parameters for the authenticate method.
 
@@ -3096,7 +3096,7 @@ class AuthenticateRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class LogoutRequest:
     """Request parameters for the logout method.
 
@@ -3111,7 +3111,7 @@ class LogoutRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class NewSessionRequest:
     """Request parameters for creating a new session.
 
@@ -3139,7 +3139,7 @@ class NewSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class HttpHeader:
     """An HTTP header to set when making requests to the MCP server."""
 
@@ -3157,7 +3157,7 @@ class HttpHeader:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class McpServerHttp:
     """HTTP transport configuration for MCP."""
 
@@ -3178,7 +3178,7 @@ class McpServerHttp:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class McpServerSse:
     """SSE transport configuration for MCP."""
 
@@ -3199,7 +3199,7 @@ class McpServerSse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class McpServerStdio:
     """Stdio transport configuration for MCP."""
 
@@ -3223,7 +3223,7 @@ class McpServerStdio:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class LoadSessionRequest:
     """Request parameters for loading an existing session.
 
@@ -3257,7 +3257,7 @@ class LoadSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListSessionsRequest:
     """Request parameters for listing existing sessions.
 
@@ -3278,7 +3278,7 @@ class ListSessionsRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class DeleteSessionRequest:
     """Request parameters for deleting an existing session from `session/list`.
 
@@ -3296,7 +3296,7 @@ class DeleteSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResumeSessionRequest:
     """Request parameters for resuming an existing session.
 
@@ -3331,7 +3331,7 @@ class ResumeSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CloseSessionRequest:
     """Request parameters for closing an active session.
 
@@ -3353,7 +3353,7 @@ class CloseSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetSessionModeRequest:
     """Request parameters for setting a session mode."""
 
@@ -3371,7 +3371,7 @@ class SetSessionModeRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PromptRequest:
     """Request parameters for sending a user prompt to the agent.
 
@@ -3406,7 +3406,7 @@ class PromptRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class WriteTextFileResponse:
     """Response to `fs/write_text_file`"""
 
@@ -3418,7 +3418,7 @@ class WriteTextFileResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ReadTextFileResponse:
     """Response containing the contents of a text file."""
 
@@ -3433,7 +3433,7 @@ class ReadTextFileResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class RequestPermissionResponse:
     """Response to a permission request."""
 
@@ -3448,7 +3448,7 @@ class RequestPermissionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SelectedPermissionOutcome:
     """The user selected one of the provided options."""
 
@@ -3465,7 +3465,7 @@ class SelectedPermissionOutcome:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateTerminalResponse:
     """Response containing the ID of the created terminal."""
 
@@ -3480,7 +3480,7 @@ class CreateTerminalResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TerminalOutputResponse:
     """Response containing the terminal output and exit status."""
 
@@ -3501,7 +3501,7 @@ class TerminalOutputResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TerminalExitStatus:
     """Exit status of a terminal command."""
 
@@ -3519,7 +3519,7 @@ class TerminalExitStatus:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ReleaseTerminalResponse:
     """Response to terminal/release method"""
 
@@ -3531,7 +3531,7 @@ class ReleaseTerminalResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class WaitForTerminalExitResponse:
     """Response containing the exit status of a terminal command."""
 
@@ -3549,7 +3549,7 @@ class WaitForTerminalExitResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class KillTerminalResponse:
     """Response to `terminal/kill` method"""
 
@@ -3561,7 +3561,7 @@ class KillTerminalResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationAcceptAction:
     """The user accepted the elicitation and provided content."""
 
@@ -3569,7 +3569,7 @@ class ElicitationAcceptAction:
     content: dict[str, ElicitationContentValue] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ClientNotification:
     """A JSON-RPC notification object."""
 
@@ -3580,7 +3580,7 @@ class ClientNotification:
     params: Any = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CancelNotification:
     """Notification to cancel ongoing operations for a session.
 
@@ -3598,7 +3598,7 @@ class CancelNotification:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CancelRequestNotification:
     """Notification to cancel an ongoing request.
 
@@ -3616,14 +3616,14 @@ class CancelRequestNotification:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ContentToolCallContent(Content):
     """Standard content block (text, images, resources)."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "content")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class FileEditToolCallContent(Diff):
     """A diff representing file modifications.
 
@@ -3635,7 +3635,7 @@ class FileEditToolCallContent(Diff):
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "diff")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TerminalToolCallContent(Terminal):
     """Embed a terminal created with `terminal/create` by its id.
 
@@ -3647,7 +3647,7 @@ class TerminalToolCallContent(Terminal):
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "terminal")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownToolCallContent:
     """A ``ToolCallContent`` variant this version of acpkit does not know.
 
@@ -3664,42 +3664,42 @@ class UnknownToolCallContent:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextContentBlock(TextContent):
     """Text provided to or from an LLM."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "text")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ImageContentBlock(ImageContent):
     """An image provided to or from an LLM."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "image")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AudioContentBlock(AudioContent):
     """Audio provided to or from an LLM."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "audio")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceLinkContentBlock(ResourceLink):
     """A resource that the server is capable of reading, included in a prompt or tool call result."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "resource_link")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class EmbeddedResourceContentBlock(EmbeddedResource):
     """The contents of a resource, embedded into a prompt or tool call result."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "resource")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownContentBlock:
     """A ``ContentBlock`` variant this version of acpkit does not know.
 
@@ -3716,7 +3716,7 @@ class UnknownContentBlock:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateElicitationRequestForm:
     """Form-based elicitation where the client renders a form from the provided schema."""
 
@@ -3750,7 +3750,7 @@ class CreateElicitationRequestForm:
     request_id: RequestId | AbsentType = ABSENT
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateElicitationRequestUrl:
     """URL-based elicitation where the client directs the user to a URL."""
 
@@ -3787,7 +3787,7 @@ class CreateElicitationRequestUrl:
     request_id: RequestId | AbsentType = ABSENT
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownCreateElicitationRequest:
     """A ``CreateElicitationRequest`` variant this version of acpkit does not know.
 
@@ -3804,7 +3804,7 @@ class UnknownCreateElicitationRequest:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class StringPropertySchemaVariant(StringPropertySchema):
     """Schema for string properties in an elicitation form.
 
@@ -3815,35 +3815,35 @@ class StringPropertySchemaVariant(StringPropertySchema):
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "string")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class NumberPropertySchemaVariant(NumberPropertySchema):
     """Schema for number (floating-point) properties in an elicitation form."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "number")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class IntegerPropertySchemaVariant(IntegerPropertySchema):
     """Schema for integer properties in an elicitation form."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "integer")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class BooleanPropertySchemaVariant(BooleanPropertySchema):
     """Schema for boolean properties in an elicitation form."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "boolean")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MultiSelectPropertySchemaVariant(MultiSelectPropertySchema):
     """Schema for multi-select (array) properties in an elicitation form."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "array")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownElicitationPropertySchema:
     """A ``ElicitationPropertySchema`` variant this version of acpkit does not know.
 
@@ -3860,14 +3860,14 @@ class UnknownElicitationPropertySchema:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class StringMultiSelectItemsVariant(StringMultiSelectItems):
     """String item schema for multi-select enum properties."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "string")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownMultiSelectItems:
     """A ``MultiSelectItems`` variant this version of acpkit does not know.
 
@@ -3884,7 +3884,7 @@ class UnknownMultiSelectItems:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentResponseResult:
     """A successful JSON-RPC response."""
 
@@ -3895,7 +3895,7 @@ class AgentResponseResult:
     result: Any
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentResponseError:
     """A failed JSON-RPC response."""
 
@@ -3906,7 +3906,7 @@ class AgentResponseError:
     error: Error
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TerminalAuthMethod(AuthMethodTerminal):
     """Terminal-based authentication method.
 
@@ -3920,7 +3920,7 @@ class TerminalAuthMethod(AuthMethodTerminal):
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "terminal")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownAuthMethod:
     """A ``AuthMethod`` variant this version of acpkit does not know.
 
@@ -3937,7 +3937,7 @@ class UnknownAuthMethod:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionConfigOptionSelect:
     """Single-value selector (dropdown)."""
 
@@ -3972,7 +3972,7 @@ class SessionConfigOptionSelect:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionConfigOptionBoolean:
     """Boolean on/off toggle."""
 
@@ -4004,7 +4004,7 @@ class SessionConfigOptionBoolean:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownSessionConfigOption:
     """A ``SessionConfigOption`` variant this version of acpkit does not know.
 
@@ -4021,28 +4021,28 @@ class UnknownSessionConfigOption:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UserMessageChunk(ContentChunk):
     """A streamed item of content"""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "user_message_chunk")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentMessageChunk(ContentChunk):
     """A streamed item of content"""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "agent_message_chunk")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentThoughtChunk(ContentChunk):
     """A streamed item of content"""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "agent_thought_chunk")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCallStart(ToolCall):
     """Represents a tool call that the language model has requested.
 
@@ -4055,7 +4055,7 @@ class ToolCallStart(ToolCall):
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "tool_call")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolCallProgress(ToolCallUpdate):
     """An update to an existing tool call.
 
@@ -4068,7 +4068,7 @@ class ToolCallProgress(ToolCallUpdate):
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "tool_call_update")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentPlanUpdate(Plan):
     """An execution plan for accomplishing complex tasks.
 
@@ -4082,7 +4082,7 @@ class AgentPlanUpdate(Plan):
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "plan")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class NoticeUpdate(Notice):
     """Fire-and-forget information for the user.
 
@@ -4098,7 +4098,7 @@ class NoticeUpdate(Notice):
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "notice")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownSessionUpdate:
     """A ``SessionUpdate`` variant this version of acpkit does not know.
 
@@ -4115,21 +4115,21 @@ class UnknownSessionUpdate:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class HttpMcpServer(McpServerHttp):
     """HTTP transport configuration for MCP."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "http")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SseMcpServer(McpServerSse):
     """SSE transport configuration for MCP."""
 
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "sse")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownMcpServer:
     """A ``McpServer`` variant this version of acpkit does not know.
 
@@ -4146,7 +4146,7 @@ class UnknownMcpServer:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetSessionConfigOptionRequestBoolean:
     """A boolean value (`type: "boolean"`)."""
 
@@ -4169,7 +4169,7 @@ class SetSessionConfigOptionRequestBoolean:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetSessionConfigOptionRequestValueId:
     """A `SessionConfigValueId` string value.
 
@@ -4195,7 +4195,7 @@ class SetSessionConfigOptionRequestValueId:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownSetSessionConfigOptionRequest:
     """A ``SetSessionConfigOptionRequest`` variant this version of acpkit does not know.
 
@@ -4212,7 +4212,7 @@ class UnknownSetSessionConfigOptionRequest:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ClientResponseResult:
     """A successful JSON-RPC response."""
 
@@ -4223,7 +4223,7 @@ class ClientResponseResult:
     result: Any
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ClientResponseError:
     """A failed JSON-RPC response."""
 
@@ -4234,7 +4234,7 @@ class ClientResponseError:
     error: Error
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CancelledPermissionOutcome:
     """The prompt turn was cancelled before the user responded.
 
@@ -4248,7 +4248,7 @@ class CancelledPermissionOutcome:
     __acp_tag__: ClassVar[tuple[str, str]] = ("outcome", "cancelled")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownRequestPermissionOutcome:
     """A ``RequestPermissionOutcome`` variant this version of acpkit does not know.
 
@@ -4265,7 +4265,7 @@ class UnknownRequestPermissionOutcome:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateElicitationResponseAccept:
     """The user accepted and provided content."""
 
@@ -4284,7 +4284,7 @@ class CreateElicitationResponseAccept:
     content: dict[str, ElicitationContentValue] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateElicitationResponseDecline:
     """The user declined the elicitation."""
 
@@ -4300,7 +4300,7 @@ class CreateElicitationResponseDecline:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateElicitationResponseCancel:
     """The elicitation was cancelled."""
 
@@ -4316,7 +4316,7 @@ class CreateElicitationResponseCancel:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownCreateElicitationResponse:
     """A ``CreateElicitationResponse`` variant this version of acpkit does not know.
 

@@ -757,7 +757,7 @@ class SessionArchiveFilter(OpenStrEnum):
     """Only archived sessions."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MessageMcpRequest:
     """**UNSTABLE**
 
@@ -788,7 +788,7 @@ class MessageMcpRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentAuthCapabilities:
     """Authentication-related capabilities supported by the agent."""
 
@@ -816,7 +816,7 @@ class AgentAuthCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class McpCapabilities:
     """MCP capabilities supported by the agent"""
 
@@ -841,7 +841,7 @@ class McpCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionCapabilities:
     """Session capabilities supported by the agent.
 
@@ -969,7 +969,7 @@ class SessionCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AgentCapabilities:
     """Capabilities supported by the agent.
 
@@ -1024,7 +1024,7 @@ class AgentCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class InitializeResponse:
     """Response to the `initialize` method.
 
@@ -1064,7 +1064,7 @@ class InitializeResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionSystemPromptCapabilities:
     """**UNSTABLE**
 
@@ -1092,7 +1092,7 @@ class SessionSystemPromptCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionSystemPromptModeCapabilities:
     """**UNSTABLE**
 
@@ -1122,7 +1122,7 @@ class SessionSystemPromptModeCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionSystemPromptOverrideCapabilities:
     """**UNSTABLE**
 
@@ -1142,7 +1142,7 @@ class SessionSystemPromptOverrideCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionForkCapabilities:
     """**UNSTABLE**
 
@@ -1161,7 +1161,7 @@ class SessionForkCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionArchiveCapabilities:
     """**UNSTABLE**
 
@@ -1181,7 +1181,7 @@ class SessionArchiveCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionStatusCapabilities:
     """**UNSTABLE**
 
@@ -1200,7 +1200,7 @@ class SessionStatusCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionTitleCapabilities:
     """**UNSTABLE**
 
@@ -1220,7 +1220,7 @@ class SessionTitleCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthStatusCapabilities:
     """**UNSTABLE**
 
@@ -1239,7 +1239,7 @@ class AuthStatusCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProvidersCapabilities:
     """**UNSTABLE**
 
@@ -1258,7 +1258,7 @@ class ProvidersCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListProvidersResponse:
     """**UNSTABLE**
 
@@ -1278,7 +1278,7 @@ class ListProvidersResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProviderInfo:
     """**UNSTABLE**
 
@@ -1309,7 +1309,7 @@ class ProviderInfo:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProviderCurrentConfig:
     """**UNSTABLE**
 
@@ -1332,7 +1332,7 @@ class ProviderCurrentConfig:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetProviderResponse:
     """**UNSTABLE**
 
@@ -1349,7 +1349,7 @@ class SetProviderResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class DisableProviderResponse:
     """**UNSTABLE**
 
@@ -1366,7 +1366,7 @@ class DisableProviderResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthStatusResponse:
     """**UNSTABLE**
 
@@ -1399,7 +1399,7 @@ class AuthStatusResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthAccount:
     """**UNSTABLE**
 
@@ -1447,7 +1447,7 @@ class AuthAccount:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListSessionsResponse:
     """Response from listing sessions."""
 
@@ -1466,7 +1466,7 @@ class ListSessionsResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionInfo:
     """Information about a session returned by session/list"""
 
@@ -1510,7 +1510,7 @@ class SessionInfo:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ForkSessionResponse:
     """**UNSTABLE**
 
@@ -1541,7 +1541,7 @@ class ForkSessionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ArchiveSessionResponse:
     """**UNSTABLE**
 
@@ -1558,7 +1558,7 @@ class ArchiveSessionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UnarchiveSessionResponse:
     """**UNSTABLE**
 
@@ -1575,7 +1575,7 @@ class UnarchiveSessionResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionStatusResponse:
     """**UNSTABLE**
 
@@ -1600,7 +1600,7 @@ class SessionStatusResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetSessionTitleResponse:
     """**UNSTABLE**
 
@@ -1623,7 +1623,7 @@ class SetSessionTitleResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PromptResponse:
     """Response from processing a user prompt.
 
@@ -1648,7 +1648,7 @@ class PromptResponse:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Usage:
     """**UNSTABLE**
 
@@ -1683,7 +1683,7 @@ class Usage:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionNotification:
     """Notification containing a session update from the agent.
 
@@ -1706,7 +1706,7 @@ class SessionNotification:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PlanItems:
     """**UNSTABLE**
 
@@ -1732,7 +1732,7 @@ class PlanItems:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PlanFile:
     """**UNSTABLE**
 
@@ -1755,7 +1755,7 @@ class PlanFile:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PlanMarkdown:
     """**UNSTABLE**
 
@@ -1778,7 +1778,7 @@ class PlanMarkdown:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PlanUpdate:
     """**UNSTABLE**
 
@@ -1800,7 +1800,7 @@ class PlanUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PlanRemoved:
     """**UNSTABLE**
 
@@ -1820,7 +1820,7 @@ class PlanRemoved:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SubagentSessionCapabilities:
     """**UNSTABLE**
 
@@ -1846,7 +1846,7 @@ class SubagentSessionCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionCancelCapabilities:
     """**UNSTABLE**
 
@@ -1865,7 +1865,7 @@ class SessionCancelCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class RunningStateUpdate:
     """Foreground work is in progress."""
 
@@ -1877,7 +1877,7 @@ class RunningStateUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ErrorStopReason:
     """**UNSTABLE**
 
@@ -1893,7 +1893,7 @@ class ErrorStopReason:
     error: Error | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class IdleStateUpdate:
     """The child is ready to process another prompt.
 
@@ -1926,7 +1926,7 @@ class IdleStateUpdate:
     error: Error | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class RequiresActionStateUpdate:
     """Foreground work is blocked on user action."""
 
@@ -1938,7 +1938,7 @@ class RequiresActionStateUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UnknownStateUpdate:
     """**UNSTABLE**
 
@@ -1963,7 +1963,7 @@ class UnknownStateUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SubagentUpdate:
     """**UNSTABLE**
 
@@ -2055,7 +2055,7 @@ class SubagentUpdate:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionMessage:
     """**UNSTABLE**
 
@@ -2104,7 +2104,7 @@ class SessionMessage:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionMessageChunk:
     """**UNSTABLE**
 
@@ -2130,7 +2130,7 @@ class SessionMessageChunk:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthStatusUpdateNotification:
     """**UNSTABLE**
 
@@ -2167,7 +2167,7 @@ class AuthStatusUpdateNotification:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ClientCapabilities:
     """Capabilities supported by the client.
 
@@ -2241,7 +2241,7 @@ class ClientCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class InitializeRequest:
     """Request parameters for the initialize method.
 
@@ -2272,7 +2272,7 @@ class InitializeRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SubagentCapabilities:
     """**UNSTABLE**
 
@@ -2292,7 +2292,7 @@ class SubagentCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PlanCapabilities:
     """**UNSTABLE**
 
@@ -2309,7 +2309,7 @@ class PlanCapabilities:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListProvidersRequest:
     """**UNSTABLE**
 
@@ -2326,7 +2326,7 @@ class ListProvidersRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetProviderRequest:
     """**UNSTABLE**
 
@@ -2358,7 +2358,7 @@ class SetProviderRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class DisableProviderRequest:
     """**UNSTABLE**
 
@@ -2378,7 +2378,7 @@ class DisableProviderRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AuthStatusRequest:
     """**UNSTABLE**
 
@@ -2400,7 +2400,7 @@ class AuthStatusRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class NewSessionRequest:
     """Request parameters for creating a new session.
 
@@ -2439,7 +2439,7 @@ class NewSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class McpServerAcp:
     """**UNSTABLE**
 
@@ -2468,7 +2468,7 @@ class McpServerAcp:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SystemPrompt:
     """**UNSTABLE**
 
@@ -2508,7 +2508,7 @@ class SystemPrompt:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class LoadSessionRequest:
     """Request parameters for loading an existing session.
 
@@ -2555,7 +2555,7 @@ class LoadSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListSessionsRequest:
     """Request parameters for listing existing sessions.
 
@@ -2587,7 +2587,7 @@ class ListSessionsRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ForkSessionRequest:
     """**UNSTABLE**
 
@@ -2638,7 +2638,7 @@ class ForkSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ArchiveSessionRequest:
     """**UNSTABLE**
 
@@ -2665,7 +2665,7 @@ class ArchiveSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UnarchiveSessionRequest:
     """**UNSTABLE**
 
@@ -2693,7 +2693,7 @@ class UnarchiveSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionStatusRequest:
     """**UNSTABLE**
 
@@ -2719,7 +2719,7 @@ class SessionStatusRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetSessionTitleRequest:
     """**UNSTABLE**
 
@@ -2755,7 +2755,7 @@ class SetSessionTitleRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResumeSessionRequest:
     """Request parameters for resuming an existing session.
 
@@ -2803,7 +2803,7 @@ class ResumeSessionRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class McpError:
     """**UNSTABLE**
 
@@ -2823,7 +2823,7 @@ class McpError:
     data: Any = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MessageMcpNotification:
     """**UNSTABLE**
 
@@ -2857,7 +2857,7 @@ class MessageMcpNotification:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProxyRequest:
     """A JSON-RPC request object."""
 
@@ -2871,7 +2871,7 @@ class ProxyRequest:
     params: Any = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProxySuccessorRequest:
     """**UNSTABLE**
 
@@ -2915,7 +2915,7 @@ class ProxySuccessorRequest:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProxyNotification:
     """A JSON-RPC notification object."""
 
@@ -2926,7 +2926,7 @@ class ProxyNotification:
     params: Any = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProxySuccessorNotification:
     """**UNSTABLE**
 
@@ -2963,7 +2963,7 @@ class ProxySuccessorNotification:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PlanRemovedSessionUpdate(PlanRemoved):
     """**UNSTABLE**
 
@@ -2975,7 +2975,7 @@ class PlanRemovedSessionUpdate(PlanRemoved):
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "plan_removed")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SessionMessageSessionUpdate(SessionMessage):
     """**UNSTABLE**
 
@@ -2987,7 +2987,7 @@ class SessionMessageSessionUpdate(SessionMessage):
     __acp_tag__: ClassVar[tuple[str, str]] = ("sessionUpdate", "session_message")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ItemsPlanUpdateContent(PlanItems):
     """**UNSTABLE**
 
@@ -2999,7 +2999,7 @@ class ItemsPlanUpdateContent(PlanItems):
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "items")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class FilePlanUpdateContent(PlanFile):
     """**UNSTABLE**
 
@@ -3011,7 +3011,7 @@ class FilePlanUpdateContent(PlanFile):
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "file")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MarkdownPlanUpdateContent(PlanMarkdown):
     """**UNSTABLE**
 
@@ -3023,7 +3023,7 @@ class MarkdownPlanUpdateContent(PlanMarkdown):
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "markdown")
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownPlanUpdateContent:
     """A ``PlanUpdateContent`` variant this version of acpkit does not know.
 
@@ -3040,7 +3040,7 @@ class UnknownPlanUpdateContent:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class StateUpdateOther:
     """A ``StateUpdate`` variant this version of acpkit does not know.
 
@@ -3057,7 +3057,7 @@ class StateUpdateOther:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AcpMcpServer(McpServerAcp):
     """**UNSTABLE**
 
@@ -3072,7 +3072,7 @@ class AcpMcpServer(McpServerAcp):
     __acp_tag__: ClassVar[tuple[str, str]] = ("type", "acp")
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MessageMcpResponseResult:
     """An opaque inner MCP result."""
 
@@ -3083,7 +3083,7 @@ class MessageMcpResponseResult:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class MessageMcpResponseError:
     """A structured inner MCP error."""
 
@@ -3094,7 +3094,7 @@ class MessageMcpResponseError:
     meta: dict[str, Any] | None = attrs.field(default=None, metadata={"on_error": True})
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProxyResponseResult:
     """A successful JSON-RPC response."""
 
@@ -3105,7 +3105,7 @@ class ProxyResponseResult:
     result: Any
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProxyResponseError:
     """A failed JSON-RPC response."""
 

@@ -1,15 +1,22 @@
-"""decode()'s first converter (no detailed validation) checks JSON-primitive attributes
-in the class constructor instead of a hook per attribute (issue 16): it must accept and
-reject exactly what the detailed converters do."""
+"""decode()'s first converter (no detailed validation) has one generated hook per class
+that checks JSON-primitive attributes inline and fills the instance through a twin class
+(issue 16): it must accept and reject exactly what the detailed converters do."""
 
 from __future__ import annotations
 
+import copy
+import linecache
 from typing import Any
 
+import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from acpkit import codec, schema
-from acpkit.codec import DecodeError, decode
+from acpkit import codec, schema, unstable
+from acpkit.codec import DecodeError, decode, encode
+from acpkit.mcp import schema as mcp_schema
+from acpkit.testing.strategies import for_type
 
 CASES: list[tuple[type, dict[str, Any]]] = [
     (schema.TextContentBlock, {"type": "text", "text": "hi"}),
@@ -56,11 +63,81 @@ def test_fast_converter_agrees_with_the_detailed_one(cls: type, obj: dict[str, A
             decode(cls, dict(obj))
 
 
+def _fast_hook_source(cls: type) -> str:
+    codec._hooks("fast").conv.get_structure_hook(cls)
+    name = f"<acpkit.codec fast hook {cls.__module__}.{cls.__qualname__}>"
+    return "".join(linecache.cache[name][2])
+
+
 def test_primitive_attributes_cost_no_hook_call_on_the_fast_converter() -> None:
-    """The fast converter's generated function for a text block passes ``text`` to the
-    constructor unconverted: the constructor holds the type test."""
-    codec._hooks("fast").conv.structure({"type": "text", "text": "x"}, schema.TextContentBlock)
-    new = codec._CONSTRUCTORS[(schema.TextContentBlock, True)]
+    """The fast converter's hook for a text block is one generated function whose source
+    is registered for tracebacks: it tests ``text``'s type inline (no hook call for a
+    JSON primitive), and rejects a wrong type as the detailed converter does."""
+    source = _fast_hook_source(schema.TextContentBlock)
+    assert "type(v1) is not str" in source
+    assert "H1(" not in source
+    hook = codec._hooks("fast").conv.get_structure_hook(schema.TextContentBlock)
     with pytest.raises(Exception, match="expected string"):
-        new(3)
-    assert new("x").text == "x"
+        hook({"type": "text", "text": 3}, None)
+    assert hook({"type": "text", "text": "x"}, None).text == "x"
+
+
+def _models() -> list[type]:
+    classes = []
+    for module in (schema, unstable, mcp_schema):
+        for name, value in vars(module).items():
+            if isinstance(value, type) and attrs.has(value) and name != "Method":
+                classes.append(value)
+    return classes
+
+
+@pytest.mark.parametrize("module", [schema, unstable, mcp_schema], ids=lambda m: m.__name__)
+def test_every_generated_model_has_a_slot_twin(module: Any) -> None:
+    """Every generated model class with attributes (not ``Method``) can be made through
+    a twin: its slots come from one class on ``object`` with no ``__weakref__`` slot, so
+    the fast hook stores plain attributes and then sets the real class."""
+    missing = [
+        cls.__name__
+        for cls in _models()
+        if cls.__module__ == module.__name__
+        and attrs.fields(cls)
+        and codec._twin(cls) is None
+    ]
+    assert missing == []
+
+
+def test_twin_made_instances_are_the_real_class() -> None:
+    """An instance decoded through the twin is exactly the model: its type, equality,
+    hash, repr, ``attrs.evolve`` and frozenness are those of ``attrs``' own instances."""
+    obj = {"type": "resource_link", "name": "n", "uri": "u", "size": 3}
+    decoded = decode(schema.ContentBlock, obj)
+    made = schema.ResourceLinkContentBlock(name="n", uri="u", size=3)
+    assert type(decoded) is schema.ResourceLinkContentBlock
+    assert decoded == made and hash(decoded) == hash(made) and repr(decoded) == repr(made)
+    assert attrs.evolve(decoded, name="m") == attrs.evolve(made, name="m")
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        decoded.name = "m"  # type: ignore[misc]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_fast_hooks_agree_with_cattrs_generated_ones(data: st.DataObject) -> None:
+    """For any generated model and any JSON value built from its own encoded examples
+    with keys dropped or values replaced, the fast converter's hook and the lenient
+    converter's cattrs-generated function agree: the same value or both an error."""
+    cls = data.draw(st.sampled_from([c for c in _models() if c.__module__ == "acpkit.schema"]))
+    try:
+        value = data.draw(for_type(cls))
+    except Exception:  # a class the strategies cannot build on their own
+        return
+    obj = encode(value)
+    if isinstance(obj, dict) and obj:
+        key = data.draw(st.sampled_from(sorted(obj)))
+        change = data.draw(st.sampled_from(["drop", "null", "number", "string", "keep"]))
+        if change == "drop":
+            del obj[key]
+        elif change != "keep":
+            obj[key] = {"null": None, "number": 7, "string": "x"}[change]
+    fast = _outcome(lambda: codec._hooks("fast").conv.structure(copy.deepcopy(obj), cls))
+    lenient = _outcome(lambda: codec.converter.structure(copy.deepcopy(obj), cls))
+    assert fast == lenient

@@ -1000,7 +1000,7 @@ def render(
                 out += [f"    {parts[0]}"] + [f"    | {p}" for p in parts[1:]] + [")"]
             out += render_doc(item.doc, "")
         elif isinstance(item, UnknownDef):
-            out.append("@attrs.frozen")
+            out.append("@attrs.frozen(weakref_slot=False)")
             out.append(f"class {item.name}:")
             out += render_doc(
                 f"A ``{item.union}`` variant this version of acpkit does not know.\n\n"
@@ -1017,7 +1017,7 @@ def render(
             out.append('        """The unrecognised tag value."""')
             out.append("        return self.raw.get(self.__acp_unknown__)")
         else:
-            out.append("@attrs.frozen(kw_only=True)")
+            out.append("@attrs.frozen(kw_only=True, weakref_slot=False)")
             out.append(f"class {item.name}{'(' + item.base + ')' if item.base else ''}:")
             out += render_doc(item.doc, "    ")
             if item.tag is not None:

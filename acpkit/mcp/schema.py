@@ -124,7 +124,7 @@ class TaskStatus(OpenStrEnum):
     WORKING = "working"
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Annotations:
     """Optional annotations for the client. The client can use annotations to inform how objects are used or displayed"""
 
@@ -149,7 +149,7 @@ class Annotations:
     priority: float | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class AudioContent:
     """Audio provided to or from an LLM."""
 
@@ -168,7 +168,7 @@ class AudioContent:
     mime_type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class BaseMetadata:
     """Base interface for metadata with name (identifier) and title (display name) properties."""
 
@@ -184,7 +184,7 @@ class BaseMetadata:
     title: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class BlobResourceContents:
     """(no description in the schema)"""
 
@@ -201,7 +201,7 @@ class BlobResourceContents:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class BooleanSchema:
     """(no description in the schema)"""
 
@@ -214,7 +214,7 @@ class BooleanSchema:
     type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CallToolRequest:
     """Used by the client to invoke a tool provided by the server."""
 
@@ -227,7 +227,7 @@ class CallToolRequest:
     params: CallToolRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CallToolRequestParams:
     """Parameters for a `tools/call` request."""
 
@@ -249,7 +249,7 @@ class CallToolRequestParams:
     task: TaskMetadata | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CallToolResult:
     """The server's response to a tool call."""
 
@@ -277,7 +277,7 @@ class CallToolResult:
     structured_content: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CancelTaskRequest:
     """A request to cancel a task."""
 
@@ -290,7 +290,7 @@ class CancelTaskRequest:
     params: dict[str, Any]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CancelTaskResult:
     """The response to a tasks/cancel request."""
 
@@ -323,7 +323,7 @@ class CancelTaskResult:
     ttl: int | None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CancelledNotification:
     """This notification can be sent by either side to indicate that it is cancelling a previously-issued request.
 
@@ -343,7 +343,7 @@ class CancelledNotification:
     params: CancelledNotificationParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CancelledNotificationParams:
     """Parameters for a `notifications/cancelled` notification."""
 
@@ -361,7 +361,7 @@ class CancelledNotificationParams:
     request_id: RequestId | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ClientCapabilities:
     """Capabilities a client may support. Known capabilities are defined here, in this schema, but this is not a closed set: any client can define its own, additional capabilities."""
 
@@ -381,7 +381,7 @@ class ClientCapabilities:
     tasks: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CompleteRequest:
     """A request from the client to the server, to ask for completion options."""
 
@@ -394,7 +394,7 @@ class CompleteRequest:
     params: CompleteRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CompleteRequestParams:
     """Parameters for a `completion/complete` request."""
 
@@ -410,7 +410,7 @@ class CompleteRequestParams:
     ref: PromptReference | ResourceTemplateReference
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CompleteResult:
     """The server's response to a completion/complete request"""
 
@@ -420,7 +420,7 @@ class CompleteResult:
     completion: dict[str, Any]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateMessageRequest:
     """A request from the server to sample an LLM via the client. The client has full discretion over which model to select. The client should also inform the user before beginning sampling, to allow them to inspect the request (human in the loop) and decide whether to approve it."""
 
@@ -433,7 +433,7 @@ class CreateMessageRequest:
     params: CreateMessageRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateMessageRequestParams:
     """Parameters for a `sampling/createMessage` request."""
 
@@ -485,7 +485,7 @@ class CreateMessageRequestParams:
     tools: list[Tool] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateMessageResult:
     """The client's response to a sampling/createMessage request from the server.
     The client should inform the user before returning the sampled message, to allow them
@@ -521,7 +521,7 @@ class CreateMessageResult:
     stop_reason: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CreateTaskResult:
     """A response to a task-augmented request."""
 
@@ -531,7 +531,7 @@ class CreateTaskResult:
     task: Task
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitRequest:
     """A request from the server to elicit additional information from the user via the client."""
 
@@ -544,7 +544,7 @@ class ElicitRequest:
     params: ElicitRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitRequestFormParams:
     """The parameters for a request to elicit non-sensitive information from the user via a form in the client."""
 
@@ -570,7 +570,7 @@ class ElicitRequestFormParams:
     task: TaskMetadata | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitRequestURLParams:
     """The parameters for a request to elicit information from the user via a URL in the client."""
 
@@ -599,7 +599,7 @@ class ElicitRequestURLParams:
     url: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitResult:
     """The client's response to an elicitation request."""
 
@@ -618,7 +618,7 @@ class ElicitResult:
     content: dict[str, list[str] | str | int | bool] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ElicitationCompleteNotification:
     """An optional notification from the server to the client, informing it of a completion of a out-of-band elicitation request."""
 
@@ -629,7 +629,7 @@ class ElicitationCompleteNotification:
     params: dict[str, Any]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class EmbeddedResource:
     """The contents of a resource, embedded into a prompt or tool call result.
 
@@ -648,7 +648,7 @@ class EmbeddedResource:
     resource: TextResourceContents | BlobResourceContents
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Error:
     """(no description in the schema)"""
 
@@ -662,7 +662,7 @@ class Error:
     message: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class GetPromptRequest:
     """Used by the client to get a prompt provided by the server."""
 
@@ -675,7 +675,7 @@ class GetPromptRequest:
     params: GetPromptRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class GetPromptRequestParams:
     """Parameters for a `prompts/get` request."""
 
@@ -689,7 +689,7 @@ class GetPromptRequestParams:
     name: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class GetPromptResult:
     """The server's response to a prompts/get request from the client."""
 
@@ -702,7 +702,7 @@ class GetPromptResult:
     messages: list[PromptMessage]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class GetTaskPayloadRequest:
     """A request to retrieve the result of a completed task."""
 
@@ -715,7 +715,7 @@ class GetTaskPayloadRequest:
     params: dict[str, Any]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class GetTaskPayloadResult:
     """The response to a tasks/result request.
     The structure matches the result type of the original request.
@@ -726,7 +726,7 @@ class GetTaskPayloadResult:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class GetTaskRequest:
     """A request to retrieve the state of a task."""
 
@@ -739,7 +739,7 @@ class GetTaskRequest:
     params: dict[str, Any]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class GetTaskResult:
     """The response to a tasks/get request."""
 
@@ -772,7 +772,7 @@ class GetTaskResult:
     ttl: int | None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Icon:
     """An optionally-sized icon that can be displayed in a user interface."""
 
@@ -804,7 +804,7 @@ class Icon:
     theme: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Icons:
     """Base interface to add `icons` property."""
 
@@ -820,7 +820,7 @@ class Icons:
     icons: list[Icon] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ImageContent:
     """An image provided to or from an LLM."""
 
@@ -839,7 +839,7 @@ class ImageContent:
     mime_type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Implementation:
     """Describes the MCP implementation."""
 
@@ -878,7 +878,7 @@ class Implementation:
     website_url: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class InitializeRequest:
     """This request is sent from the client to the server when it first connects, asking it to begin initialization."""
 
@@ -891,7 +891,7 @@ class InitializeRequest:
     params: InitializeRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class InitializeRequestParams:
     """Parameters for an `initialize` request."""
 
@@ -906,7 +906,7 @@ class InitializeRequestParams:
     protocol_version: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class InitializeResult:
     """After receiving an initialize request from the client, the server sends this response."""
 
@@ -926,7 +926,7 @@ class InitializeResult:
     server_info: Implementation
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class InitializedNotification:
     """This notification is sent from the client to the server after initialization has finished."""
 
@@ -937,7 +937,7 @@ class InitializedNotification:
     params: NotificationParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class JSONRPCErrorResponse:
     """A response to a request that indicates an error occurred."""
 
@@ -948,7 +948,7 @@ class JSONRPCErrorResponse:
     jsonrpc: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class JSONRPCNotification:
     """A notification which does not expect a response."""
 
@@ -959,7 +959,7 @@ class JSONRPCNotification:
     params: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class JSONRPCRequest:
     """A request that expects a response."""
 
@@ -972,7 +972,7 @@ class JSONRPCRequest:
     params: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class JSONRPCResultResponse:
     """A successful (non-error) response to a request."""
 
@@ -983,7 +983,7 @@ class JSONRPCResultResponse:
     result: Result
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class LegacyTitledEnumSchema:
     """Use TitledSingleSelectEnumSchema instead.
     This interface will be removed in a future version.
@@ -1004,7 +1004,7 @@ class LegacyTitledEnumSchema:
     type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListPromptsRequest:
     """Sent from the client to request a list of prompts and prompt templates the server has."""
 
@@ -1017,7 +1017,7 @@ class ListPromptsRequest:
     params: PaginatedRequestParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListPromptsResult:
     """The server's response to a prompts/list request from the client."""
 
@@ -1031,7 +1031,7 @@ class ListPromptsResult:
     prompts: list[Prompt]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListResourceTemplatesRequest:
     """Sent from the client to request a list of resource templates the server has."""
 
@@ -1044,7 +1044,7 @@ class ListResourceTemplatesRequest:
     params: PaginatedRequestParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListResourceTemplatesResult:
     """The server's response to a resources/templates/list request from the client."""
 
@@ -1058,7 +1058,7 @@ class ListResourceTemplatesResult:
     resource_templates: list[ResourceTemplate]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListResourcesRequest:
     """Sent from the client to request a list of resources the server has."""
 
@@ -1071,7 +1071,7 @@ class ListResourcesRequest:
     params: PaginatedRequestParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListResourcesResult:
     """The server's response to a resources/list request from the client."""
 
@@ -1085,7 +1085,7 @@ class ListResourcesResult:
     resources: list[Resource]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListRootsRequest:
     """Sent from the server to request a list of root URIs from the client. Roots allow
     servers to ask for specific directories or files to operate on. A common example
@@ -1105,7 +1105,7 @@ class ListRootsRequest:
     params: RequestParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListRootsResult:
     """The client's response to a roots/list request from the server.
     This result contains an array of Root objects, each representing a root directory
@@ -1118,7 +1118,7 @@ class ListRootsResult:
     roots: list[Root]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListTasksRequest:
     """A request to retrieve a list of tasks."""
 
@@ -1131,7 +1131,7 @@ class ListTasksRequest:
     params: PaginatedRequestParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListTasksResult:
     """The response to a tasks/list request."""
 
@@ -1145,7 +1145,7 @@ class ListTasksResult:
     tasks: list[Task]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListToolsRequest:
     """Sent from the client to request a list of tools the server has."""
 
@@ -1158,7 +1158,7 @@ class ListToolsRequest:
     params: PaginatedRequestParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ListToolsResult:
     """The server's response to a tools/list request from the client."""
 
@@ -1172,7 +1172,7 @@ class ListToolsResult:
     tools: list[Tool]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class LoggingMessageNotification:
     """JSONRPCNotification of a log message passed from server to client. If no logging/setLevel request has been sent from the client, the server MAY decide which messages to send automatically."""
 
@@ -1183,7 +1183,7 @@ class LoggingMessageNotification:
     params: LoggingMessageNotificationParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class LoggingMessageNotificationParams:
     """Parameters for a `notifications/message` notification."""
 
@@ -1200,7 +1200,7 @@ class LoggingMessageNotificationParams:
     logger: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ModelHint:
     """Hints to use for model selection.
 
@@ -1220,7 +1220,7 @@ class ModelHint:
     name: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ModelPreferences:
     """The server's preferences for model selection, requested of the client during sampling.
 
@@ -1260,7 +1260,7 @@ class ModelPreferences:
     speed_priority: float | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Notification:
     """(no description in the schema)"""
 
@@ -1269,7 +1269,7 @@ class Notification:
     params: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class NotificationParams:
     """(no description in the schema)"""
 
@@ -1277,7 +1277,7 @@ class NotificationParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class NumberSchema:
     """(no description in the schema)"""
 
@@ -1294,7 +1294,7 @@ class NumberSchema:
     type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PaginatedRequest:
     """(no description in the schema)"""
 
@@ -1307,7 +1307,7 @@ class PaginatedRequest:
     params: PaginatedRequestParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PaginatedRequestParams:
     """Common parameters for paginated requests."""
 
@@ -1319,7 +1319,7 @@ class PaginatedRequestParams:
     cursor: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PaginatedResult:
     """(no description in the schema)"""
 
@@ -1331,7 +1331,7 @@ class PaginatedResult:
     next_cursor: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PingRequest:
     """A ping, issued by either the server or the client, to check that the other party is still alive. The receiver must promptly respond, or else may be disconnected."""
 
@@ -1344,7 +1344,7 @@ class PingRequest:
     params: RequestParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProgressNotification:
     """An out-of-band notification used to inform the receiver of a progress update for a long-running request."""
 
@@ -1355,7 +1355,7 @@ class ProgressNotification:
     params: ProgressNotificationParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ProgressNotificationParams:
     """Parameters for a `notifications/progress` notification."""
 
@@ -1375,7 +1375,7 @@ class ProgressNotificationParams:
     total: float | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Prompt:
     """A prompt or prompt template that the server offers."""
 
@@ -1411,7 +1411,7 @@ class Prompt:
     title: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PromptArgument:
     """Describes an argument that a prompt can accept."""
 
@@ -1433,7 +1433,7 @@ class PromptArgument:
     title: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PromptListChangedNotification:
     """An optional notification from the server to the client, informing it that the list of prompts it offers has changed. This may be issued by servers without any previous subscription from the client."""
 
@@ -1444,7 +1444,7 @@ class PromptListChangedNotification:
     params: NotificationParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PromptMessage:
     """Describes a message returned as part of a prompt.
 
@@ -1457,7 +1457,7 @@ class PromptMessage:
     role: Role
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class PromptReference:
     """Identifies a prompt."""
 
@@ -1475,7 +1475,7 @@ class PromptReference:
     type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ReadResourceRequest:
     """Sent from the client to the server, to read a specific resource URI."""
 
@@ -1488,7 +1488,7 @@ class ReadResourceRequest:
     params: ReadResourceRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ReadResourceRequestParams:
     """Parameters for a `resources/read` request."""
 
@@ -1499,7 +1499,7 @@ class ReadResourceRequestParams:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ReadResourceResult:
     """The server's response to a resources/read request from the client."""
 
@@ -1509,7 +1509,7 @@ class ReadResourceResult:
     contents: list[TextResourceContents | BlobResourceContents]
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class RelatedTaskMetadata:
     """Metadata for associating messages with a task.
     Include this in the `_meta` field under the key `io.modelcontextprotocol/related-task`.
@@ -1519,7 +1519,7 @@ class RelatedTaskMetadata:
     task_id: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Request:
     """(no description in the schema)"""
 
@@ -1528,7 +1528,7 @@ class Request:
     params: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class RequestParams:
     """Common params for any request."""
 
@@ -1536,7 +1536,7 @@ class RequestParams:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Resource:
     """A known resource that the server is capable of reading."""
 
@@ -1585,7 +1585,7 @@ class Resource:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceContents:
     """The contents of a specific resource or sub-resource."""
 
@@ -1599,7 +1599,7 @@ class ResourceContents:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceLink:
     """A resource that the server is capable of reading, included in a prompt or tool call result.
 
@@ -1653,7 +1653,7 @@ class ResourceLink:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceListChangedNotification:
     """An optional notification from the server to the client, informing it that the list of resources it can read from has changed. This may be issued by servers without any previous subscription from the client."""
 
@@ -1664,7 +1664,7 @@ class ResourceListChangedNotification:
     params: NotificationParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceRequestParams:
     """Common parameters when working with resources."""
 
@@ -1675,7 +1675,7 @@ class ResourceRequestParams:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceTemplate:
     """A template description for resources available on the server."""
 
@@ -1719,7 +1719,7 @@ class ResourceTemplate:
     uri_template: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceTemplateReference:
     """A reference to a resource or resource template definition."""
 
@@ -1729,7 +1729,7 @@ class ResourceTemplateReference:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceUpdatedNotification:
     """A notification from the server to the client, informing it that a resource has changed and may need to be read again. This should only be sent if the client previously sent a resources/subscribe request."""
 
@@ -1740,7 +1740,7 @@ class ResourceUpdatedNotification:
     params: ResourceUpdatedNotificationParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ResourceUpdatedNotificationParams:
     """Parameters for a `notifications/resources/updated` notification."""
 
@@ -1751,7 +1751,7 @@ class ResourceUpdatedNotificationParams:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Result:
     """(no description in the schema)"""
 
@@ -1759,7 +1759,7 @@ class Result:
     meta: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Root:
     """Represents a root directory or file that the server can operate on."""
 
@@ -1777,7 +1777,7 @@ class Root:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class RootsListChangedNotification:
     """A notification from the client to the server, informing it that the list of roots has changed.
     This notification should be sent whenever the client adds, removes, or modifies any root.
@@ -1791,7 +1791,7 @@ class RootsListChangedNotification:
     params: NotificationParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SamplingMessage:
     """Describes a message issued to or received from an LLM API."""
 
@@ -1810,7 +1810,7 @@ class SamplingMessage:
     role: Role
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ServerCapabilities:
     """Capabilities that a server may support. Known capabilities are defined here, in this schema, but this is not a closed set: any server can define its own, additional capabilities."""
 
@@ -1836,7 +1836,7 @@ class ServerCapabilities:
     tools: dict[str, Any] | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetLevelRequest:
     """A request from the client to the server, to enable or adjust logging."""
 
@@ -1849,7 +1849,7 @@ class SetLevelRequest:
     params: SetLevelRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SetLevelRequestParams:
     """Parameters for a `logging/setLevel` request."""
 
@@ -1860,7 +1860,7 @@ class SetLevelRequestParams:
     level: LoggingLevel
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class StringSchema:
     """(no description in the schema)"""
 
@@ -1879,7 +1879,7 @@ class StringSchema:
     type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SubscribeRequest:
     """Sent from the client to request resources/updated notifications from the server whenever a particular resource changes."""
 
@@ -1892,7 +1892,7 @@ class SubscribeRequest:
     params: SubscribeRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class SubscribeRequestParams:
     """Parameters for a `resources/subscribe` request."""
 
@@ -1903,7 +1903,7 @@ class SubscribeRequestParams:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Task:
     """Data associated with a task."""
 
@@ -1933,7 +1933,7 @@ class Task:
     ttl: int | None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TaskAugmentedRequestParams:
     """Common params for any task-augmented request."""
 
@@ -1949,7 +1949,7 @@ class TaskAugmentedRequestParams:
     task: TaskMetadata | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TaskMetadata:
     """Metadata for augmenting a request with task execution.
     Include this in the `task` field of the request parameters.
@@ -1959,7 +1959,7 @@ class TaskMetadata:
     ttl: int | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TaskStatusNotification:
     """An optional notification from the receiver to the requestor, informing them that a task's status has changed. Receivers are not required to send these notifications."""
 
@@ -1970,7 +1970,7 @@ class TaskStatusNotification:
     params: TaskStatusNotificationParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TaskStatusNotificationParams:
     """Parameters for a `notifications/tasks/status` notification."""
 
@@ -2003,7 +2003,7 @@ class TaskStatusNotificationParams:
     ttl: int | None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextContent:
     """Text provided to or from an LLM."""
 
@@ -2019,7 +2019,7 @@ class TextContent:
     text: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextResourceContents:
     """(no description in the schema)"""
 
@@ -2036,7 +2036,7 @@ class TextResourceContents:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TitledMultiSelectEnumSchema:
     """Schema for multiple-selection enumeration with display titles for each option."""
 
@@ -2061,7 +2061,7 @@ class TitledMultiSelectEnumSchema:
     type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TitledSingleSelectEnumSchema:
     """Schema for single-selection enumeration with display titles for each option."""
 
@@ -2080,7 +2080,7 @@ class TitledSingleSelectEnumSchema:
     type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class Tool:
     """Definition for a tool the client can call."""
 
@@ -2133,7 +2133,7 @@ class Tool:
     title: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolAnnotations:
     """Additional properties describing a Tool to clients.
 
@@ -2178,7 +2178,7 @@ class ToolAnnotations:
     title: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolChoice:
     """Controls tool selection behavior for sampling requests."""
 
@@ -2189,7 +2189,7 @@ class ToolChoice:
     mode: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolExecution:
     """Execution-related properties for a tool."""
 
@@ -2205,7 +2205,7 @@ class ToolExecution:
     task_support: str | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolListChangedNotification:
     """An optional notification from the server to the client, informing it that the list of tools it offers has changed. This may be issued by servers without any previous subscription from the client."""
 
@@ -2216,7 +2216,7 @@ class ToolListChangedNotification:
     params: NotificationParams | None = None
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolResultContent:
     """The result of a tool use, provided by the user back to the assistant."""
 
@@ -2251,7 +2251,7 @@ class ToolResultContent:
     tool_use_id: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ToolUseContent:
     """A request from the assistant to call a tool."""
 
@@ -2275,7 +2275,7 @@ class ToolUseContent:
     name: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class URLElicitationRequiredError:
     """An error response that indicates that the server requires the client to provide additional information via an elicitation request."""
 
@@ -2286,7 +2286,7 @@ class URLElicitationRequiredError:
     jsonrpc: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UnsubscribeRequest:
     """Sent from the client to request cancellation of resources/updated notifications from the server. This should follow a previous resources/subscribe request."""
 
@@ -2299,7 +2299,7 @@ class UnsubscribeRequest:
     params: UnsubscribeRequestParams
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UnsubscribeRequestParams:
     """Parameters for a `resources/unsubscribe` request."""
 
@@ -2310,7 +2310,7 @@ class UnsubscribeRequestParams:
     uri: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UntitledMultiSelectEnumSchema:
     """Schema for multiple-selection enumeration without display titles for options."""
 
@@ -2335,7 +2335,7 @@ class UntitledMultiSelectEnumSchema:
     type: str
 
 
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class UntitledSingleSelectEnumSchema:
     """Schema for single-selection enumeration without display titles for options."""
 
@@ -2354,7 +2354,7 @@ class UntitledSingleSelectEnumSchema:
     type: str
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownClientNotification:
     """A ``ClientNotification`` variant this version of acpkit does not know.
 
@@ -2371,7 +2371,7 @@ class UnknownClientNotification:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownClientRequest:
     """A ``ClientRequest`` variant this version of acpkit does not know.
 
@@ -2388,7 +2388,7 @@ class UnknownClientRequest:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownContentBlock:
     """A ``ContentBlock`` variant this version of acpkit does not know.
 
@@ -2405,7 +2405,7 @@ class UnknownContentBlock:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownSamplingMessageContentBlock:
     """A ``SamplingMessageContentBlock`` variant this version of acpkit does not know.
 
@@ -2422,7 +2422,7 @@ class UnknownSamplingMessageContentBlock:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownServerNotification:
     """A ``ServerNotification`` variant this version of acpkit does not know.
 
@@ -2439,7 +2439,7 @@ class UnknownServerNotification:
         return self.raw.get(self.__acp_unknown__)
 
 
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)
 class UnknownServerRequest:
     """A ``ServerRequest`` variant this version of acpkit does not know.
 
