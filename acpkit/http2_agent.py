@@ -29,7 +29,10 @@ a response body                             ``WINDOW_UPDATE`` as the body's prot
                                             reads it; a protocol that calls
                                             ``transport.pauseProducing()`` gets nothing
                                             and acknowledges nothing until it resumes
-                                            (the server's window closes: back-pressure)
+                                            (the server's window closes: back-pressure);
+                                            the connection's window is 16 MiB, so that
+                                            stream's shut window (64 KiB) does not stop
+                                            the others
 the body's protocol calls                   ``RST_STREAM(CANCEL)``; the protocol gets
 ``transport.stopProducing()``               ``connectionLost`` (``ResponseFailed``)
 the request's Deferred cancelled            ``RST_STREAM(CANCEL)`` (or never sent);
@@ -104,6 +107,9 @@ ALPN = (b"h2", b"http/1.1")
 _CONNECTION_HEADERS = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"transfer-encoding", b"upgrade", b"host"}
 )
+
+#: The connection-level receive window (each stream's stays at the 65 535-byte default).
+CONNECTION_WINDOW = 16 * 1024 * 1024
 
 #: Bytes of request body buffered past the server's window before its producer pauses.
 _BODY_BUFFER = 65536
@@ -434,6 +440,9 @@ class _H2ClientProtocol(Protocol):
         h2 = H2Connection(H2Configuration(client_side=True, header_encoding=None))
         h2.local_settings = Settings(client=True, initial_values={SettingCodes.ENABLE_PUSH: 0})
         h2.initiate_connection()
+        # The connection's window well above a stream's: a reader that pauses holds
+        # its stream's window (64 KiB) shut without starving the other streams.
+        h2.increment_flow_control_window(CONNECTION_WINDOW - h2.inbound_flow_control_window)
         self.h2 = h2
         self._flush()
         self.ready.callback(self)
@@ -696,7 +705,7 @@ class _Stream:
         self.send_body()
 
     def _body_failed(self, failure: Failure) -> None:
-        if self.over:
+        if self.over or self.body is None:
             return
         from h2.errors import ErrorCodes
 

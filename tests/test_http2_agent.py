@@ -333,6 +333,28 @@ class HTTP2AgentTests(SynchronousTestCase):
         assert body.end is not None
         self.assertTrue(body.end.check(ResponseDone))
 
+    def test_a_paused_reader_does_not_starve_the_other_streams(self) -> None:
+        """While one stream's reader is paused with its window full, a 200 000-byte
+        body on another stream of the same connection arrives whole (the connection's
+        window is not the stream's 64 KiB)."""
+        loop = Loop()
+        agent = make_agent(loop)
+        slow = agent.request(b"GET", URL)
+        fast = agent.request(b"GET", URL)
+        loop.pump()
+        loop.server.respond(1, b"s" * BIG)
+        loop.pump()
+        paused = Body(result_of(slow), pause_first=True)
+        loop.pump()
+        loop.server.respond(3, b"f" * BIG)
+        loop.pump()
+        body = Body(result_of(fast))
+        loop.pump()
+        self.assertEqual(len(body.data), BIG)
+        assert body.end is not None
+        self.assertTrue(body.end.check(ResponseDone))
+        self.assertEqual(paused.chunks, 1)
+
     def test_rst_stream_from_the_server_fails_that_request_only(self) -> None:
         """The server resets stream 1: that request fails with StreamReset naming the
         code; stream 3 on the same connection is answered."""
