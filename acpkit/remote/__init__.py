@@ -17,6 +17,8 @@ _EXPORTS = {
     "ACPResource": "acpkit.remote.server",
     "RemoteLimits": "acpkit.remote.server",
     "InsecureBindError": "acpkit.remote.security",
+    "ClientAuthError": "acpkit.remote.security",
+    "ClientTLS": "acpkit.remote.tls",
     "connect_websocket": "acpkit.remote.websocket",
     "websocket_resource": "acpkit.remote.websocket",
     "WebSocketConnectError": "acpkit.remote.websocket",
