@@ -20,8 +20,8 @@ the server picks ``http/1.1`` or no ALPN    that TLS connection is closed (one h
                                             (h2c with prior knowledge, RFC 9113 §3.3)
 ``https://``, ``http2="never"``             HTTP/1.1 over TLS
 several requests to one origin              one connection, one stream each
-more than the server's                      the rest wait, in order, for a stream to
-``SETTINGS_MAX_CONCURRENT_STREAMS``         end
+more requests than the server allows        the rest wait, in order, for a stream to
+                                            end (``SETTINGS_MAX_CONCURRENT_STREAMS``)
 a request body                              sent within the server's flow-control
                                             windows; its producer is paused while the
                                             window is shut
@@ -33,8 +33,8 @@ a response body                             ``WINDOW_UPDATE`` as the body's prot
                                             the connection's window is 16 MiB, so that
                                             stream's shut window (64 KiB) does not stop
                                             the others
-the body's protocol calls                   ``RST_STREAM(CANCEL)``; the protocol gets
-``transport.stopProducing()``               ``connectionLost`` (``ResponseFailed``)
+the body's protocol stops its transport     ``RST_STREAM(CANCEL)``; the protocol gets
+                                            ``connectionLost`` (``ResponseFailed``)
 the request's Deferred cancelled            ``RST_STREAM(CANCEL)`` (or never sent);
                                             ``CancelledError``
 ``RST_STREAM`` from the server              that request alone fails
@@ -44,6 +44,9 @@ the request's Deferred cancelled            ``RST_STREAM(CANCEL)`` (or never sen
                                             retry); those below finish; new requests
                                             open a new connection
 the connection is lost                      every open stream fails with the reason
+a frame that breaks HTTP/2                  every open stream fails
+                                            (:class:`HTTP2ProtocolError`); the
+                                            connection is closed
 a PING from the server                      answered (``h2`` does it)
 a server push                               refused (``SETTINGS_ENABLE_PUSH`` is 0)
 ``close()``                                 ``GOAWAY`` and close every connection
@@ -91,10 +94,13 @@ if TYPE_CHECKING:
     from acpkit.remote.tls import ClientTLS
 
 __all__ = [
+    "CONNECTION_WINDOW",
     "HTTP2Agent",
     "HTTP2Mode",
+    "HTTP2ProtocolError",
     "RequestNotProcessed",
     "StreamReset",
+    "h2_installed",
 ]
 
 #: ``"auto"``: HTTP/2 when TLS's ALPN picks it, else HTTP/1.1 (and HTTP/1.1 for
@@ -322,9 +328,6 @@ class _TLSPolicy:
     def creatorForNetloc(self, hostname: bytes, port: int) -> Any:
         """The TLS connection creator for ``hostname`` (its certificate is checked)."""
         return self.tls.creator(hostname.decode("idna"))
-
-
-TLSPolicy = _TLSPolicy
 
 
 @implementer(IClientRequest)
