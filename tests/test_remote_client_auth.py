@@ -227,6 +227,7 @@ class StartupTests(TestCase):
             await serve_remote(reactor, "tcp:0", RemoteAgent, client_ca=ca.certificate_file)
         self.assertIn("needs an ssl: endpoint, not tcp:", str(caught.exception))
 
+    @pytest.mark.skipif(NO_TLS_SERVING is not None, reason=NO_TLS_SERVING or "")
     async def test_a_bad_client_ca_file_fails_naming_it(self) -> None:
         """A client CA file holding no certificate fails the Deferred with ValueError
         naming it."""
