@@ -21,7 +21,8 @@ the ``initialize`` answer                  ``GET`` with ``Accept: text/event-str
 messages written before that answer        held, then sent in order once it came
 every later message                        ``POST`` with ``Acp-Connection-Id``; ``202``
                                            expected (a ``200`` JSON body is fed too);
-                                           one at a time, in the order written
+                                           one at a time, in the order written (over
+                                           HTTP/2 too)
 a message whose ``params.sessionId`` is    ``Acp-Session-Id: S`` too (not on
 ``S``; our answer to a server request      ``session/load``, ``session/resume``,
 carrying ``sessionId: S``                  ``session/fork``: they attach a session the
@@ -48,9 +49,13 @@ nothing on a stream for ``idle_timeout``   the connection is lost (a half-open T
                                            engine sees the connection end
 =========================================  ==============================================
 
-HTTP/1.1: Twisted's HTTP client does not speak HTTP/2, which the RFD requires of the
-transport; every server we met (the Python SDK's under uvicorn, acpkit's) serves HTTP/1.1
-too.  ``treq`` (the ``remote`` extra) is imported only when a transport is created.
+HTTP/2, which the RFD requires of the transport: requests go through
+:class:`acpkit.http2_agent.HTTP2Agent` (``h2``, the ``remote`` extra).  On ``https://``
+(``http2="auto"``) ALPN offers ``h2``: the streams and the ``POST`` requests then share one TCP
+connection, one HTTP/2 stream each; a server without HTTP/2 (uvicorn) gets HTTP/1.1,
+as ``http://`` does unless ``http2="prior-knowledge"`` (h2c).  The ``POST`` requests go one at
+a time in the order written either way.  ``treq`` is imported only when a transport is
+created.
 """
 
 from __future__ import annotations
