@@ -16,16 +16,26 @@ once. Measured per server and transport:
   p50 and p99 over the connections;
 * notifications/s: the ``session/update`` chunks received by all clients, divided by the
   time from the first prompt sent to the last answer;
-* the server process's CPU seconds during the turns (``/proc/<pid>/stat``);
+* the server process's CPU seconds during the turns (``/proc/<pid>/stat``), and this
+  process's (the clients');
 * setup: the time to open and initialize all the connections.
 
 Then the ratios acpkit/SDK (round trips: lower is better; notifications/s: higher).
 
+HTTP/2 (``--part http2``, also in the default ``all``): the same figures for acpkit's
+Streamable HTTP client over HTTP/2 and over HTTP/1.1 against one bob served over TLS
+(``--listen http:ssl:...``, a throwaway self-signed certificate), ``http2="auto"`` (ALPN
+picks h2) against ``http2="never"``, plus the server's open file descriptors once every
+connection is open (HTTP/1.1 holds a TCP connection per SSE stream and more for the
+POSTs; HTTP/2 one per client connection). Ratios HTTP/2 / HTTP/1.1. Skipped where
+Twisted cannot serve TLS (``acpkit.remote.security.tls_serving_problem``).
+
 bob allows 100 remote connections by default: it is started with ``--max-connections``
 ``--connections`` + 50.
 
-Run: ``python benchmarks/bench_remote.py [--connections 200] [--words 50]``; needs the
-``remote`` extra, the SDK (``acp``) and uvicorn. Linux (``/proc``).
+Run: ``python benchmarks/bench_remote.py [--connections 200] [--words 50]
+[--part all|servers|http2]``; needs the ``remote`` extra, the SDK (``acp``) and uvicorn.
+Linux (``/proc``).
 """
 
 from __future__ import annotations
@@ -48,6 +58,7 @@ from twisted.internet.defer import Deferred, DeferredList, ensureDeferred
 from acpkit import schema
 from acpkit.connection import Client, ClientConnection
 from acpkit.remote.connect import connect_remote
+from acpkit.remote.http_client import connect_http
 
 ROOT = Path(__file__).parent.parent
 #: The echo engine cuts its answer at word boundaries into chunks of at most 24
@@ -55,7 +66,7 @@ ROOT = Path(__file__).parent.parent
 WORD = "abcdefghijklmnopqrstuvw "
 
 
-def bob_command(connections: int, config: Path) -> list[str]:
+def bob_command(connections: int, config: Path, listen: str = "http:tcp:0") -> list[str]:
     """twistd -n acp-agent allowing ``connections`` + 50 remote connections."""
     return [
         sys.executable,
@@ -68,18 +79,20 @@ def bob_command(connections: int, config: Path) -> list[str]:
         "--engine",
         "echo",
         "--listen",
-        "http:tcp:0",
+        listen,
         "--max-connections",
         str(connections + 50),
     ]
 
 
-def start_bob(connections: int, workdir: Path) -> tuple[subprocess.Popen[str], int]:
+def start_bob(
+    connections: int, workdir: Path, listen: str = "http:tcp:0"
+) -> tuple[subprocess.Popen[str], int]:
     config = workdir / "agent.toml"
     config.write_text("", encoding="utf-8")
     env = {**os.environ, "HOME": str(workdir), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        bob_command(connections, config),
+        bob_command(connections, config, listen),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -138,9 +151,61 @@ class Counting(Client):
             self.text.append(update.content.text)
 
 
-async def open_one(url: str) -> tuple[ClientConnection, Counting, str]:
+def client_cpu_seconds() -> float:
+    """This process's (the clients') user + system CPU seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def open_fds(pid: int) -> int:
+    """How many file descriptors a process has open (its sockets among them)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def self_signed(workdir: Path) -> tuple[Path, Path]:
+    """A throwaway key and certificate for ``localhost``, as PEM files in ``workdir``."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    key_path, cert_path = workdir / "key.pem", workdir / "cert.pem"
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return key_path, cert_path
+
+
+async def open_one(url: str, **options: Any) -> tuple[ClientConnection, Counting, str]:
+    """One connection with a session: ``connect_remote``, or ``connect_http`` given
+    ``options`` (``tls``, ``http2``)."""
     client = Counting()
-    conn = await connect_remote(reactor, url, client)
+    if options:
+        conn = await connect_http(reactor, url, client, **options)
+    else:
+        conn = await connect_remote(reactor, url, client)
     await conn.initialize()
     session = await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
     return conn, client, session.session_id
@@ -154,14 +219,18 @@ async def gather(ds: list[Deferred[Any]]) -> list[Any]:
     return [value for _, value in results]
 
 
-async def measure(url: str, connections: int, words: int, pid: int) -> dict[str, Any]:
+async def measure(
+    url: str, connections: int, words: int, pid: int, **options: Any
+) -> dict[str, Any]:
     """Open ``connections``, then one turn on each at once; the figures."""
     started = time.monotonic()
-    opened = await gather([ensureDeferred(open_one(url)) for _ in range(connections)])
+    opened = await gather([ensureDeferred(open_one(url, **options)) for _ in range(connections)])
     setup = time.monotonic() - started
+    server_fds = open_fds(pid)
     text = WORD * words
     expected = "Echo: " + text
     cpu_before = cpu_seconds(pid)
+    client_before = client_cpu_seconds()
     rtts: list[float] = []
     first = time.monotonic()
 
@@ -176,6 +245,7 @@ async def measure(url: str, connections: int, words: int, pid: int) -> dict[str,
     await gather([ensureDeferred(turn(conn, sid)) for conn, _, sid in opened])
     elapsed = time.monotonic() - first
     cpu = cpu_seconds(pid) - cpu_before
+    client_cpu = client_cpu_seconds() - client_before
     notifications = sum(client.chunks for _, client, _ in opened)
     for _, client, _ in opened:
         assert "".join(client.text) == expected, "a turn's chunks were lost or reordered"
@@ -192,10 +262,63 @@ async def measure(url: str, connections: int, words: int, pid: int) -> dict[str,
         "notifications_per_s": round(notifications / elapsed),
         "turns_s": round(elapsed, 3),
         "server_cpu_s": round(cpu, 3),
+        "client_cpu_s": round(client_cpu, 3),
+        "server_fds": server_fds,
     }
 
 
 async def main(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    if args.part in ("all", "servers"):
+        results.update(await compare_servers(args))
+    if args.part in ("all", "http2"):
+        results.update(await compare_http_versions(args))
+    return results
+
+
+async def compare_http_versions(args: argparse.Namespace) -> dict[str, Any]:
+    """acpkit's HTTP client over HTTP/2 and HTTP/1.1 against one bob over TLS."""
+    from acpkit.remote.security import tls_serving_problem
+    from acpkit.remote.tls import ClientTLS
+
+    problem = tls_serving_problem()
+    if problem is not None:
+        print(f"http2: skipped ({problem})", flush=True)
+        return {}
+    workdir = Path(tempfile.mkdtemp(prefix="bench-remote-h2-"))
+    key, cert = self_signed(workdir)
+    listen = f"http:ssl:0:privateKey={key}:certKey={cert}"
+    bob, port = start_bob(args.connections, workdir, listen)
+    url = f"https://localhost:{port}/acp"
+    tls = ClientTLS(trust_root=cert)
+    results: dict[str, Any] = {}
+    try:
+        for version, mode in (("HTTP/1.1", "never"), ("HTTP/2", "auto")):
+            await measure(url, 2, 2, bob.pid, tls=tls, http2=mode)  # warm-up
+            figures = await measure(url, args.connections, args.words, bob.pid, tls=tls, http2=mode)
+            results[f"acpkit https {version}"] = figures
+            print(f"acpkit https {version:8} {json.dumps(figures)}", flush=True)
+    finally:
+        bob.terminate()
+        bob.wait(30)
+    ours, theirs = results["acpkit https HTTP/2"], results["acpkit https HTTP/1.1"]
+    keys = (
+        "p50_ms",
+        "p99_ms",
+        "notifications_per_s",
+        "server_cpu_s",
+        "client_cpu_s",
+        "setup_s",
+        "server_fds",
+    )
+    ratios = {key: round(ours[key] / theirs[key], 2) for key in keys if theirs[key]}
+    print(f"HTTP/2 / HTTP/1.1 {json.dumps(ratios)}", flush=True)
+    results["ratios HTTP/2 / HTTP/1.1"] = ratios
+    return results
+
+
+async def compare_servers(args: argparse.Namespace) -> dict[str, Any]:
+    """bob and the SDK's server, over WebSocket and HTTP/1.1, with acpkit's clients."""
     workdir = Path(tempfile.mkdtemp(prefix="bench-remote-"))
     bob, bob_port = start_bob(args.connections, workdir)
     sdk, sdk_port = start_sdk(workdir)
@@ -230,6 +353,12 @@ if __name__ == "__main__":
     parser.add_argument("--connections", type=int, default=200)
     parser.add_argument("--words", type=int, default=50, help="prompt words (one chunk each)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
+    parser.add_argument(
+        "--part",
+        choices=("all", "servers", "http2"),
+        default="all",
+        help="servers: bob vs the SDK's; http2: HTTP/2 vs HTTP/1.1 against bob over TLS",
+    )
     options = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
