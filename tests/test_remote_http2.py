@@ -142,6 +142,12 @@ class _Child(ProcessProtocol):
 
 async def start_child(case: TestCase, *args: str) -> int:
     """Run the SDK server fixture with ``args`` (killed at cleanup); return its port."""
+    port, _ = await start_child_process(case, *args)
+    return port
+
+
+async def start_child_process(case: TestCase, *args: str) -> tuple[int, Any]:
+    """:func:`start_child`, with the child's process transport."""
     pytest.importorskip("acp.http.asgi")
     proto = _Child()
     env = dict(os.environ)
@@ -155,7 +161,7 @@ async def start_child(case: TestCase, *args: str) -> int:
         return proto.ended
 
     case.addCleanup(stop)
-    return await proto.port
+    return await proto.port, process
 
 
 async def scenario_with(
@@ -233,6 +239,32 @@ class HypercornTests(TestCase):
         transport = await scenario_with(self, url, "sdk-session")
         self.assertEqual(transport.http_version, "HTTP/1.1")
         self.assertEqual([line for line in access_log(self.log) if " HTTP/1.1 " not in line], [])
+
+    async def test_a_server_gone_mid_turn_fails_the_turn_promptly(self) -> None:
+        """The server process is killed while a prompt waits over HTTP/2: the prompt
+        fails at once with ConnectionLost saying the SSE stream dropped (the HTTP/2
+        connection's loss reaches every stream on it)."""
+        port, process = await start_child_process(
+            self, "hypercorn", str(self.log), str(self.cert), str(self.key)
+        )
+        client = RecordingClient()
+        conn = await connect_http(
+            reactor, f"https://localhost:{port}/acp", client, tls=ClientTLS(trust_root=self.cert)
+        )
+        await conn.initialize()
+        session = await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+        self.assertEqual(cast(Any, conn.protocol.transport).http_version, "HTTP/2")
+        pending = conn.prompt(
+            schema.PromptRequest(
+                session_id=session.session_id, prompt=[schema.TextContentBlock(text="wait")]
+            )
+        )
+        await client.waiting
+        process.signalProcess("KILL")
+        with self.assertRaises(ConnectionLost) as caught:
+            await pending
+        self.assertIn("SSE stream", str(caught.exception))
+        self.assertIn("dropped", str(caught.exception))
 
     async def test_uvicorn_over_tls_falls_back_to_http11(self) -> None:
         """uvicorn has no HTTP/2: ALPN picks http/1.1, the agent remembers the origin as
