@@ -47,6 +47,8 @@ the connection is lost                      every open stream fails with the rea
 a frame that breaks HTTP/2                  every open stream fails
                                             (:class:`HTTP2ProtocolError`); the
                                             connection is closed
+an HTTP/1.x answer to h2c's preface         the same, saying the server has no HTTP/2
+                                            with prior knowledge
 a PING from the server                      answered (``h2`` does it)
 a server push                               refused (``SETTINGS_ENABLE_PUSH`` is 0)
 ``close()``                                 ``GOAWAY`` and close every connection
@@ -416,6 +418,8 @@ class _H2ClientProtocol(Protocol):
         self.going_away = False
         self.lost: Failure | None = None
         self._closed_waiters: list[Deferred[None]] = []
+        #: Whether the server sent anything yet.
+        self._heard = False
 
     # -- the connection ----------------------------------------------------------------
 
@@ -577,6 +581,16 @@ class _H2ClientProtocol(Protocol):
             return
         from h2.exceptions import ProtocolError
 
+        if not self._heard:
+            self._heard = True
+            if data.startswith(b"HTTP/"):
+                # An HTTP/1.x answer to our preface (h2 would wait for a frame that
+                # never comes): the server has no HTTP/2 with prior knowledge.
+                self._fail_connection(
+                    "the server answered in HTTP/1.x: it does not speak HTTP/2 with prior "
+                    "knowledge (h2c); use HTTP/1.1 there"
+                )
+                return
         try:
             events = self.h2.receive_data(data)
         except ProtocolError as e:

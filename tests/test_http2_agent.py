@@ -495,6 +495,18 @@ class HTTP2AgentTests(SynchronousTestCase):
         self.assertIn("broke HTTP/2", failure_text(failure_of(d)))
         self.assertTrue(transport.disconnecting)
 
+    def test_an_http11_answer_to_prior_knowledge_says_so(self) -> None:
+        """A server without cleartext HTTP/2 answers the preface in HTTP/1.1: the request
+        fails at once saying the server has no HTTP/2 with prior knowledge (h2 alone
+        would wait for a frame forever)."""
+        loop = Loop()
+        agent = make_agent(loop)
+        d = agent.request(b"GET", URL)
+        protocol, transport, _ = loop.connections[0]
+        protocol.dataReceived(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        self.assertIn("does not speak HTTP/2 with prior knowledge", failure_text(failure_of(d)))
+        self.assertTrue(transport.disconnecting)
+
     def test_http_without_prior_knowledge_goes_to_the_http11_agent(self) -> None:
         """http:// with http2="auto" (and anything with "never") is Twisted's HTTP/1.1
         agent's; prior knowledge sends it over h2c."""

@@ -266,6 +266,19 @@ class HypercornTests(TestCase):
         self.assertIn("SSE stream", str(caught.exception))
         self.assertIn("dropped", str(caught.exception))
 
+    async def test_prior_knowledge_to_a_server_without_h2c_fails_clearly(self) -> None:
+        """http2="prior-knowledge" to uvicorn (HTTP/1.1 only): initialize fails at once
+        with ConnectionLost saying the server does not speak HTTP/2 with prior
+        knowledge."""
+        pytest.importorskip("uvicorn")
+        port = await start_child(self, "uvicorn", str(self.log))
+        conn = await connect_http(
+            reactor, f"http://127.0.0.1:{port}/acp", RecordingClient(), http2="prior-knowledge"
+        )
+        with self.assertRaises(ConnectionLost) as caught:
+            await conn.initialize()
+        self.assertIn("does not speak HTTP/2 with prior knowledge", str(caught.exception))
+
     async def test_uvicorn_over_tls_falls_back_to_http11(self) -> None:
         """uvicorn has no HTTP/2: ALPN picks http/1.1, the agent remembers the origin as
         HTTP/1.1 and the whole scenario runs through Twisted's HTTP/1.1 agent."""
