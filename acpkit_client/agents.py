@@ -308,6 +308,7 @@ class AgentRun:
             client,
             headers=dict(self.entry.headers),
             tls=self.entry.tls,
+            http2=self.entry.http2,
             name=self.entry.name,
         )
 

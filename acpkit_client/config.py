@@ -26,8 +26,10 @@ and are never shown; ``tls`` (a table of ``trust_root``, ``certificate``,
 ``private_key``: PEM files, relative to the agents file's directory, ``~`` expanded; each
 must be a readable PEM file of the right kind when the file is loaded) is what a
 ``wss://`` or ``https://`` connection trusts and the client certificate it presents
-(:class:`acpkit.remote.tls.ClientTLS`); ``args`` and ``env`` are for a command and are
-refused with a ``url``; ``cwd`` is still the session's ``cwd``.
+(:class:`acpkit.remote.tls.ClientTLS`); ``http2`` (``"auto"``, the default: HTTP/2 on
+``https://`` when the server offers it; ``"prior-knowledge"``: cleartext HTTP/2 on
+``http://``; ``"never"``) is for ``http(s)://`` URLs only; ``args`` and ``env`` are for
+a command and are refused with a ``url``; ``cwd`` is still the session's ``cwd``.
 """
 
 from __future__ import annotations
@@ -41,12 +43,15 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from twisted.logger import Logger
 
 from acpkit.remote.tls import ClientTLS
+
+if TYPE_CHECKING:
+    from acpkit.http2_agent import HTTP2Mode
 
 __all__ = [
     "BUILTIN_SOURCE",
@@ -69,7 +74,9 @@ BUILTIN_SOURCE = "<built-in>"
 AGENTS_FILE_NAME = "acp.toml"
 
 #: The keys an ``[[agent]]`` block may have.
-AGENT_KEYS = ("name", "command", "url", "headers", "tls", "args", "env", "cwd")
+AGENT_KEYS = ("name", "command", "url", "headers", "tls", "http2", "args", "env", "cwd")
+#: The values of a url agent's ``http2`` key (acpkit.remote.http_client.connect_http).
+HTTP2_MODES = ("auto", "prior-knowledge", "never")
 
 #: The keys of a url agent's ``tls`` table (each a PEM file's path).
 TLS_KEYS = ("trust_root", "certificate", "private_key")
@@ -109,6 +116,8 @@ class AgentEntry:
     )
     #: A remote agent's TLS settings (``tls`` table; absolute paths), else None.
     tls: ClientTLS | None = None
+    #: An ``http(s)://`` agent's HTTP version policy (``HTTP2_MODES``).
+    http2: HTTP2Mode = "auto"
     args: tuple[str, ...] = attrs.field(default=(), converter=_as_tuple)
     env: Mapping[str, str] = attrs.field(factory=dict, converter=_frozen_env, hash=False)
     cwd: str | None = None
@@ -269,7 +278,7 @@ def _parse_agent(path: str, index: int, block: object) -> AgentEntry:
     if not isinstance(name, str):
         raise AgentsFileError(path, f"agent {index}: name must be a string")
     label = f"agent {_quote(name)}"
-    if "url" in block or "headers" in block or "tls" in block:
+    if any(key in block for key in ("url", "headers", "tls", "http2")):
         return _parse_remote_agent(path, label, name, block)
     command = block.get("command")
     if command is None or command == "":
@@ -299,7 +308,7 @@ def _parse_remote_agent(path: str, label: str, name: str, block: dict[str, Any])
         raise AgentsFileError(path, f"{label}: give command or url, not both")
     url = block.get("url")
     if url is None or url == "":
-        needing = "headers" if "headers" in block else "tls"
+        needing = next(key for key in ("headers", "tls", "http2") if key in block)
         raise AgentsFileError(path, f"{label}: {needing} needs a url")
     if not isinstance(url, str):
         raise AgentsFileError(path, f"{label}: url must be a string")
@@ -328,10 +337,19 @@ def _parse_remote_agent(path: str, label: str, name: str, block: dict[str, Any])
                 "outside Latin-1 (not allowed in an HTTP header)",
             )
     tls = _parse_tls(path, label, block.get("tls"))
+    http2 = block.get("http2", "auto")
+    if http2 not in HTTP2_MODES:
+        raise AgentsFileError(
+            path, f"{label}: http2 must be one of {', '.join(map(repr, HTTP2_MODES))}"
+        )
+    if "http2" in block and not url.lower().startswith("http"):
+        raise AgentsFileError(path, f"{label}: http2 is for http:// and https:// urls")
     cwd = block.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise AgentsFileError(path, f"{label}: cwd must be a string")
-    return AgentEntry(name=name, url=url, headers=headers, tls=tls, cwd=cwd, source=path)
+    return AgentEntry(
+        name=name, url=url, headers=headers, tls=tls, http2=http2, cwd=cwd, source=path
+    )
 
 
 def _parse_tls(path: str, label: str, table: object) -> ClientTLS | None:

@@ -57,6 +57,18 @@ def test_url_entry_loads_with_headers() -> None:
     assert "t0ken" not in repr(entry)
 
 
+def test_http2_policy_of_an_http_entry() -> None:
+    """An http(s) entry's ``http2`` is ``"auto"`` unless the file says otherwise; the
+    value reaches ``connect_http`` (``prior-knowledge``: cleartext HTTP/2)."""
+    default, chosen = parse_agents_text(
+        FILE,
+        '[[agent]]\nname = "a"\nurl = "https://h/acp"\n'
+        '[[agent]]\nname = "b"\nurl = "http://h/acp"\nhttp2 = "prior-knowledge"\n',
+    )
+    assert default.http2 == "auto"
+    assert chosen.http2 == "prior-knowledge"
+
+
 def test_status_shows_the_url_never_the_headers() -> None:
     """Agent status names the URL and not the token."""
     (entry,) = parse_agents_text(
@@ -103,6 +115,19 @@ def test_status_shows_the_url_never_the_headers() -> None:
             'agent "far": env is for a command; an agent with a url has none',
         ),
         ('url = "ws://h/acp"\ncwd = 1', 'agent "far": cwd must be a string'),
+        ('http2 = "never"', 'agent "far": http2 needs a url'),
+        (
+            'url = "https://h/acp"\nhttp2 = "yes"',
+            "agent \"far\": http2 must be one of 'auto', 'prior-knowledge', 'never'",
+        ),
+        (
+            'url = "https://h/acp"\nhttp2 = true',
+            "agent \"far\": http2 must be one of 'auto', 'prior-knowledge', 'never'",
+        ),
+        (
+            'url = "wss://h/acp"\nhttp2 = "never"',
+            'agent "far": http2 is for http:// and https:// urls',
+        ),
     ],
 )
 def test_bad_url_entries_are_refused_naming_file_and_key(block: str, reason: str) -> None:

@@ -5,6 +5,7 @@ connect_remote: one entry point choosing the transport by the URL's scheme.
 from __future__ import annotations
 
 import socket
+from typing import Any, cast
 
 import pytest
 from twisted.internet import reactor
@@ -63,6 +64,18 @@ class ConnectRemoteTests(TestCase):
         self.assertIsInstance(conn.protocol.transport, HTTPClientTransport)
         conn.close()
         await conn.closed
+
+    async def test_the_http2_policy_reaches_the_http_transport(self) -> None:
+        """``http2=`` is the HTTP transport's version policy (default ``"auto"``)."""
+        url = f"http://127.0.0.1:{free_port()}/acp"
+        for given, expected in ((None, "auto"), ("never", "never")):
+            kwargs: dict[str, Any] = {} if given is None else {"http2": given}
+            conn = await connect_remote(reactor, url, Client(), **kwargs)
+            transport = conn.protocol.transport
+            assert isinstance(transport, HTTPClientTransport)
+            self.assertEqual(cast(Any, transport)._agent.http2, expected)
+            conn.close()
+            await conn.closed
 
     async def test_ws_urls_go_to_the_websocket_client(self) -> None:
         """A ws:// URL is connected by the WebSocket client: nobody listening fails the

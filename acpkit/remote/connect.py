@@ -17,14 +17,17 @@ Either way the result is a :class:`~acpkit.connection.ClientConnection` to
 WebSocket handshake, never logged.  ``tls`` (:class:`~acpkit.remote.tls.ClientTLS`)
 is what a ``wss://`` or ``https://`` connection trusts and the client certificate it
 presents; its files are read first (a bad one fails the Deferred with ``ValueError``
-naming it; unused for ``ws://`` and ``http://``).  Each transport's module (and so its dependency:
-Autobahn, treq) is imported only when a URL of its scheme is connected.
+naming it; unused for ``ws://`` and ``http://``).  ``http2`` is the HTTP version
+policy of ``http://`` and ``https://`` URLs (``"auto"``, ``"prior-knowledge"`` or
+``"never"``: :func:`~acpkit.remote.http_client.connect_http`; unused for WebSocket).
+Each transport's module (and so its dependency: Autobahn, treq) is imported only when a
+URL of its scheme is connected.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from twisted.internet.defer import Deferred, fail
@@ -32,6 +35,9 @@ from twisted.internet.defer import Deferred, fail
 from acpkit.connection import ClientConnection
 from acpkit.interfaces import IClient
 from acpkit.remote.tls import ClientTLS
+
+if TYPE_CHECKING:
+    from acpkit.http2_agent import HTTP2Mode
 
 __all__ = ["REMOTE_SCHEMES", "check_remote_url", "connect_remote"]
 
@@ -72,6 +78,7 @@ def connect_remote(
     *,
     headers: Mapping[str, str] | None = None,
     tls: ClientTLS | None = None,
+    http2: HTTP2Mode = "auto",
     name: str = "agent",
 ) -> Deferred[ClientConnection]:
     """A :class:`ClientConnection` to the agent at ``url`` (see the module docstring)."""
@@ -85,6 +92,6 @@ def connect_remote(
             return connect_websocket(reactor, url, client, headers=headers, tls=tls, name=name)
         from acpkit.remote.http_client import connect_http
 
-        return connect_http(reactor, url, client, headers=headers, tls=tls, name=name)
+        return connect_http(reactor, url, client, headers=headers, tls=tls, http2=http2, name=name)
     except ValueError as e:
         return fail(e)
