@@ -29,6 +29,8 @@ pytestmark = pytest.mark.process
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HTTP_RULES = [r.id for r in RULES if r.id.startswith("HTTP-")]
+#: every HTTP rule but HTTP-011 (HTTP/2 by ALPN: judged over TLS only)
+CLEARTEXT_HTTP_RULES = [r for r in HTTP_RULES if r != "HTTP-011"]
 WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
 
 
@@ -81,12 +83,12 @@ def _transport(url: str, rules: list[str] | None = None) -> SuiteResult:
 
 
 def test_acpkit_server_passes_every_http_rule(acpkit_url: str) -> None:
-    """Over Streamable HTTP, serve_remote passes HTTP-001..010; HTTP-011 (TLS only) and the
-    WebSocket rules are not applicable, each with its reason."""
+    """Over Streamable HTTP, serve_remote passes every HTTP rule but HTTP-011 (TLS only),
+    which is not applicable, as are the WebSocket rules, each with its reason."""
     result = _transport(acpkit_url)
     assert result.error is None, result.error
     statuses = _statuses(result)
-    assert {statuses[r] for r in HTTP_RULES[:-1]} == {"pass"}, statuses
+    assert {statuses[r] for r in CLEARTEXT_HTTP_RULES} == {"pass"}, statuses
     assert statuses["HTTP-011"] == "not-applicable"
     assert {statuses[r] for r in WS_RULES} == {"not-applicable"}
 
@@ -270,7 +272,7 @@ def test_the_conforming_fixture_server_passes_and_needs_its_cookie() -> None:
         _stop(process)
     assert result.error is None, result.error
     statuses = _statuses(result)
-    assert {statuses[r] for r in HTTP_RULES[:-1]} == {"pass"}, statuses
+    assert {statuses[r] for r in CLEARTEXT_HTTP_RULES} == {"pass"}, statuses
 
 
 def _sdk_server(script: str) -> Iterator[str]:
@@ -286,12 +288,15 @@ def _sdk_server(script: str) -> Iterator[str]:
 
 def test_official_python_sdk_http_server_passes_the_http_rules() -> None:
     """The official Python SDK 0.12.1's Streamable HTTP server (acp.http under uvicorn)
-    passes HTTP-001..010 (HTTP-011 needs TLS)."""
+    passes HTTP-001..010 (HTTP-011 needs TLS) and fails HTTP-012: it delivers a session's
+    messages on the session-scoped GET (the RFD's 2026-04-01 revision) instead of the
+    connection's stream."""
     for url in _sdk_server("remote/sdk_http_server.py"):
         result = _transport(url, ["HTTP"])
         assert result.error is None, result.error
         statuses = _statuses(result)
-        assert {statuses[r] for r in HTTP_RULES[:-1]} == {"pass"}, statuses
+        assert {statuses[r] for r in HTTP_RULES[:10]} == {"pass"}, statuses
+        assert statuses["HTTP-012"] == "fail", statuses
 
 
 def test_official_python_sdk_websocket_server_passes_the_websocket_rules() -> None:

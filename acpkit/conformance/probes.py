@@ -39,7 +39,7 @@ from acpkit.conformance.harness import (
     running_agent,
 )
 from acpkit.conformance.observer import BATCH_ANSWER, Observer, Transcript, Verdicts
-from acpkit.conformance.remote_driver import RemoteDriver
+from acpkit.conformance.remote_driver import Refused, RemoteDriver
 
 __all__ = [
     "ENVELOPE_FAULTS",
@@ -121,6 +121,10 @@ def expect_error(
 ) -> None:
     """Judge ``response`` (``None``: it timed out, see ``timeout``) against ``codes``."""
     wanted = "/".join(map(str, codes))
+    if isinstance(timeout, Refused):  # the transport's answer: the agent never saw it
+        agent.observer.note(f"{what}: {timeout}")
+        agent.observer.verdicts.skip(rule_id, f"{what}: {timeout}")
+        return
     if response is None:
         reason = str(timeout) if timeout is not None else "no answer"
         agent.observer.verdicts.slow(rule_id, f"{what}: {reason}")
@@ -206,10 +210,31 @@ def _null_or(
             return True
         return message.get("id") is None and ("error" in message or BATCH_ANSWER in message)
 
+    driver = agent.driver
+    if isinstance(driver, RemoteDriver) and driver.last_refusal is not None:
+        return None, driver.last_refusal
     try:
-        return agent.driver.wait_for(match, f"waiting for the error for {what}", start=start), None
+        return driver.wait_for(match, f"waiting for the error for {what}", start=start), None
     except StepTimeout as e:
         return None, e
+
+
+def _dropped(agent: Agent, name: str, what: str, codes: Sequence[int]) -> bool:
+    """
+    After ``what`` went unanswered for a whole step: a request sent next is answered, so
+    the agent is alive and dropped the line silently (a violation of RPC-003, as in
+    `acpkit.conformance.faults.probe_junk`). False (could not judge) when it is not answered.
+    """
+    response, _ = request(agent, f"_acpkit.dev/after_{name}", {})
+    if response is None:
+        return False
+    wanted = "/".join(map(str, codes))
+    agent.observer.violation(
+        "RPC-003",
+        f"{what} got no answer within {agent.driver.timeout:g}s while the request sent after "
+        f"it was answered: it was dropped silently (expected {wanted})",
+    )
+    return True
 
 
 def probe_envelope(agent: Agent) -> None:
@@ -263,6 +288,9 @@ def probe_envelope(agent: Agent) -> None:
             observer.arrays_expected = 0
             if response is not None and BATCH_ANSWER in response:
                 continue  # judged by the observer (RPC-004)
+            if response is None and fault.rule_id == "RPC-003" and not isinstance(late, Refused):
+                if _dropped(agent, fault.name, fault.what, fault.codes):
+                    continue
             expect_error(agent, fault.rule_id, response, fault.codes, fault.what, timeout=late)
     with observer.probe("RPC-006", "session/new with invalid params (cwd 42)"):
         observer.fault("invalid-params", "RPC-006", "session/new with cwd 42, mcpServers 'none'")
@@ -295,7 +323,12 @@ def probe_sessions(agent: Agent) -> list[str]:
             "session/prompt",
             {"sessionId": "acpkit-no-such-session", "prompt": [{"type": "text", "text": "hi"}]},
         )
-        if response is None:
+        if isinstance(late, Refused):
+            # the server's transport refused the unknown session (the RFD does not say how
+            # an unknown Acp-Session-Id is answered): an error answer, at once
+            observer.note(f"a prompt for an unknown session: {late} (an error answer)")
+            observer.verdicts.ok("SESSION-003")
+        elif response is None:
             observer.verdicts.slow("SESSION-003", f"a prompt for an unknown session: {late}")
         else:
             # "Agents MAY return an error": an answer either way is conformant; only going

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from acpkit.conformance.driver import StepTimeout
 from acpkit.conformance.harness import (
     PROTOCOL_VERSION,
     SuiteConfig,
@@ -22,7 +23,7 @@ from acpkit.conformance.harness import (
     run_turn,
 )
 from acpkit.conformance.observer import Verdicts, id_key
-from acpkit.conformance.remote_driver import CONNECTION_ID, SESSION_ID, RemoteDriver
+from acpkit.conformance.remote_driver import CONNECTION_ID, SESSION_ID, Refused, RemoteDriver
 from acpkit.conformance.wire import CookieJar, HTTPAnswer, RemoteURL, http_request
 
 __all__ = ["HTTP_RULES", "PROCESS_RULES", "WS_RULES", "run_transport_probes", "skip_process_rules"]
@@ -188,6 +189,59 @@ def _probe_http_session(config: SuiteConfig, verdicts: Verdicts, fresh: Callable
             driver.drain(0.3)
 
 
+def _probe_http_routing(verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
+    """
+    HTTP-012, as a client of the RFD sees it: only the connection's GET stream is read
+    while a prompt turn runs for a whole step; when the turn's response has not come by
+    then, the session-scoped GET is opened, and what was waiting there is the finding.
+    """
+    with fresh() as agent:
+        driver = agent.driver
+        assert isinstance(driver, RemoteDriver)
+        driver.read_session_streams = False
+        session_id = agent.new_session()
+        if session_id is None:
+            verdicts.skip("HTTP-012", "session/new failed")
+            return
+        rid = driver.next_id()
+        params = {"sessionId": session_id, "prompt": agent.prompt(session_id)}
+        driver.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": params})
+        try:
+            driver.response_to(rid, "waiting for the session/prompt response")
+        except StepTimeout as e:
+            if isinstance(e, Refused):
+                verdicts.skip("HTTP-012", f"session/prompt: {e}")
+                return
+            _judge_withheld(verdicts, driver, rid, session_id)
+            return
+        verdicts.ok("HTTP-012")
+
+
+def _judge_withheld(verdicts: Verdicts, driver: RemoteDriver, rid: int, session_id: str) -> None:
+    """The turn went unanswered on the connection stream: look on the session's GET."""
+    driver.open_session_streams()
+    try:
+        driver.response_to(rid, "waiting for the session/prompt response on its session's GET")
+    except StepTimeout as e:
+        if not driver.session_arrivals:
+            verdicts.slow(
+                "HTTP-012", f"session/prompt answered on no stream within the step timeout: {e}"
+            )
+            return
+    finally:
+        driver.notify("session/cancel", {"sessionId": session_id})
+        driver.drain(0.3)
+    found = [driver.describe(m) for _, m in driver.session_arrivals]
+    shown = ", ".join(dict.fromkeys(found))
+    verdicts.violation(
+        "HTTP-012",
+        f"a prompt turn was not answered on the connection's GET stream within "
+        f"{driver.timeout:g}s; the session-scoped GET (Acp-Session-Id: {session_id}) then "
+        f"delivered {shown}: a client with only the connection stream, as the RFD "
+        "specifies, never receives them",
+    )
+
+
 def _judge_order(verdicts: Verdicts, driver: RemoteDriver, first: int, session_id: str) -> None:
     """A turn's session/update notifications arrive before the turn's response."""
     answered = None
@@ -259,9 +313,10 @@ def run_transport_probes(
         verdicts.skip(rule_id, "the agent is tested over Streamable HTTP")
     _probe_http_validation(config, verdicts)
     _probe_http_session(config, verdicts, fresh)
+    _probe_http_routing(verdicts, fresh)
     _probe_http2(config, verdicts)
 
 
 #: The transport rules of each remote profile.
-HTTP_RULES = tuple(f"HTTP-{n:03d}" for n in range(1, 12))
+HTTP_RULES = tuple(f"HTTP-{n:03d}" for n in range(1, 13))
 WS_RULES = ("WS-001", "WS-002", "WS-003")

@@ -6,8 +6,18 @@ Every message the tester writes is one ``POST`` body (Streamable HTTP) or one te
 (WebSocket); every message the agent sends, read from the connection's SSE stream or its
 text frames, is handed to the observer as one line, so every traffic check of the stdio
 suite applies unchanged. While it runs it judges the transport rules visible in ordinary
-traffic (HTTP-001, HTTP-002, HTTP-009, WS-001, WS-002); the probes that need a deliberately
-wrong request are in `acpkit.conformance.probes_transport`.
+traffic (HTTP-001, HTTP-002, HTTP-009, WS-001, WS-002); the probes that need a
+deliberately wrong request are in `acpkit.conformance.probes_transport`.
+
+Over Streamable HTTP the tester reads every stream an agent may use. It starts as the RFD
+says (since its 2026-04-23 revision): one ``GET`` stream per connection, nothing else. When
+a wait has heard nothing for `RemoteDriver.session_stream_grace` seconds it also opens one
+session-scoped ``GET`` (``Acp-Session-Id``) for every session it knows, as both official
+SDK clients do (the official SDKs' servers follow the 2026-04-01 revision and deliver a
+session's messages only there), so that the agent's ACP behaviour is judged whatever its
+routing; a refusal of that ``GET`` is only noted. The routing itself is HTTP-012, judged by
+`acpkit.conformance.probes_transport` on a connection that waits a whole step on the
+connection stream before looking elsewhere (`read_session_streams` off).
 """
 
 from __future__ import annotations
@@ -18,10 +28,10 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy
+from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.observer import Observer, id_key
 from acpkit.conformance.wire import (
     MAX_MESSAGE,
@@ -35,11 +45,29 @@ from acpkit.conformance.wire import (
 )
 from acpkit.sse import SSEEventTooLarge, SSEParser
 
-__all__ = ["CONNECTION_ID", "SESSION_ID", "RemoteDriver", "jsonrpc_body"]
+__all__ = ["CONNECTION_ID", "SESSION_ID", "Refused", "RemoteDriver", "jsonrpc_body"]
 
 CONNECTION_ID = "Acp-Connection-Id"
 SESSION_ID = "Acp-Session-Id"
 _END = object()
+
+
+class Refused(StepTimeout):
+    """
+    The server refused the ``POST`` of a message with an HTTP error status (a transport
+    answer, before the agent saw it): whatever the tester waits for will never come. A
+    `StepTimeout`, so every wait that gives up on a slow agent gives up on it at once, with
+    the status and body as the reason.
+    """
+
+    def __init__(self, status: int, body: bytes, what: str) -> None:
+        shown = body[:160].decode("utf-8", "replace").strip()
+        super().__init__(
+            f"the server refused the POST of {what} with HTTP {status}"
+            + (f" {shown}" if shown else "")
+            + ": the agent never saw it"
+        )
+        self.status = status
 
 
 def _one_line(data: bytes) -> bytes:
@@ -53,6 +81,9 @@ class RemoteDriver(AgentDriver):
     (an ``Authorization`` header, say) and never recorded. Cookies the server sets are kept
     for the connection's life and sent back.
     """
+
+    #: seconds a wait hears nothing before the session-scoped streams are opened too
+    session_stream_grace = 0.5
 
     def __init__(
         self,
@@ -71,6 +102,21 @@ class RemoteDriver(AgentDriver):
         self._queue: queue.Queue[object] = queue.Queue()
         self._socket: WebSocket | None = None
         self._stream: http.client.HTTPConnection | None = None
+        #: the session-scoped GET streams opened (session id -> its HTTP connection, or
+        #: ``None`` when the server refused it); attempted once per session
+        self._session_streams: dict[str, http.client.HTTPConnection | None] = {}
+        #: open session-scoped GETs when a wait hears nothing (off: the RFD's single stream)
+        self.read_session_streams = True
+        #: the sessions the tester knows on this connection, in order
+        self.sessions: list[str] = []
+        #: every message read from a session-scoped GET: (session id, message)
+        self.session_arrivals: list[tuple[str, dict[str, Any]]] = []
+        #: the session and method of each request the tester posted with a session id
+        self._posted: dict[str, tuple[str | None, str]] = {}
+        #: the requests whose POST the server refused (id -> the refusal)
+        self._refused: dict[str, Refused] = {}
+        #: the refusal of the last message posted, if it was refused
+        self.last_refusal: Refused | None = None
         self._reader: threading.Thread | None = None
         self._agent_sessions: dict[str, str] = {}
         self._closed = False
@@ -145,14 +191,17 @@ class RemoteDriver(AgentDriver):
     def stop(self) -> None:
         """Close the connection and the SSE stream."""
         self.close_stdin()
-        if self._stream is not None:
-            sock = self._stream.sock
+        streams = [self._stream, *self._session_streams.values()]
+        for stream in streams:
+            if stream is None:
+                continue
+            sock = stream.sock
             if sock is not None:  # wakes the reader thread before the close takes its lock
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-            self._stream.close()
+            stream.close()
         self._closed = True
 
     # -- writing -------------------------------------------------------------------------
@@ -197,6 +246,9 @@ class RemoteDriver(AgentDriver):
         session = self._session_of(message)
         if session is not None:
             headers[SESSION_ID] = session
+            self._know(session)
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            self._posted[id_key(message["id"])] = (session, str(method))
         try:
             answer = http_request(
                 self.url, "POST", headers, body, timeout=self.timeout, jar=self.jar
@@ -206,6 +258,13 @@ class RemoteDriver(AgentDriver):
         if initialize:
             self._initialized(answer)
             return
+        self.last_refusal = None
+        if answer.status >= 400 and jsonrpc_body(answer.body) is None:
+            # an answer without a JSON-RPC message: nothing will ever answer this one
+            what = str(method) if method else "a message that is not a JSON-RPC request"
+            self.last_refusal = Refused(answer.status, answer.body, what)
+            if isinstance(message, dict) and "method" in message and "id" in message:
+                self._refused[id_key(message["id"])] = self.last_refusal
         if answer.status == 202:
             if single:
                 self.accepted += 1
@@ -270,6 +329,52 @@ class RemoteDriver(AgentDriver):
         if self.connection_id is not None and answer.status == 200:
             self._open_stream()
 
+    def _know(self, session: str) -> None:
+        if session not in self.sessions:
+            self.sessions.append(session)
+
+    def open_session_streams(self) -> bool:
+        """Open the session-scoped ``GET`` of every known session not tried yet; True when
+        one was tried."""
+        pending = [s for s in self.sessions if s not in self._session_streams]
+        for session in pending:
+            self._open_session_stream(session)
+        return bool(pending)
+
+    def _open_session_stream(self, session: str) -> None:
+        """
+        Open the session-scoped ``GET`` of ``session`` once (waiting for its answer's
+        headers). The RFD has no such stream: a refusal is noted, never judged.
+        """
+        if (
+            self.url.websocket
+            or self.connection_id is None
+            or self.stdin_closed
+            or session in self._session_streams
+        ):
+            return
+        self._session_streams[session] = None
+        headers = {**self.headers, "Accept": "text/event-stream"}
+        headers[CONNECTION_ID] = self.connection_id
+        headers[SESSION_ID] = session
+        try:
+            answer, response, connection = open_stream(
+                self.url, headers, timeout=self.timeout, jar=self.jar
+            )
+        except OSError as e:
+            self.observer.note(f"the session-scoped GET of {session!r} failed: {e}")
+            return
+        if response is None:
+            self.observer.note(
+                f"the session-scoped GET of {session!r} was answered {answer.status}: "
+                "nothing to read there (the RFD has one stream per connection)"
+            )
+            return
+        self._session_streams[session] = connection
+        self.observer.note(f"session-scoped GET of {session!r} open: read like the other")
+        reader = threading.Thread(target=self._read_stream, args=(response, session), daemon=True)
+        reader.start()
+
     def _open_stream(self) -> None:
         assert self.connection_id is not None
         headers = {**self.headers, "Accept": "text/event-stream"}
@@ -291,13 +396,18 @@ class RemoteDriver(AgentDriver):
             if response is None:
                 return
         self._stream = connection
-        self._reader = threading.Thread(target=self._read_stream, args=(response,), daemon=True)
+        self._reader = threading.Thread(
+            target=self._read_stream, args=(response, None), daemon=True
+        )
         self._reader.start()
 
     # -- reading threads -----------------------------------------------------------------
 
-    def _read_stream(self, response: http.client.HTTPResponse) -> None:
+    def _read_stream(self, response: http.client.HTTPResponse, session: str | None) -> None:
+        """Read one SSE stream: the connection's (``session`` None; its end is the end of
+        the connection) or a session-scoped one."""
         parser = SSEParser(MAX_MESSAGE)
+        kind = "sse" if session is None else "session-sse"
         try:
             while True:
                 chunk = response.read1(65536)
@@ -305,11 +415,14 @@ class RemoteDriver(AgentDriver):
                     break
                 for event in parser.feed(chunk):
                     if event.data:
-                        self._queue.put(("sse", event.data))
+                        self._queue.put((kind, event.data, session))
         except SSEEventTooLarge:
             self._queue.put(("note", f"an SSE event larger than {MAX_MESSAGE} bytes"))
         except (OSError, ValueError, http.client.HTTPException, AttributeError):
             pass  # AttributeError: http.client's answer to a connection closed by `stop`
+        if session is not None:
+            self._queue.put(("note", f"the session-scoped GET stream of {session!r} ended"))
+            return
         self._ended.set()
         self._queue.put(_END)
 
@@ -354,7 +467,7 @@ class RemoteDriver(AgentDriver):
             self._dispatch(item)
             return
         assert isinstance(item, tuple)
-        kind, payload = item
+        kind, payload, *scope = item
         if kind == "note":
             self.observer.note(str(payload))
             return
@@ -364,8 +477,8 @@ class RemoteDriver(AgentDriver):
             )
             return
         value = _parse(payload)
-        rule = "HTTP-009" if kind == "sse" else "WS-002"
-        where = "an SSE event" if kind == "sse" else "a text frame"
+        rule = "HTTP-009" if kind in ("sse", "session-sse") else "WS-002"
+        where = "an SSE event" if rule == "HTTP-009" else "a text frame"
         if isinstance(value, dict):
             self.observer.verdicts.ok(rule)
         elif value is not None:
@@ -374,7 +487,18 @@ class RemoteDriver(AgentDriver):
             )
         else:
             self.observer.violation(rule, f"{where} is not one JSON value: {payload[:120]!r}")
+        if isinstance(value, dict) and kind == "session-sse" and scope:
+            self.session_arrivals.append((str(scope[0]), value))
         self._dispatch(_one_line(payload))
+
+    def describe(self, message: dict[str, Any]) -> str:
+        """What an agent message is, for a finding."""
+        if "method" in message:
+            kind = "request" if "id" in message else "notification"
+            return f"the {kind} {message['method']}"
+        key = id_key(message.get("id"))
+        _, method = self._posted.get(key, (None, "a request"))
+        return f"the response to {method} (id {key})"
 
     def _dispatch(self, line: bytes) -> None:
         message = _parse(line)
@@ -386,6 +510,58 @@ class RemoteDriver(AgentDriver):
                 if isinstance(session, str):
                     self._agent_sessions[id_key(message["id"])] = session
         super()._dispatch(line)
+        result = message.get("result") if isinstance(message, dict) else None
+        if isinstance(message, dict) and "method" not in message and isinstance(result, dict):
+            session = result.get("sessionId")
+            if isinstance(session, str):  # a new session
+                self._know(session)
+
+    def wait_for(
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        what: str,
+        timeout: float | None = None,
+        start: int = 0,
+    ) -> dict[str, Any]:
+        """`AgentDriver.wait_for`; over Streamable HTTP, after `session_stream_grace`
+        seconds without the awaited message, the known sessions' session-scoped streams are
+        opened too (once each) and the wait goes on for the rest of the step."""
+        limit = self.timeout if timeout is None else timeout
+        grace = self.session_stream_grace
+        if self.url.websocket or not self.read_session_streams or limit <= grace:
+            return super().wait_for(predicate, what, timeout, start)
+        first_record = len(self.observer.transcript.records)
+        try:
+            return super().wait_for(predicate, what, grace, start)
+        except StepTimeout:
+            self.open_session_streams()
+        try:
+            return super().wait_for(predicate, what, limit - grace, start)
+        except StepTimeout:
+            raise StepTimeout(
+                f"no answer within {limit:g}s while {what}; {self._received_since(first_record)}"
+            ) from None
+
+    def response_to(
+        self, request_id: Any, what: str, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Wait for the response to ``request_id``; `Refused` at once when its POST was."""
+        refusal = self._refused.get(id_key(request_id))
+        if refusal is not None:
+            raise refusal
+        return super().response_to(request_id, what, timeout)
+
+    def _received_since(self, first_record: int) -> str:
+        """What the agent sent since transcript record ``first_record`` (for evidence)."""
+        lines = [
+            line
+            for _, direction, line in self.observer.transcript.records[first_record:]
+            if direction == "<-"
+        ]
+        if not lines:
+            return "meanwhile the agent sent nothing on any stream it opened"
+        last = lines[-1][:160].decode("utf-8", "replace")
+        return f"meanwhile the agent sent {len(lines)} message(s), the last: {last}"
 
     def wait_until(self, deadline: float) -> None:
         """Read until ``deadline`` (monotonic) or the end."""

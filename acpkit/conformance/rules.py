@@ -1360,6 +1360,31 @@ RULES: tuple[Rule, ...] = (
         transport="https",
     ),
     _r(
+        "HTTP-012",
+        "A session's messages are delivered on the connection's GET stream, not only on a "
+        "session-scoped GET",
+        "MUST",
+        REMOTE_RFD,
+        "Connection and Session Model",
+        "A single GET SSE stream delivers all server→client messages for that connection, "
+        "regardless of which session they belong to. Sessions are identified by the "
+        "sessionId field in JSON-RPC messages.",
+        "Streamable HTTP only. Stimulus: on a fresh connection, session/new and a prompt "
+        "turn with only the connection's GET stream open, as the RFD specifies. Holds when "
+        "the turn's response arrives there. Violated when it does not within the step "
+        "timeout and a session-scoped GET (Acp-Session-Id, as both official SDK clients "
+        "open) then delivers the turn's messages: a client of the RFD never receives them. "
+        "Could not judge when neither stream answers. (In the other probes the tester also "
+        "reads session-scoped GETs, so that the agent's ACP behaviour is judged whatever its "
+        "routing.) No keyword: the stream model is the transport's "
+        "definition (section 1: 'The GET stream is scoped to Acp-Connection-Id and delivers "
+        "messages for all sessions within that connection'), and the FAQ rejects "
+        "'Session-scoped GET streams'; the 2026-04-23 revision removed the session-scoped "
+        "GETs of the 2026-04-01 revision, which the official Python (0.12.1) and "
+        "TypeScript (2.4.0) SDK servers still route a session's messages to. Hence MUST.",
+        transport="http",
+    ),
+    _r(
         "WS-001",
         "The WebSocket upgrade answer carries Acp-Connection-Id",
         "MUST",
