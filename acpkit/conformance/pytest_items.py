@@ -2,8 +2,9 @@
 The conformance plugin's test items: one `ConformanceItem` per rule, sharing one run of the
 suite against the agent.
 
-Imported by `acpkit.conformance.pytest_plugin` only when ``--acp-agent`` is given, so that a
-pytest run that does not test an agent loads none of this (nor the rule catalogue).
+Imported by `acpkit.conformance.pytest_plugin` only when ``--acp-agent`` or ``--acp-url`` is
+given, so that a pytest run that does not test an agent loads none of this (nor the rule
+catalogue).
 """
 
 from __future__ import annotations
@@ -41,9 +42,13 @@ def _result(config: pytest.Config) -> SuiteResult:
     stash = config.stash
     if _RESULT_KEY not in stash:
         from acpkit.conformance.cli import run_suite  # the tester's machinery, when used
+        from acpkit.conformance.pytest_plugin import headers_of
 
+        command = config.getoption("--acp-agent")
         stash[_RESULT_KEY] = run_suite(
-            shlex.split(config.getoption("--acp-agent")),
+            shlex.split(command) if command else [],
+            url=config.getoption("--acp-url"),
+            headers=headers_of(config.getoption("--acp-header")),
             profile=config.getoption("--acp-profile"),
             seed=config.getoption("--acp-seed"),
             timeout=config.getoption("--acp-timeout"),

@@ -1,17 +1,20 @@
 """
-pytest plugin: ``pytest --acp-agent "CMD …"`` collects one test item per conformance rule.
+pytest plugin: ``pytest --acp-agent "CMD …"`` (an agent the suite starts) or ``pytest
+--acp-url URL`` (a remote agent, like ``acpkit-conformance --url``) collects one test item
+per conformance rule.
 
 The suite runs once (on the first item) and each item then passes, fails with its findings
 (and the spec sentence it breaks), or is skipped when the rule is not applicable, could not be
-judged in time (``slow``) or is deselected. Options: ``--acp-agent``,
+judged in time (``slow``) or is deselected. Options: ``--acp-agent`` or ``--acp-url`` (with
+``--acp-header NAME:VALUE``, repeatable, sent on every request and never reported),
 ``--acp-profile`` (smoke / quick / full), ``--acp-seed``, ``--acp-timeout``,
 ``--acp-model-server``, ``--acp-rules`` and ``--acp-skip`` (rule ids or prefixes, comma
 separated, repeatable). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
 
 The plugin is loaded by every pytest run of a project that installed acpkit, so it is inert
-and costs nothing unless ``--acp-agent`` is given: this module imports nothing at import time
-(not even pytest), adds its options, and leaves the collected items alone. Only with
-``--acp-agent`` does it import the items (`acpkit.conformance.pytest_items`), the rule
+and costs nothing unless ``--acp-agent`` or ``--acp-url`` is given: this module imports
+nothing at import time (not even pytest), adds its options, and leaves the collected items
+alone. Only with one of them does it import the items (`acpkit.conformance.pytest_items`), the rule
 catalogue and, when the first item runs, the tester (Hypothesis, jsonschema).
 """
 
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConformanceItem",
+    "headers_of",
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_configure",
@@ -50,6 +54,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Add the ``--acp-*`` options."""
     group = parser.getgroup("acpkit-conformance")
     group.addoption("--acp-agent", default=None, help="agent command to test (shell words)")
+    group.addoption(
+        "--acp-url",
+        default=None,
+        help="test the remote agent at this ws://, wss://, http:// or https:// URL instead",
+    )
+    group.addoption(
+        "--acp-header",
+        action="append",
+        default=[],
+        help="NAME:VALUE sent on every request to --acp-url (repeatable; never reported)",
+    )
     group.addoption("--acp-profile", default="quick", choices=("smoke", "quick", "full"))
     group.addoption("--acp-seed", type=int, default=0)
     group.addoption("--acp-timeout", type=float, default=10.0)
@@ -60,25 +75,56 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--acp-skip", action="append", default=[], help="skip these rule ids")
 
 
+def _wanted(config: pytest.Config) -> bool:
+    """Whether an agent is to be tested (``--acp-agent`` or ``--acp-url``)."""
+    return bool(config.getoption("--acp-agent") or config.getoption("--acp-url"))
+
+
+def headers_of(values: list[str]) -> list[tuple[str, str]]:
+    """``--acp-header`` values as (name, value) pairs; `ValueError` names a bad one
+    (by its name only: the value may be a token)."""
+    headers = []
+    for pair in values:
+        name, colon, value = pair.partition(":")
+        if not colon or not name.strip():
+            raise ValueError(f"--acp-header wants NAME:VALUE, got {name.strip()!r}:…")
+        headers.append((name.strip(), value.strip()))
+    return headers
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    """With ``--acp-agent``, refuse at once (a usage error) when the extra is missing."""
-    if not config.getoption("--acp-agent"):
+    """With ``--acp-agent`` or ``--acp-url``, refuse at once (a usage error) when the extra
+    is missing, when both are given, or when the URL or a header is malformed."""
+    if not _wanted(config):
         return
+    import pytest
+
+    url = config.getoption("--acp-url")
+    option = "--acp-url" if url else "--acp-agent"
+    if url and config.getoption("--acp-agent"):
+        raise pytest.UsageError("give either --acp-agent or --acp-url, not both")
     missing = [name for name in _CONFORMANCE_MODULES if not _importable(name)]
     if missing:
-        import pytest
-
         raise pytest.UsageError(
-            f"--acp-agent needs the 'conformance' extra ({', '.join(missing)} missing): "
+            f"{option} needs the 'conformance' extra ({', '.join(missing)} missing): "
             "python -m pip install 'txacpkit[conformance]'"
         )
+    try:
+        headers_of(config.getoption("--acp-header"))
+        if url:
+            from acpkit.conformance.wire import RemoteURL
+
+            RemoteURL.parse(url)
+    except ValueError as e:
+        raise pytest.UsageError(f"{option}: {e}") from None
 
 
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    """Add one item per rule when ``--acp-agent`` is given; otherwise do nothing."""
-    if not config.getoption("--acp-agent"):
+    """Add one item per rule when ``--acp-agent`` or ``--acp-url`` is given; otherwise do
+    nothing."""
+    if not _wanted(config):
         return
     from acpkit.conformance.pytest_items import conformance_items
 
