@@ -240,6 +240,7 @@ BROKEN = [
     ("delete-keeps", "HTTP-008", "deleted connection was answered"),
     ("out-of-order", "HTTP-009", "after the turn's session/prompt response"),
     ("no-session-header-ok", "HTTP-010", "answered 202, not 400"),
+    ("session-streams", "HTTP-012", "then delivered the notification session/update"),
 ]
 
 
@@ -307,3 +308,24 @@ def test_official_python_sdk_websocket_server_passes_the_websocket_rules() -> No
         assert result.error is None, result.error
         statuses = _statuses(result)
         assert {statuses[r] for r in WS_RULES} == {"pass"}, statuses
+
+
+def test_turns_routed_to_session_streams_are_still_judged() -> None:
+    """A server that delivers a session's messages only on a session-scoped GET (the
+    official SDK servers' routing) has its turns judged all the same: the tester opens that
+    stream once the connection stream stays silent, TURN-001 and TURN-002 pass, and only
+    HTTP-012 fails, naming what the session stream withheld."""
+    process, url = _start(
+        [str(FIXTURES / "conformance_remote" / "broken_server.py"), "session-streams"]
+    )
+    try:
+        result = run_suite(
+            [], url=url, only=["TURN-001", "TURN-002", "HTTP"], timeout=5.0, explore=False
+        )
+    finally:
+        _stop(process)
+    assert result.error is None, result.error
+    statuses = _statuses(result)
+    assert statuses["TURN-001"] == "pass", statuses
+    assert statuses["TURN-002"] == "pass", statuses
+    assert {r.rule.id for r in result.failed} == {"HTTP-012"}, statuses
