@@ -72,31 +72,32 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import attrs
-from twisted.internet.address import HostnameAddress
-from twisted.internet.defer import CancelledError, Deferred, DeferredList, fail, succeed
-from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
-from twisted.internet.interfaces import IDelayedCall, IProtocol, IReactorTime, ITransport
-from twisted.logger import Logger
+from twisted.internet.defer import CancelledError, Deferred, fail
+from twisted.internet.error import ConnectError, DNSLookupError
 from twisted.python.failure import Failure
-from zope.interface import implementer
 
+from acpkit import http_transport
 from acpkit.errors import clip
 from acpkit.http_responses import (
     BodyReader,
     body_ended_cleanly,
     content_type,
     failure_text,
-    shown_url,
     visible_ascii,
+)
+from acpkit.http_transport import (
+    HTTPTransportBase,
+    hashable_id,
+    pop_request,
+    status_line,
 )
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient
 from acpkit.mcp.schema import Implementation
 from acpkit.rpc_cancel import MCP_CANCELLATION
-from acpkit.sse import SSEEventTooLarge, SSEParser
+from acpkit.sse import SSEParser
 
 if TYPE_CHECKING:
     from twisted.web.iweb import IResponse
@@ -115,16 +116,16 @@ __all__ = [
 #: Error code of a request that failed in the HTTP transport (JSON-RPC's range for
 #: implementation-defined errors); ``data`` holds ``reason`` and, for an HTTP error
 #: status, ``status``.
-HTTP_TRANSPORT_ERROR = -32080
+HTTP_TRANSPORT_ERROR = http_transport.HTTP_TRANSPORT_ERROR
 
 #: Default largest JSON body or SSE event accepted (the engine's default line limit).
 DEFAULT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024
 
+#: How much of an error body is read to explain an HTTP error status.
+ERROR_BODY_KEPT = http_transport.ERROR_BODY_KEPT
+
 #: Wait before resuming a stream when the server gave no ``retry`` (ms).
 DEFAULT_RETRY_MS = 1000
-
-#: How much of an error body is read to explain an HTTP error status.
-ERROR_BODY_KEPT = 4096
 
 _ACCEPT_BOTH = b"application/json, text/event-stream"
 _SESSION_HEADER = b"Mcp-Session-Id"
@@ -155,17 +156,20 @@ class _Pending:
     reader: BodyReader | None = None
 
 
-@implementer(ITransport)
-class StreamableHTTPTransport:
+class StreamableHTTPTransport(HTTPTransportBase):
     """
     The engine's transport over MCP Streamable HTTP (see the module docstring).
 
     ``headers`` are sent with every request (for example ``Authorization``) and never
     logged.  ``http_client``: a ``treq.client.HTTPClient`` to use instead of the one made
-    here (its connection pool is then the caller's to close).
+    here (its connection pool is then the caller's to close).  Requests go over HTTP/1.1
+    (MCP does not ask for HTTP/2; the agent is :class:`acpkit.http2_agent.HTTP2Agent`
+    with ``http2="never"``, Twisted's own ``Agent``).
     """
 
-    _log = Logger()
+    protocol_name = "MCP"
+    session_name = "MCP session"
+    delete_statuses = frozenset({200, 202, 204, 405})
 
     def __init__(
         self,
@@ -179,43 +183,19 @@ class StreamableHTTPTransport:
         name: str = "mcp",
         http_client: Any = None,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"an MCP Streamable HTTP URL must be http(s)://host/...: {url!r}")
-        if parts.username is not None or parts.password is not None:
-            raise ValueError(
-                "an MCP Streamable HTTP URL with user info (user:password@) is not "
-                "supported: give credentials as headers (Authorization)"
-            )
         if max_message_size < 1:
             raise ValueError("max_message_size must be positive")
-        self.url = url
-        #: The URL as errors and logs show it: no user info, query or fragment (they
-        #: may hold credentials).
-        self.shown_url = shown_url(parts)
-        self.name = name
+        super().__init__(
+            reactor,
+            url,
+            headers,
+            name=name,
+            connect_timeout=connect_timeout,
+            http_client=http_client,
+            http2="never",
+        )
         self.max_message_size = max_message_size
         self.max_resumes = max_resumes
-        self._reactor = reactor
-        self._clock: IReactorTime = reactor
-        self._extra_headers = dict(headers or {})
-        self._host = parts.hostname
-        self._port = parts.port or (443 if parts.scheme == "https" else 80)
-        self._pool: Any = None
-        if http_client is None:
-            from treq.client import HTTPClient
-            from twisted.web.client import Agent, HTTPConnectionPool
-
-            self._pool = HTTPConnectionPool(reactor, persistent=True)
-            # Below Node's 5 s keep-alive: a POST is never retried on a connection the
-            # server closed meanwhile (POST is not idempotent).
-            self._pool.cachedConnectionTimeout = 4
-            agent = Agent(reactor, connectTimeout=connect_timeout, pool=self._pool)
-            http_client = HTTPClient(agent)
-        self._http = http_client
-        self.protocol: IProtocol | None = None
-        self.disconnecting = False
-        self._lost = False
         #: The session id the server gave with its ``initialize`` answer, if any.
         self.session_id: str | None = None
         #: The protocol version the ``initialize`` answer negotiated, if any.
@@ -226,18 +206,10 @@ class StreamableHTTPTransport:
         self._init_id: Any = None
         self._out = bytearray()
         self._pending: dict[Any, _Pending] = {}
-        self._calls: set[Deferred[Any]] = set()
-        self._readers: set[BodyReader] = set()
-        self._timers: set[IDelayedCall] = set()
         self._get_reader: BodyReader | None = None
         self._get_last_event_id: str | None = None
 
     # -- ITransport, as the engine sees it ---------------------------------------------
-
-    def connect(self, protocol: IProtocol) -> None:
-        """Attach the engine: ``protocol.makeConnection(self)``."""
-        self.protocol = protocol
-        protocol.makeConnection(self)
 
     def write(self, data: bytes) -> None:
         """Take the engine's framed output: each complete line is one message to POST."""
@@ -252,83 +224,27 @@ class StreamableHTTPTransport:
         if start:
             del out[:start]
 
-    def writeSequence(self, data: Any) -> None:
-        """``write`` of the joined pieces."""
-        self.write(b"".join(data))
+    # -- what the base asks ----------------------------------------------------------------
 
-    def loseConnection(self) -> None:
-        """Close: stop every stream, DELETE the session, then end the engine's connection."""
-        if self.disconnecting or self._lost:
-            return
-        self.disconnecting = True
-        closed = self._abort_all()
-        if self.session_id is not None:
-            deleted = self._request(b"DELETE", self._headers(b"application/json"), timeout=5)
-            deleted.addCallback(self._after_delete)
-            deleted.addErrback(
-                lambda f: self._log.info(
-                    "{peer}: DELETE of the MCP session failed: {why}",
-                    peer=self.name,
-                    why=f.getErrorMessage(),
-                )
-            )
-            closed.append(deleted)
-        DeferredList(closed).addBoth(lambda _: self._finish(Failure(ConnectionDone())))
+    def _session_held(self) -> bool:
+        return self.session_id is not None
 
-    def abortConnection(self) -> None:
-        """Close without the DELETE."""
-        if self._lost:
-            return
-        self.disconnecting = True
-        DeferredList(self._abort_all()).addBoth(lambda _: self._finish(Failure(ConnectionDone())))
+    def _forget(self) -> None:
+        self._pending.clear()
 
-    def getPeer(self) -> HostnameAddress:
-        """The server's host and port."""
-        return HostnameAddress(self._host.encode("idna"), self._port)
-
-    def getHost(self) -> HostnameAddress:
-        """Not known for HTTP: the server's address too."""
-        return self.getPeer()
+    @staticmethod
+    def _error_detail(body: bytes) -> str:
+        return _error_detail(body)
 
     # -- sending -------------------------------------------------------------------------
 
     def _headers(self, accept: bytes, *, content: bool = False) -> dict[bytes, list[bytes]]:
-        headers: dict[bytes, list[bytes]] = {
-            k.encode("latin-1"): [v.encode("latin-1")] for k, v in self._extra_headers.items()
-        }
-        headers[b"Accept"] = [accept]
-        if content:
-            headers[b"Content-Type"] = [b"application/json"]
+        headers = super()._headers(accept, content=content)
         if self.session_id is not None:
             headers[_SESSION_HEADER] = [self.session_id.encode("ascii")]
         if self.protocol_version is not None:
             headers[_VERSION_HEADER] = [self.protocol_version.encode("latin-1")]
         return headers
-
-    def _request(
-        self,
-        method: bytes,
-        headers: dict[bytes, list[bytes]],
-        data: bytes | None = None,
-        timeout: float | None = None,
-    ) -> Deferred[Any]:
-        d: Deferred[Any] = self._http.request(
-            method.decode("ascii"),
-            self.url,
-            headers=headers,
-            data=data,
-            unbuffered=True,
-            allow_redirects=False,
-            timeout=timeout,
-        )
-        self._calls.add(d)
-
-        def done(result: object) -> object:
-            self._calls.discard(d)
-            return result
-
-        d.addBoth(done)
-        return d
 
     def _send(self, line: bytes) -> None:
         if self.disconnecting or self._lost:
@@ -345,7 +261,7 @@ class StreamableHTTPTransport:
         if method == "notifications/cancelled":
             params = message.get("params")
             target = params.get("requestId") if isinstance(params, dict) else None
-            cancels = self._pending.pop(target, None) if _hashable(target) else None
+            cancels = self._pending.pop(target, None) if hashable_id(target) else None
             if cancels is not None:
                 cancels.cancelled = True
         d = self._request(b"POST", self._headers(_ACCEPT_BOTH, content=True), line)
@@ -357,9 +273,6 @@ class StreamableHTTPTransport:
             # client's next requests, so whatever they make the server send has a
             # stream to go to.
             self._open_get_stream()
-
-    def _bug(self, failure: Failure) -> None:
-        self._log.failure("{peer}: MCP HTTP transport error", failure, peer=self.name)
 
     # -- answers to POST -----------------------------------------------------------------
 
@@ -377,14 +290,11 @@ class StreamableHTTPTransport:
         if pending is not None and pending.id == self._init_id and 200 <= status < 300:
             if not self._take_session_id(response, pending):
                 return
-        if status == 404 and self.session_id is not None:
-            self._discard(response)
-            self._fatal(
-                McpSessionExpired(
-                    f"the MCP server at {self.shown_url} answered 404 to our session: the session "
-                    "has ended (a new connection starts a new session)"
-                )
-            )
+        if self._session_ended(
+            response,
+            "answered 404 to our session: the session has ended (a new connection starts a "
+            "new session)",
+        ):
             return
         if cancels is not None and cancels.reader is not None:
             cancels.reader.abort()
@@ -438,7 +348,7 @@ class StreamableHTTPTransport:
             return
         why = failure_text(failure)
         if failure.check(ConnectError, DNSLookupError):
-            self._fatal(
+            self._lose(
                 McpServerUnreachable(f"cannot reach the MCP server at {self.shown_url}: {why}")
             )
             return
@@ -455,96 +365,45 @@ class StreamableHTTPTransport:
 
     def _error_status(self, response: IResponse, pending: _Pending | None, what: str) -> None:
         status = response.code
-        phrase = response.phrase.decode("latin-1", errors="replace")
-        head = bytearray()
 
-        def on_data(chunk: bytes) -> None:
-            head.extend(chunk[: ERROR_BODY_KEPT - len(head)])
-            if len(head) >= ERROR_BODY_KEPT:
-                reader.abort()
-                report()
-
-        def on_end(_: Failure) -> None:
-            report()
-
-        reported: list[bool] = []
-
-        def report() -> None:
-            if reported:
-                return
-            reported.append(True)
-            detail = _error_detail(bytes(head))
-            text = f"HTTP {status} {phrase} from {what} to {self.shown_url}"
-            if 300 <= status < 400:
-                text += " (redirects are not followed)"
-            if status in (401, 403):
-                text += " (check the configured headers)"
-            if detail:
-                text += f": {detail}"
+        def report(text: str) -> None:
             if pending is not None:
                 self._fail(pending, text, status=status)
             else:
                 self._log.warn("{peer}: {text}", peer=self.name, text=text)
 
-        reader = self._reader(on_data, on_end)
-        response.deliverBody(reader)
-
-    def _reader(
-        self, on_data: Callable[[bytes], None], on_end: Callable[[Failure], None]
-    ) -> BodyReader:
-        """A body reader, tracked until its body ends (give it to ``deliverBody``)."""
-        reader = BodyReader(on_data, on_end, what="MCP")
-        self._readers.add(reader)
-        reader.done.addBoth(lambda _: self._readers.discard(reader))
-        return reader
-
-    def _discard(self, response: IResponse, *, abort: bool = False) -> None:
-        """Drop the body: read it to its end, or stop reading it (``abort``, or closed)."""
-        reader = self._reader(lambda _: None, lambda _: None)
-        response.deliverBody(reader)
-        if abort or self._lost:
-            reader.abort()
+        self._read_error(
+            response, f"{status_line(response)} from {what} to {self.shown_url}", report
+        )
 
     def _read_json(self, response: IResponse, pending: _Pending | None) -> None:
-        limit = self.max_message_size
-        body = bytearray()
-        length = response.length
-        if isinstance(length, int) and length > limit:
-            self._discard_too_large(response, pending)
-            return
+        def dropped(reason: Failure) -> None:
+            if pending is not None:
+                self._fail(
+                    pending,
+                    f"the connection dropped while reading the answer to "
+                    f"{pending.method}: {failure_text(reason)}",
+                )
 
-        def on_data(chunk: bytes) -> None:
-            body.extend(chunk)
-            if len(body) > limit:
-                reader.abort()
-                self._too_large(pending)
-
-        def on_end(reason: Failure) -> None:
-            if self._lost or self.disconnecting:
-                return
-            if not body_ended_cleanly(reason):
-                if pending is not None:
-                    self._fail(
-                        pending,
-                        f"the connection dropped while reading the answer to "
-                        f"{pending.method}: {failure_text(reason)}",
-                    )
-                return
-            self._deliver_json(bytes(body))
+        def then(body: bytes) -> None:
+            self._deliver_json(body)
             if pending is not None and pending.id in self._pending:
                 self._fail(
                     pending,
                     f"the JSON body answering {pending.method} held no response to it",
                 )
 
-        reader = self._reader(on_data, on_end)
-        if pending is not None:
-            pending.reader = reader
-        response.deliverBody(reader)
-
-    def _discard_too_large(self, response: IResponse, pending: _Pending | None) -> None:
-        self._discard(response, abort=True)
-        self._too_large(pending)
+        reader = self._read_limited(
+            response,
+            self.max_message_size,
+            then=then,
+            too_large=lambda _: self._too_large(pending),
+            dropped=dropped,
+        )
+        if reader is not None:
+            if pending is not None:
+                pending.reader = reader
+            response.deliverBody(reader)
 
     def _too_large(self, pending: _Pending | None) -> None:
         limit = self.max_message_size
@@ -585,22 +444,15 @@ class StreamableHTTPTransport:
     ) -> None:
         progressed: list[bool] = []
 
+        def too_large(_: int) -> None:
+            self._too_large(pending)
+            if pending is None:
+                self.get_stream = "failed"
+
         def on_data(chunk: bytes) -> None:
-            try:
-                events = parser.feed(chunk)
-            except SSEEventTooLarge:
-                reader.abort()
-                self._too_large(pending)
-                if pending is None:
-                    self.get_stream = "failed"
-                return
-            for event in events:
+            # Any event counts as progress, priming events included.
+            if self._sse_chunk(parser, chunk, reader, self._deliver_json, too_large):
                 progressed.append(True)
-                if event.type != "message" or not event.data.strip():
-                    continue  # priming events, other event types
-                self._deliver_json(event.data)
-                if self._lost:
-                    return
 
         def on_end(reason: Failure) -> None:
             if self._lost or self.disconnecting:
@@ -638,15 +490,15 @@ class StreamableHTTPTransport:
         response.deliverBody(reader)
 
     def _later(self, retry: int | None, f: Callable[..., None], *args: Any) -> None:
-        delay = (DEFAULT_RETRY_MS if retry is None else retry) / 1000
+        self._call_later((DEFAULT_RETRY_MS if retry is None else retry) / 1000, f, *args)
 
-        def run() -> None:
-            self._timers.discard(call)
-            if not (self._lost or self.disconnecting):
-                f(*args)
-
-        call = self._clock.callLater(delay, run)
-        self._timers.add(call)
+    def _session_ended(self, response: IResponse, why: str) -> bool:
+        """A 404 while we hold a session id: the session is gone, the connection lost."""
+        if response.code != 404 or self.session_id is None:
+            return False
+        self._discard(response)
+        self._lose(McpSessionExpired(f"the MCP server at {self.shown_url} {why}"))
+        return True
 
     def _resume(self, pending: _Pending, old: SSEParser) -> None:
         """GET with ``Last-Event-ID``: the server replays the rest of the stream."""
@@ -661,11 +513,7 @@ class StreamableHTTPTransport:
             if self._lost or self.disconnecting:
                 self._discard(response)
                 return
-            if response.code == 404 and self.session_id is not None:
-                self._discard(response)
-                self._fatal(
-                    McpSessionExpired(f"the MCP server at {self.shown_url} ended our session")
-                )
+            if self._session_ended(response, "ended our session"):
                 return
             if response.code != 200 or content_type(response) != "text/event-stream":
                 self._error_status(response, pending, f"GET (resuming {pending.method})")
@@ -693,11 +541,7 @@ class StreamableHTTPTransport:
                 self.get_stream = "none"
                 self._discard(response)
                 return
-            if response.code == 404 and self.session_id is not None:
-                self._discard(response)
-                self._fatal(
-                    McpSessionExpired(f"the MCP server at {self.shown_url} ended our session")
-                )
+            if self._session_ended(response, "ended our session"):
                 return
             if response.code != 200 or content_type(response) != "text/event-stream":
                 self.get_stream = "failed"
@@ -757,14 +601,8 @@ class StreamableHTTPTransport:
         self.protocol.dataReceived(data + b"\n")
 
     def _answered(self, response_id: object) -> _Pending | None:
-        """Remove and return our pending request a response names (the engine accepts the
-        decimal string of an integer id too), or None."""
-        if not _hashable(response_id):
-            return None
-        found = self._pending.pop(response_id, None)
-        if found is None and isinstance(response_id, str) and _decimal(response_id):
-            found = self._pending.pop(int(response_id), None)
-        return found
+        """Remove and return our pending request a response names, or None."""
+        return pop_request(self._pending, response_id)
 
     def _fail(
         self,
@@ -780,64 +618,10 @@ class StreamableHTTPTransport:
             return
         if pending.reader is not None:
             pending.reader.abort()
-        if data is None:
-            data = {"reason": clip(reason, 1000)}
-            if status is not None:
-                data["status"] = status
-        self._log.warn("{peer}: {reason}", peer=self.name, reason=reason)
-        error = {"code": code, "message": reason, "data": data}
-        message = {"jsonrpc": "2.0", "id": pending.id, "error": error}
+        message = self._error_response(pending.id, reason, status=status, code=code, data=data)
         self._feed(json.dumps(message).encode(), None)
 
     # -- the end -------------------------------------------------------------------------
-
-    def _abort_all(self) -> list[Deferred[Any]]:
-        """Stop every timer, request and stream; Deferreds firing when each is gone."""
-        for call in list(self._timers):
-            if call.active():
-                call.cancel()
-        self._timers.clear()
-        for d in list(self._calls):
-            d.cancel()
-        waits: list[Deferred[Any]] = []
-        for reader in list(self._readers):
-            reader.abort()
-            waits.append(reader.done)
-        return waits
-
-    def _fatal(self, error: McpHttpError) -> None:
-        """The connection cannot go on: stop everything and end the engine's connection."""
-        if self._lost or self.disconnecting:
-            return
-        self.disconnecting = True
-        self._log.warn("{peer}: {error}", peer=self.name, error=error)
-        DeferredList(self._abort_all()).addBoth(lambda _: self._finish(Failure(error)))
-
-    def _after_delete(self, response: IResponse) -> Deferred[None]:
-        """Note an unexpected status; fires once the answer's body is read."""
-        if response.code not in (200, 202, 204, 405):
-            self._log.info(
-                "{peer}: DELETE of the MCP session answered HTTP {status}",
-                peer=self.name,
-                status=response.code,
-            )
-        reader = self._reader(lambda _: None, lambda _: None)
-        response.deliverBody(reader)
-        return reader.done
-
-    def _finish(self, reason: Failure) -> None:
-        if self._lost:
-            return
-        self._lost = True
-        self._pending.clear()
-        pool = self._pool
-        closing = pool.closeCachedConnections() if pool is not None else succeed(None)
-
-        def lost(_: object) -> None:
-            if self.protocol is not None:
-                self.protocol.connectionLost(reason)
-
-        closing.addBoth(lost)
 
 
 #: Seconds a server has to answer ``initialize``.
@@ -906,14 +690,6 @@ def connect_http(
 
     client.start(timeout=handshake_timeout).addCallbacks(started, failed)
     return done
-
-
-def _decimal(text: str) -> bool:
-    return text.isascii() and text.isdecimal()
-
-
-def _hashable(value: object) -> bool:
-    return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
 def _error_detail(body: bytes) -> str:
