@@ -44,6 +44,7 @@ from acpkit.endpoints import _attach_tracer
 from acpkit.framing_messages import MessageFraming
 from acpkit.interfaces import IAgent
 from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.remote.h2_reads import H2FrameReads
 from acpkit.remote.security import (
     RequestCheck,
     authentication_in_force,
@@ -777,6 +778,15 @@ class RemoteSite(Site):
         self.acp = resource
         self.max_body = resource.limits.max_message_size
         self.noisy = False
+
+    def buildProtocol(self, addr: IAddress | None) -> Any:
+        """
+        The site's protocol, fed one HTTP/2 frame per read on ``h2`` connections
+        (:class:`~acpkit.remote.h2_reads.H2FrameReads`: twisted.web's HTTP/2 server
+        fails when a request and its ``RST_STREAM`` come in one read).
+        """
+        protocol = super().buildProtocol(addr)
+        return None if protocol is None else H2FrameReads(protocol)
 
     def stopFactory(self) -> None:
         self.acp.close_all()
