@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ import pytest
 from h2.errors import ErrorCodes
 from h2.exceptions import StreamClosedError
 from twisted.internet import reactor
-from twisted.internet.task import Clock
+from twisted.internet.error import ConnectionDone
+from twisted.internet.task import Clock, deferLater
 from twisted.internet.testing import StringTransport
 from twisted.logger import ILogObserver, LogEvent, formatEvent, globalLogPublisher
 from twisted.python.failure import Failure
@@ -104,29 +106,37 @@ class Wire:
     in one read by :meth:`flush`.
     """
 
-    def __init__(self, *, guarded: bool) -> None:
+    def __init__(self, *, guarded: bool, through_site: bool = False) -> None:
         self.clock = Clock()  # the resource's timers and the engine's
         self.h2clock = Clock()  # twisted.web's sending loop
         self.agents: list[EchoAgent] = []
         self.resource = ACPResource(self._agent, clock=self.clock)
-        site = RemoteSite(self.resource, b"/acp", reactor=self.h2clock)
-        server: Any = H2Connection(self.h2clock)
-        server.requestFactory = site.requestFactory
-        server.site = site
-        server.factory = site
-        server.timeOut = None
-        server.callLater = self.h2clock.callLater
-        self.server = server
-        self.protocol: Any = H2FrameReads(server) if guarded else server
         self.transport = StringTransport()
         self.transport.negotiatedProtocol = b"h2"  # type: ignore[attr-defined]
+        self.protocol: Any
+        if through_site:
+            # As serve_remote builds it: twisted.web switches to its H2Connection (its
+            # sending loop on the global reactor) on seeing ALPN h2.
+            site = RemoteSite(self.resource, b"/acp", reactor=reactor)
+            self.protocol = site.buildProtocol(None)
+        else:
+            site = RemoteSite(self.resource, b"/acp", reactor=self.h2clock)
+            server: Any = H2Connection(self.h2clock)
+            server.requestFactory = site.requestFactory
+            server.site = site
+            server.factory = site
+            server.timeOut = None
+            server.callLater = self.h2clock.callLater
+            self.server = server
+            self.protocol = H2FrameReads(server) if guarded else server
         self.protocol.makeConnection(self.transport)
         config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
         self.client = h2.connection.H2Connection(config=config)
         self.client.initiate_connection()
         self.responses: dict[int, Response] = {}
         self.connection_id = ""
-        self.flush()
+        if not through_site:
+            self.flush()
 
     def _agent(self, conn: AgentConnection) -> EchoAgent:
         self.agents.append(EchoAgent(conn))
@@ -180,6 +190,26 @@ class Wire:
             if not written and not reply and not due:
                 return
         raise AssertionError("the server never went idle")
+
+    async def exchange_until(self, predicate: Callable[[], bool], what: str) -> None:
+        """Deliver what is queued in one read, then move frames both ways, the global
+        reactor turning, until ``predicate()`` (failing after 10 s saying ``what``)."""
+        data = self.client.data_to_send()
+        if data:
+            self.protocol.dataReceived(data)
+        deadline = time.monotonic() + 10
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            await deferLater(reactor, 0, lambda: None)
+            self.clock.advance(0)
+            written = self.transport.value()
+            self.transport.clear()
+            if written:
+                self._received(written)
+            reply = self.client.data_to_send()
+            if reply:
+                self.protocol.dataReceived(reply)
 
     def _received(self, data: bytes) -> None:
         for event in self.client.receive_data(data):
@@ -367,6 +397,39 @@ def test_the_remote_site_builds_its_protocol_guarded() -> None:
     protocol = site.buildProtocol(None)
     assert isinstance(protocol, H2FrameReads)
     assert protocol.site is site
+
+
+class ThroughTheSiteTests(TestCase):
+    """The guard where serve_remote puts it: RemoteSite's protocol, on every Twisted
+    (no TLS needed: the transport says ALPN chose h2)."""
+
+    timeout = 30
+
+    async def test_the_clients_close_in_one_read_through_the_site(self) -> None:
+        """RemoteSite's protocol on an ALPN-h2 transport: initialize, the event stream,
+        then the session GET, its reset, the stream's reset and the DELETE in one read:
+        the DELETE is answered 202, the ACP connection ends, nothing logged as a
+        failure."""
+        observer = Failures()
+        globalLogPublisher.addObserver(observer)
+        self.addCleanup(globalLogPublisher.removeObserver, observer)
+        wire = Wire(guarded=True, through_site=True)
+        self.addCleanup(wire.protocol.connectionLost, Failure(ConnectionDone()))
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize"}
+        init["params"] = {"protocolVersion": 1}
+        first = wire.request("POST", body=init)
+        await wire.exchange_until(lambda: wire.responses[first].ended, "initialize's answer")
+        wire.connection_id = wire.responses[first].headers["acp-connection-id"]
+        events = wire.request("GET")
+        await wire.exchange_until(lambda: bool(wire.responses[events].data), "the stream")
+        session = wire.request("GET", {"acp-session-id": "s1"})
+        wire.reset(session)
+        wire.reset(events)
+        delete = wire.request("DELETE")
+        await wire.exchange_until(lambda: wire.responses[delete].ended, "the DELETE's answer")
+        self.assertEqual(wire.responses[delete].headers[":status"], "202")
+        self.assertEqual(wire.resource.connections, {})
+        self.assertEqual(observer.seen, [])
 
 
 # -- twisted.web alone: the upstream bug -----------------------------------------------------

@@ -782,7 +782,7 @@ class RemoteSite(Site):
     def buildProtocol(self, addr: IAddress | None) -> Any:
         """
         The site's protocol, fed one HTTP/2 frame per read on ``h2`` connections
-        (:class:`~acpkit.remote.h2_reads.H2FrameReads`: twisted.web's HTTP/2 server
+        (``acpkit.remote.h2_reads.H2FrameReads``: twisted.web's HTTP/2 server
         fails when a request and its ``RST_STREAM`` come in one read).
         """
         protocol = super().buildProtocol(addr)
