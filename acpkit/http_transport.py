@@ -51,7 +51,7 @@ Only Twisted is imported here: ``treq`` is imported when a transport is made.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from urllib.parse import SplitResult, urlsplit
 
 from twisted.internet.address import HostnameAddress
@@ -203,7 +203,7 @@ class HTTPTransportBase:
                 reactor, http2=http2, tls=tls, connect_timeout=connect_timeout, pool=pool
             )
             # treq types the jar as its own subclass; any CookieJar works (None: treq's).
-            http_client = HTTPClient(agent, cookiejar=cookies)  # type: ignore[arg-type]
+            http_client = HTTPClient(agent, cookiejar=cast(Any, cookies))
         self._http = http_client
         self.protocol: IProtocol | None = None
         self.disconnecting = False

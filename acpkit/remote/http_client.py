@@ -63,37 +63,34 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from http.cookiejar import CookieJar
-from typing import TYPE_CHECKING, Any, cast
-from urllib.parse import SplitResult, urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import SplitResult
 
 import attrs
-from twisted.internet.address import HostnameAddress
-from twisted.internet.defer import Deferred, DeferredList, succeed
-from twisted.internet.error import ConnectError, ConnectionDone, DNSLookupError
-from twisted.internet.interfaces import IDelayedCall, IProtocol, IReactorTime, ITransport
-from twisted.logger import Logger
+from twisted.internet.defer import Deferred, succeed
+from twisted.internet.error import ConnectError, DNSLookupError
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
-from zope.interface import implementer
 
-from acpkit import jsonbytes
+from acpkit import http_transport, jsonbytes
 from acpkit.connection import ClientConnection
 from acpkit.endpoints import _attach_tracer
 from acpkit.errors import clip
 from acpkit.framing import DEFAULT_MAX_LENGTH
 from acpkit.framing_messages import MessageFraming
-from acpkit.http2_agent import HTTP2Agent, HTTP2Mode
+from acpkit.http2_agent import HTTP2Mode
 from acpkit.http_responses import (
     BodyReader,
     body_ended_cleanly,
     content_type,
     failure_text,
-    shown_url,
     visible_ascii,
 )
+from acpkit.http_transport import HTTPTransportBase, hashable_id, pop_request, status_line
 from acpkit.interfaces import IClient
 from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit.remote.tls import ClientTLS
-from acpkit.sse import SSEEventTooLarge, SSEParser
+from acpkit.sse import SSEParser
 
 if TYPE_CHECKING:
     from twisted.web.iweb import IResponse
@@ -115,7 +112,7 @@ SESSION_ID_HEADER = "Acp-Session-Id"
 #: Error code of one request whose POST the server refused (JSON-RPC's range for
 #: implementation-defined errors, as MCP's HTTP client uses); ``data`` holds ``reason``
 #: and ``status``.
-HTTP_TRANSPORT_ERROR = -32080
+HTTP_TRANSPORT_ERROR = http_transport.HTTP_TRANSPORT_ERROR
 
 #: Largest SSE event (and ``initialize`` body) accepted: the engine's line limit.
 DEFAULT_MAX_EVENT_SIZE = DEFAULT_MAX_LENGTH
@@ -126,7 +123,7 @@ DEFAULT_MAX_EVENT_SIZE = DEFAULT_MAX_LENGTH
 DEFAULT_IDLE_TIMEOUT = 60.0
 
 #: How much of an error body is read to explain an HTTP error status.
-ERROR_BODY_KEPT = 4096
+ERROR_BODY_KEPT = http_transport.ERROR_BODY_KEPT
 
 #: Methods that attach a session the connection does not know yet: no Acp-Session-Id
 #: (the Python SDK 0.12.1 server answers 404 to a session id it does not know).
@@ -151,8 +148,7 @@ class _Stream:
     idle: IDelayedCall | None = None
 
 
-@implementer(ITransport)
-class HTTPClientTransport:
+class HTTPClientTransport(HTTPTransportBase):
     """
     The engine's transport over ACP Streamable HTTP (see the module docstring).
 
@@ -163,7 +159,8 @@ class HTTPClientTransport:
     authorities).  ``http2``: see :func:`connect_http`.
     """
 
-    _log = Logger()
+    protocol_name = "ACP"
+    session_name = "ACP connection"
 
     def __init__(
         self,
@@ -181,47 +178,28 @@ class HTTPClientTransport:
         tls: ClientTLS | None = None,
         http2: HTTP2Mode = "auto",
     ) -> None:
-        parts = check_http_url(url)
         if max_event_size < 1:
             raise ValueError("max_event_size must be positive")
         for key, value in (headers or {}).items():
             if not _header_ok(key, value):
                 raise ValueError(f"header {key!r} is not a valid HTTP header (name or value)")
-        self.url = url
-        #: The URL as errors and logs show it: no user info, query or fragment.
-        self.shown_url = shown_url(parts)
-        self.name = name
+        #: The cookies the server set on this connection (kept until ``close()``).
+        self.cookies = CookieJar()
+        super().__init__(
+            reactor,
+            url,
+            headers,
+            name=name,
+            connect_timeout=connect_timeout,
+            http_client=http_client,
+            http2=http2,
+            clock=clock,
+            tls=tls,
+            cookies=self.cookies,
+        )
         self.max_event_size = max_event_size
         self.session_streams = session_streams
         self.idle_timeout = idle_timeout
-        self._reactor = reactor
-        self._clock: IReactorTime = clock if clock is not None else reactor
-        self._extra_headers = dict(headers or {})
-        self._host = parts.hostname or ""
-        self._port = parts.port or (443 if parts.scheme == "https" else 80)
-        if tls is not None and parts.scheme == "https":
-            # Read the files now: a bad one is a ValueError before any connection.
-            tls.creator(self._host)
-        #: The cookies the server set on this connection (kept until ``close()``).
-        self.cookies = CookieJar()
-        self._agent: HTTP2Agent | None = None
-        if http_client is None:
-            from treq.client import HTTPClient
-            from twisted.web.client import HTTPConnectionPool
-
-            pool = HTTPConnectionPool(reactor, persistent=True)
-            # Below common servers' keep-alive: a POST is never retried on a
-            # connection the server closed meanwhile (POST is not idempotent).
-            pool.cachedConnectionTimeout = 4
-            agent = self._agent = HTTP2Agent(
-                reactor, http2=http2, tls=tls, connect_timeout=connect_timeout, pool=pool
-            )
-            # treq types the jar as its own subclass; any CookieJar works.
-            http_client = HTTPClient(agent, cookiejar=cast(Any, self.cookies))
-        self._http = http_client
-        self.protocol: IProtocol | None = None
-        self.disconnecting = False
-        self._lost = False
         #: The server's ``Acp-Connection-Id`` (None before the ``initialize`` answer).
         self.connection_id: str | None = None
         #: The HTTP version of the ``initialize`` answer: ``"HTTP/2"``, ``"HTTP/1.1"``.
@@ -236,15 +214,8 @@ class HTTPClientTransport:
         self._theirs: dict[Any, str | None] = {}
         self._streams: list[_Stream] = []
         self._stream_sessions: set[str] = set()
-        self._calls: set[Deferred[Any]] = set()
-        self._readers: set[BodyReader] = set()
 
     # -- ITransport, as the engine sees it ---------------------------------------------
-
-    def connect(self, protocol: IProtocol) -> None:
-        """Attach the engine: ``protocol.makeConnection(self)``."""
-        self.protocol = protocol
-        protocol.makeConnection(self)
 
     def write(self, data: bytes) -> None:
         """One whole message from the engine (:class:`MessageFraming`)."""
@@ -263,85 +234,31 @@ class HTTPClientTransport:
             return
         self._post(data, message)
 
-    def writeSequence(self, data: Any) -> None:
-        """``write`` of the joined pieces (one message)."""
-        self.write(b"".join(data))
-
-    def loseConnection(self) -> None:
-        """Close: stop the streams, DELETE the connection, then end the engine's."""
-        if self.disconnecting or self._lost:
-            return
-        self.disconnecting = True
-        waits = self._abort_all()
-        if self.connection_id is not None:
-            deleted = self._request(b"DELETE", self._headers(_JSON), timeout=5)
-            deleted.addCallback(self._after_delete)
-            deleted.addErrback(
-                lambda f: self._log.info(
-                    "{peer}: DELETE of the ACP connection failed: {why}",
-                    peer=self.name,
-                    why=failure_text(f),
-                )
-            )
-            waits.append(deleted)
-        DeferredList(waits).addBoth(lambda _: self._finish(Failure(ConnectionDone())))
-
-    def abortConnection(self) -> None:
-        """Close without the DELETE."""
-        if self._lost:
-            return
-        self.disconnecting = True
-        DeferredList(self._abort_all()).addBoth(lambda _: self._finish(Failure(ConnectionDone())))
-
-    def getPeer(self) -> HostnameAddress:
-        """The server's host and port."""
-        return HostnameAddress(self._host.encode("idna"), self._port)
-
-    def getHost(self) -> HostnameAddress:
-        """Not known for HTTP: the server's address too."""
-        return self.getPeer()
-
     # -- sending -------------------------------------------------------------------------
 
     def _headers(
         self, accept: bytes, *, content: bool = False, session_id: str | None = None
     ) -> dict[bytes, list[bytes]]:
-        headers: dict[bytes, list[bytes]] = {
-            k.encode("latin-1"): [v.encode("latin-1")] for k, v in self._extra_headers.items()
-        }
-        headers[b"Accept"] = [accept]
-        if content:
-            headers[b"Content-Type"] = [_JSON]
+        headers = super()._headers(accept, content=content)
         if self.connection_id is not None:
             headers[CONNECTION_ID_HEADER.encode()] = [self.connection_id.encode("ascii")]
         if session_id is not None:
             headers[SESSION_ID_HEADER.encode()] = [session_id.encode("utf-8")]
         return headers
 
-    def _request(
-        self,
-        method: bytes,
-        headers: dict[bytes, list[bytes]],
-        data: bytes | None = None,
-        timeout: float | None = None,
-    ) -> Deferred[Any]:
-        d: Deferred[Any] = self._http.request(
-            method.decode("ascii"),
-            self.url,
-            headers=headers,
-            data=data,
-            unbuffered=True,
-            allow_redirects=False,
-            timeout=timeout,
-        )
-        self._calls.add(d)
+    # -- what the base asks ----------------------------------------------------------------
 
-        def done(result: object) -> object:
-            self._calls.discard(d)
-            return result
+    def _session_held(self) -> bool:
+        return self.connection_id is not None
 
-        d.addBoth(done)
-        return d
+    def _forget(self) -> None:
+        self._held.clear()
+        self._post_queue.clear()
+        self.cookies.clear()
+
+    @staticmethod
+    def _error_detail(body: bytes) -> str:
+        return _error_detail(body)
 
     def _post_initialize(self, data: bytes, message: dict[str, Any]) -> None:
         request_id = message.get("id")
@@ -393,10 +310,10 @@ class HTTPClientTransport:
             if method is not None:
                 if method not in SESSION_ATTACHING_METHODS:
                     session_id = _session_id(message.get("params"))
-                if "id" in message and _hashable(message["id"]):
+                if "id" in message and hashable_id(message["id"]):
                     request_id = message["id"]
                     self._ours[request_id] = method
-            elif "id" in message and _hashable(message["id"]):
+            elif "id" in message and hashable_id(message["id"]):
                 # Our answer to a server request: the session that request was for.
                 session_id = self._theirs.pop(message["id"], None)
         headers = self._headers(_JSON, content=True, session_id=session_id)
@@ -456,9 +373,6 @@ class HTTPClientTransport:
         else:
             self._log.warn("{peer}: {text}", peer=self.name, text=text)
 
-    def _bug(self, failure: Failure) -> None:
-        self._log.failure("{peer}: ACP HTTP transport error", failure, peer=self.name)
-
     # -- answers -------------------------------------------------------------------------
 
     def _error_status(
@@ -471,24 +385,11 @@ class HTTPClientTransport:
         gone: bool = False,
     ) -> None:
         status = response.code
-        phrase = response.phrase.decode("latin-1", errors="replace")
-        head = bytearray()
-        reported: list[bool] = []
+        headline = f"{status_line(response)} from {self.shown_url} to the {what} request"
+        if gone:
+            headline += " (the server does not know this connection: it has ended)"
 
-        def report() -> None:
-            if reported:
-                return
-            reported.append(True)
-            detail = _error_detail(bytes(head))
-            text = f"HTTP {status} {phrase} from {self.shown_url} to the {what} request"
-            if gone:
-                text += " (the server does not know this connection: it has ended)"
-            if 300 <= status < 400:
-                text += " (redirects are not followed)"
-            if status in (401, 403):
-                text += " (check the configured headers)"
-            if detail:
-                text += f": {detail}"
+        def report(text: str) -> None:
             if fatal:
                 self._fatal(text)
             elif request_id is not None:
@@ -496,55 +397,29 @@ class HTTPClientTransport:
             else:
                 self._log.warn("{peer}: {text}", peer=self.name, text=text)
 
-        def on_data(chunk: bytes) -> None:
-            head.extend(chunk[: ERROR_BODY_KEPT - len(head)])
-            if len(head) >= ERROR_BODY_KEPT:
-                reader.abort()
-                report()
-
-        reader = self._reader(on_data, lambda _: report())
-        response.deliverBody(reader)
+        self._read_error(response, headline, report)
 
     def _read_body(self, response: IResponse, then: Callable[[bytes], None]) -> None:
         """Read a JSON body (at most ``max_event_size`` bytes), then ``then(body)``."""
         limit = self.max_event_size
-        body = bytearray()
-        length = response.length
-        if isinstance(length, int) and length > limit:
-            self._discard(response, abort=True)
-            self._fatal(f"a {length}-byte answer exceeds this connection's {limit}-byte limit")
-            return
 
-        def on_data(chunk: bytes) -> None:
-            body.extend(chunk)
-            if len(body) > limit:
-                reader.abort()
+        def too_large(length: int | None) -> None:
+            if length is not None:
+                self._fatal(f"a {length}-byte answer exceeds this connection's {limit}-byte limit")
+            else:
                 self._fatal(f"an answer exceeded this connection's {limit}-byte limit")
 
-        def on_end(reason: Failure) -> None:
-            if self._lost or self.disconnecting:
-                return
-            if not body_ended_cleanly(reason):
-                self._fatal(f"the connection dropped mid-answer: {failure_text(reason)}")
-                return
-            then(bytes(body))
-
-        reader = self._reader(on_data, on_end)
-        response.deliverBody(reader)
-
-    def _reader(
-        self, on_data: Callable[[bytes], None], on_end: Callable[[Failure], None]
-    ) -> BodyReader:
-        reader = BodyReader(on_data, on_end, what="ACP")
-        self._readers.add(reader)
-        reader.done.addBoth(lambda _: self._readers.discard(reader))
-        return reader
-
-    def _discard(self, response: IResponse, *, abort: bool = False) -> None:
-        reader = self._reader(lambda _: None, lambda _: None)
-        response.deliverBody(reader)
-        if abort or self._lost:
-            reader.abort()
+        reader = self._read_limited(
+            response,
+            limit,
+            then=then,
+            too_large=too_large,
+            dropped=lambda reason: self._fatal(
+                f"the connection dropped mid-answer: {failure_text(reason)}"
+            ),
+        )
+        if reader is not None:
+            response.deliverBody(reader)
 
     # -- the SSE streams -----------------------------------------------------------------
 
@@ -598,7 +473,7 @@ class HTTPClientTransport:
         if stream.idle is not None and stream.idle.active():
             stream.idle.reset(self.idle_timeout)
             return
-        stream.idle = self._clock.callLater(self.idle_timeout, self._stream_idle, stream)
+        stream.idle = self._call_later(self.idle_timeout, self._stream_idle, stream)
 
     def _stream_idle(self, stream: _Stream) -> None:
         what = "the server's" if stream.session_id is None else f"session {stream.session_id}'s"
@@ -609,27 +484,19 @@ class HTTPClientTransport:
         )
 
     def _stop_idle(self, stream: _Stream) -> None:
-        if stream.idle is not None and stream.idle.active():
-            stream.idle.cancel()
+        self._cancel_later(stream.idle)
         stream.idle = None
 
     def _stream_data(self, stream: _Stream, chunk: bytes) -> None:
         self._still_alive(stream)
-        try:
-            events = stream.parser.feed(chunk)
-        except SSEEventTooLarge as e:
-            if stream.reader is not None:
-                stream.reader.abort()
+
+        def too_large(limit: int) -> None:
             self._fatal(
                 f"an SSE event from {self.shown_url} exceeded this connection's "
-                f"{e.limit}-byte limit (the stream cannot be read further)"
+                f"{limit}-byte limit (the stream cannot be read further)"
             )
-            return
-        for event in events:
-            if self._lost:
-                return
-            if event.type == "message" and event.data.strip():
-                self._feed(event.data)
+
+        self._sse_chunk(stream.parser, chunk, stream.reader, self._feed, too_large)
 
     def _stream_ended(self, stream: _Stream, reason: Failure) -> None:
         self._stop_idle(stream)
@@ -655,7 +522,7 @@ class HTTPClientTransport:
         message = jsonbytes.loads_or_not_parsed(data)
         if isinstance(message, dict):
             if "method" in message:
-                if "id" in message and _hashable(message["id"]):
+                if "id" in message and hashable_id(message["id"]):
                     self._theirs[message["id"]] = _session_id(message.get("params"))
             elif "id" in message:
                 self._answered(message["id"])
@@ -667,72 +534,19 @@ class HTTPClientTransport:
         self.protocol.dataReceived(data)
 
     def _answered(self, response_id: object) -> str | None:
-        if not _hashable(response_id):
-            return None
-        found = self._ours.pop(response_id, None)
-        if found is None and isinstance(response_id, str) and response_id.isdecimal():
-            found = self._ours.pop(int(response_id), None)
-        return found
+        return pop_request(self._ours, response_id)
 
     def _fail(self, request_id: Any, reason: str, *, status: int | None) -> None:
         """Fail one request of ours: an error response for its id, fed to the engine."""
         if request_id not in self._ours:
             return
-        data: dict[str, Any] = {"reason": clip(reason, 1000)}
-        if status is not None:
-            data["status"] = status
-        self._log.warn("{peer}: {reason}", peer=self.name, reason=reason)
-        error = {"code": HTTP_TRANSPORT_ERROR, "message": reason, "data": data}
-        self._feed(jsonbytes.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}))
+        self._feed(jsonbytes.dumps(self._error_response(request_id, reason, status=status)))
 
     # -- the end -------------------------------------------------------------------------
 
-    def _abort_all(self) -> list[Deferred[Any]]:
-        for stream in self._streams:
-            self._stop_idle(stream)
-        for d in list(self._calls):
-            d.cancel()
-        waits: list[Deferred[Any]] = []
-        for reader in list(self._readers):
-            reader.abort()
-            waits.append(reader.done)
-        return waits
-
     def _fatal(self, why: str) -> None:
         """The connection cannot go on: stop everything; pending requests fail with why."""
-        if self._lost or self.disconnecting:
-            return
-        self.disconnecting = True
-        self._log.warn("{peer}: {why}", peer=self.name, why=why)
-        error = RemoteConnectionLost(why)
-        DeferredList(self._abort_all()).addBoth(lambda _: self._finish(Failure(error)))
-
-    def _after_delete(self, response: IResponse) -> Deferred[None]:
-        if response.code not in (200, 202, 204):
-            self._log.info(
-                "{peer}: DELETE of the ACP connection answered HTTP {status}",
-                peer=self.name,
-                status=response.code,
-            )
-        reader = self._reader(lambda _: None, lambda _: None)
-        response.deliverBody(reader)
-        return reader.done
-
-    def _finish(self, reason: Failure) -> None:
-        if self._lost:
-            return
-        self._lost = True
-        self._held.clear()
-        self._post_queue.clear()
-        self.cookies.clear()
-        agent = self._agent
-        closing = agent.close() if agent is not None else succeed(None)
-
-        def lost(_: object) -> None:
-            if self.protocol is not None:
-                self.protocol.connectionLost(reason)
-
-        closing.addBoth(lost)
+        self._lose(RemoteConnectionLost(why))
 
 
 def connect_http(
@@ -796,15 +610,7 @@ def connect_http(
 
 def check_http_url(url: str) -> SplitResult:
     """The parts of an ``http(s)://host...`` URL; ``ValueError`` for anything else."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"an ACP Streamable HTTP URL must be http(s)://host/...: {url!r}")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError(
-            "a URL with user info (user:password@) is not supported: give credentials as "
-            "headers (Authorization)"
-        )
-    return parts
+    return http_transport.check_http_url(url, "ACP")
 
 
 def _session_id(params: object) -> str | None:
@@ -832,10 +638,6 @@ def _version_text(version: tuple[bytes, int, int]) -> str:
     name, major, minor = version
     number = f"{major}" if major >= 2 and minor == 0 else f"{major}.{minor}"
     return f"{name.decode('ascii', errors='replace')}/{number}"
-
-
-def _hashable(value: object) -> bool:
-    return isinstance(value, (int, str)) and not isinstance(value, bool)
 
 
 def _error_detail(body: bytes) -> str:
