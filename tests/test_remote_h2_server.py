@@ -440,16 +440,24 @@ def test_twisted_web_alone_raises_out_of_data_received() -> None:
     POST's HEADERS made h2 forget the reset stream, so writing the GET's response raises
     StreamIDTooLowError, processingFailed's 500 raises StreamClosedError out of
     dataReceived (in a reactor: "Unhandled Error", the TCP connection dropped with all
-    its streams); the POST is never served and the session stream stays registered."""
+    its streams); the POST is never served; the ACP connection lives until its grace
+    period ends it."""
     wire = Wire(guarded=False)
     _, connection = wire.open()
     session = wire.request("GET", {"acp-session-id": "s1"})
     wire.reset(session)
     post = wire.prompt(2)
-    with pytest.raises(StreamClosedError):
+    with pytest.raises(StreamClosedError) as raised:
         wire.flush()
     assert wire.responses[post].headers == {}
-    assert list(connection.listeners) == ["s1"]
+    # What the reactor does next: the TCP connection is lost, with every stream on it.
+    wire.protocol.connectionLost(Failure(raised.value))
+    assert connection.stream is None  # the event stream ended: the grace period runs
+    assert connection.listeners == {}  # watched before its write: gone with the socket
+    assert wire.resource.connections != {} and wire.agents[0].ended == []
+    wire.clock.advance(wire.resource.limits.grace_period)
+    assert wire.resource.connections == {} and len(wire.agents[0].ended) == 1
+    assert connection.listeners == {}
 
 
 def test_twisted_web_alone_stops_sending_for_good(failures: Failures) -> None:

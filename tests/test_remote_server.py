@@ -1283,3 +1283,52 @@ def test_tls_is_refused_at_startup_where_twisted_cannot_serve_it(
     d = server.serve_remote(Clock(), "ssl:0:privateKey=k.pem:certKey=c.pem", RemoteAgent)
     d.addErrback(refused)
     assert failures == ["Twisted X cannot serve TLS"]
+
+
+def _first_write_fails(monkeypatch: Any, marker: bytes) -> None:
+    """LimitedRequest.write raises once, on the write holding ``marker`` (as twisted.web's
+    HTTP/2 server did when a stream was reset in the read that opened it)."""
+    original = LimitedRequest.write
+    failed: list[bool] = []
+
+    def write(self: LimitedRequest, data: bytes) -> None:
+        if marker in data and not failed:
+            failed.append(True)
+            raise RuntimeError("the stream is gone")
+        original(self, data)
+
+    monkeypatch.setattr(LimitedRequest, "write", write)
+
+
+def test_an_event_stream_whose_first_write_fails_still_ends_into_the_grace_period(
+    monkeypatch: Any,
+) -> None:
+    """The event stream's first write raising (render fails, twisted.web answers 500 and
+    finishes the request): the connection knows the stream is gone, so the grace period
+    runs and ends it (no connection held forever for a stream that never was)."""
+    server = Server()
+    cid = server.initialize()
+    _first_write_fails(monkeypatch, b": stream open")
+    failed = server.stream(cid)
+    assert failed.status == 500
+    connection = server.resource.connections[cid]
+    assert connection.stream is None
+    server.clock.advance(server.resource.limits.grace_period)
+    assert server.resource.connections == {}
+    assert len(server.agents[0].ended) == 1
+
+
+def test_a_session_stream_whose_first_write_fails_is_not_left_registered(
+    monkeypatch: Any,
+) -> None:
+    """A session-scoped GET whose first write raises (twisted.web answers 500 and
+    finishes it): it is not kept among the connection's session streams (no keep-alives
+    written to it, no slot of the 64 taken)."""
+    server = Server()
+    cid = server.initialize()
+    server.stream(cid)
+    server.new_session(cid)
+    _first_write_fails(monkeypatch, b": session stream")
+    failed = server.stream(cid, Acp_Session_Id="s1")
+    assert failed.status == 500
+    assert server.resource.connections[cid].listeners == {}

@@ -300,11 +300,13 @@ class RemoteConnection:
         self._cancel_grace()
         self.stream = request
         self._stream_paused = False
+        # Watched before any write: a write that raises (the request fails, twisted.web
+        # answers 500) still ends the stream and starts the grace period.
+        request.notifyFinish().addBoth(lambda _: self._stream_gone(request))
         self._event_stream_headers(request)
         request.setHeader(CONNECTION_ID_HEADER, self.connection_id.encode())
         request.registerProducer(_StreamProducer(self), True)
         request.write(b": stream open\n\n")
-        request.notifyFinish().addBoth(lambda _: self._stream_gone(request))
         self._flush_queue()
         self._schedule_keepalive()
 
@@ -322,13 +324,14 @@ class RemoteConnection:
             return False
         self._event_stream_headers(request)
         self.listeners[session_id] = request
-        request.write(b": session stream: messages come on the connection stream\n\n")
 
         def gone(_: object) -> None:
             if self.listeners.get(session_id) is request:
                 del self.listeners[session_id]
 
+        # Watched before the write: one that raises does not leave it registered.
         request.notifyFinish().addBoth(gone)
+        request.write(b": session stream: messages come on the connection stream\n\n")
         if self._keepalive is None:
             self._schedule_keepalive()
         return True
