@@ -60,6 +60,11 @@ _NO_PARSE_ERROR = (
     "server.' A truncated JSON line gets no -32700 answer at all (the JSON-RPC layer drops "
     "it silently); later requests are answered."
 )
+_SDK_DROPS_BAD_JSON = (
+    "SHOULD. schema.json ErrorCode: 'Parse error: Invalid JSON was received by the "
+    "server.' The Python SDK's reader logs 'Error parsing JSON-RPC message' for a truncated "
+    "JSON line and drops it: no -32700 answer; later requests are answered."
+)
 _INVALID_REQUEST_CODE = (
     "SHOULD. schema.json ErrorCode: 'Invalid request: The JSON sent is not a valid Request "
     "object.' A request without 'jsonrpc', or with an object id, is answered -32601/-32603 "
@@ -100,6 +105,7 @@ _LIST_CURSOR = (
 FINDINGS: dict[str, dict[str, str]] = {
     "python-sdk-example": {
         "FRAME-008": _CRASH_ON_JUNK,
+        "RPC-003": _SDK_DROPS_BAD_JSON,
         "RPC-004": _CRASH_ON_BATCH,
         "RPC-005": _CATCH_ALL_EXT,
         "SESSION-002": _RELATIVE_CWD,
@@ -107,6 +113,7 @@ FINDINGS: dict[str, dict[str, str]] = {
     },
     "python-sdk-echo": {
         "FRAME-008": _CRASH_ON_JUNK,
+        "RPC-003": _SDK_DROPS_BAD_JSON,
         "RPC-004": _CRASH_ON_BATCH,
         "RPC-005": _CATCH_ALL_EXT.replace("with a canned success", "with result null"),
         "INIT-002": (
@@ -287,6 +294,7 @@ FINDINGS: dict[str, dict[str, str]] = {
     },
     "gptme": {
         "FRAME-008": _CRASH_ON_JUNK,
+        "RPC-003": _SDK_DROPS_BAD_JSON,
         "RPC-004": _CRASH_ON_BATCH,
         "RPC-005": (
             "SHOULD. extensibility.mdx: 'If the receiving end doesn't recognize the custom "
@@ -347,9 +355,12 @@ for _api in ("openai-chat", "openai-responses", "anthropic", "gemini"):
 
 #: agent -> the findings every run has produced (deterministic probes and scripted turns).
 STABLE: dict[str, frozenset[str]] = {
-    "python-sdk-example": frozenset({"FRAME-008", "RPC-004", "RPC-005", "SESSION-002", "MCP-001"}),
+    "python-sdk-example": frozenset(
+        {"FRAME-008", "RPC-003", "RPC-004", "RPC-005", "SESSION-002", "MCP-001"}
+    ),
     "python-sdk-echo": frozenset(
         {"FRAME-008", "RPC-004", "RPC-005", "INIT-002", "INIT-003", "INIT-004", "SESSION-002"}
+        | {"RPC-003"}
     ),
     "chuk-echo": frozenset(
         {"RPC-002", "RPC-003", "RPC-004", "RPC-005", "RPC-006", "SESSION-002", "MCP-001"}
@@ -367,7 +378,7 @@ STABLE: dict[str, frozenset[str]] = {
     "opencode": frozenset({"CONFIG-005", "LIST-002", "RPC-003", "RPC-004", "SESSION-002"}),
     "gptme": frozenset(
         {"FRAME-008", "RPC-004", "RPC-005", "INIT-002", "INIT-004", "CONFIG-005", "SESSION-002"}
-        | {"TURN-007"}
+        | {"TURN-007", "RPC-003"}
     ),
     **{
         f"pi-acp-{api}": frozenset(
