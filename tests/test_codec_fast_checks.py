@@ -66,7 +66,8 @@ def test_fast_converter_agrees_with_the_detailed_one(cls: type, obj: dict[str, A
 def _fast_hook_source(cls: type) -> str:
     codec._hooks("fast").conv.get_structure_hook(cls)
     name = f"<acpkit.codec fast hook {cls.__module__}.{cls.__qualname__}>"
-    return "".join(linecache.cache[name][2])
+    _size, _mtime, lines, _name = linecache.cache[name]
+    return "".join(lines)
 
 
 def test_primitive_attributes_cost_no_hook_call_on_the_fast_converter() -> None:
@@ -99,9 +100,7 @@ def test_every_generated_model_has_a_slot_twin(module: Any) -> None:
     missing = [
         cls.__name__
         for cls in _models()
-        if cls.__module__ == module.__name__
-        and attrs.fields(cls)
-        and codec._twin(cls) is None
+        if cls.__module__ == module.__name__ and attrs.fields(cls) and codec._twin(cls) is None
     ]
     assert missing == []
 
