@@ -66,8 +66,7 @@ def test_fast_converter_agrees_with_the_detailed_one(cls: type, obj: dict[str, A
 def _fast_hook_source(cls: type) -> str:
     codec._hooks("fast").conv.get_structure_hook(cls)
     name = f"<acpkit.codec fast hook {cls.__module__}.{cls.__qualname__}>"
-    _size, _mtime, lines, _name = linecache.cache[name]
-    return "".join(lines)
+    return "".join(linecache.getlines(name))
 
 
 def test_primitive_attributes_cost_no_hook_call_on_the_fast_converter() -> None:
