@@ -25,13 +25,17 @@ certificate unknown``, ``…revoked``,        certificate
                                             trust root)
 anything else                               ``None`` (the caller keeps its own text)
 ==========================================  ==========================================
+
+:func:`ssl_error_text` does the same for the standard library's ``ssl.SSLError`` (the
+conformance tester's raw connections), and always has a sentence.
 """
 
 from __future__ import annotations
 
 import re
+import ssl
 
-__all__ = ["tls_error_text"]
+__all__ = ["ssl_error_text", "tls_error_text"]
 
 #: (what OpenSSL says, what it means), the first match wins.
 _MEANINGS = (
@@ -98,3 +102,21 @@ def tls_error_text(error: object) -> str | None:
         if any(needle in lowered for needle in needles):
             return f"TLS handshake failed: {meaning} ({reasons.strip()})"
     return None
+
+
+def ssl_error_text(error: ssl.SSLError) -> str:
+    """
+    ``TLS handshake failed: <meaning> (<OpenSSL's reason>)`` for a standard-library
+    ``ssl.SSLError``, as :func:`tls_error_text` words it; another TLS error keeps
+    OpenSSL's reason (``TLS handshake failed: <reason>``).
+    """
+    if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
+        reason = f"certificate verify failed: {error.verify_message}"
+    else:
+        text = str(error.args[1]) if len(error.args) > 1 else str(error)
+        # "[SSL: CODE] reason (_ssl.c:1000)": the reason alone
+        reason = re.sub(r"^\[[^\]]*\]\s*", "", text)
+        reason = re.sub(r"\s*\(_ssl\.c:\d+\)$", "", reason).strip()
+    if isinstance(error, ssl.SSLEOFError):
+        reason += ": the server closed the connection, it may require a TLS client certificate"
+    return tls_error_text(reason) or f"TLS handshake failed: {reason or repr(error)}"

@@ -26,8 +26,10 @@ from acpkit.conformance.harness import PROFILES, CannotTest, SuiteConfig
 from acpkit.conformance.machine import run_machine
 from acpkit.conformance.observer import Verdicts
 from acpkit.conformance.probes import run_probes
+from acpkit.conformance.probes_transport import check_tls
 from acpkit.conformance.report import FORMATS, SuiteResult, format_report, rule_results
 from acpkit.conformance.rules import UnknownRule, select_rules, split_selectors
+from acpkit.conformance.tls import INSECURE_TLS_VARIABLE, TLSSettings
 
 __all__ = [
     "ModelServer",
@@ -66,6 +68,7 @@ def run_suite(
     explore: bool = True,
     url: str | None = None,
     headers: Sequence[tuple[str, str]] = (),
+    tls: TLSSettings | None = None,
 ) -> SuiteResult:
     """
     Test the agent started by ``argv``: fixed probes, then the explorer (``explore``).
@@ -79,13 +82,19 @@ def run_suite(
 
     With ``url`` (``ws://``, ``wss://``, ``http://``, ``https://``) the agent is reached
     there instead of started, ``headers`` go with every request and ``argv`` is ignored;
-    the process-level rules are reported not applicable with the reason.
+    the process-level rules are reported not applicable with the reason. ``tls`` (the
+    trust root and client certificate) is used by every ``https://`` / ``wss://``
+    connection; without it the system's trust store, or no verification at all when
+    ``ACPKIT_CONFORMANCE_INSECURE_TLS=1`` is set. A TLS handshake the agent refuses, or
+    whose certificate is not trusted, is a result with ``error`` set that says so.
     """
+    if tls is None:
+        tls = TLSSettings(insecure=os.environ.get(INSECURE_TLS_VARIABLE) == "1")
     selected = select_rules(only, skip)
     chosen_profile = PROFILES[profile]
     started = time.monotonic()
     replay = _replay_command(
-        argv, profile, seed, timeout, only, skip, use_model_server, url, headers
+        argv, profile, seed, timeout, only, skip, use_model_server, url, headers, tls
     )
     notes: list[str] = []
     agent_name = shlex.join(argv)
@@ -129,7 +138,9 @@ def run_suite(
                 model=model is not None,
                 url=url,
                 headers=tuple(headers),
+                tls=tls,
             )
+            check_tls(config)
             probes_started = time.monotonic()
             run_probes(config, verdicts)
             notes.append(f"fixed probes took {time.monotonic() - probes_started:.1f}s")
@@ -203,6 +214,7 @@ def _replay_command(
     model: bool,
     url: str | None = None,
     headers: Sequence[tuple[str, str]] = (),
+    tls: TLSSettings | None = None,
 ) -> str:
     parts = ["acpkit-conformance", "--profile", profile, "--seed", str(seed)]
     parts += ["--timeout", f"{timeout:g}"]
@@ -219,6 +231,14 @@ def _replay_command(
         # header values may be tokens: only their names, for the user to fill in
         for name in sorted({n for n, _ in headers}):
             parts += ["--header", f"{name}:…"]
+        if tls is not None:
+            for option, path in (
+                ("--tls-trust-root", tls.trust_root),
+                ("--tls-certificate", tls.certificate),
+                ("--tls-private-key", tls.private_key),
+            ):
+                if path is not None:
+                    parts += [option, path]
         return shlex.join(parts)
     return shlex.join([*parts, "--", *argv])
 
@@ -256,6 +276,21 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME:VALUE",
         help="a header sent on every request to --url (repeatable; values never reported)",
+    )
+    parser.add_argument(
+        "--tls-trust-root",
+        metavar="FILE",
+        help="PEM file of the certificate authorities trusted for an https:// or wss:// "
+        "--url (instead of the system's)",
+    )
+    parser.add_argument(
+        "--tls-certificate",
+        metavar="FILE",
+        help="PEM client certificate presented to an https:// or wss:// --url that "
+        "requires one (its key may be in the same file)",
+    )
+    parser.add_argument(
+        "--tls-private-key", metavar="FILE", help="PEM private key of --tls-certificate"
     )
     parser.add_argument("--list-rules", action="store_true", help="print the rule ids and exit")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND [ARGS...]")
@@ -300,14 +335,26 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
             sys.stderr.write(f"acpkit-conformance: --header wants NAME:VALUE, got {name!r}:…\n")
             return 2
         headers.append((name.strip(), value.strip()))
+    tls = TLSSettings(
+        trust_root=args.tls_trust_root,
+        certificate=args.tls_certificate,
+        private_key=args.tls_private_key,
+        insecure=os.environ.get(INSECURE_TLS_VARIABLE) == "1",
+    )
     if args.url is not None:
         from acpkit.conformance.wire import RemoteURL
 
         try:
-            RemoteURL.parse(args.url)
+            secure = RemoteURL.parse(args.url).secure
         except ValueError as e:
             sys.stderr.write(f"acpkit-conformance: --url: {e}\n")
             return 2
+    else:
+        secure = False
+    problem = tls.usage_problem(secure)
+    if problem is not None:
+        sys.stderr.write(f"acpkit-conformance: {problem}\n")
+        return 2
     env = dict(os.environ)
     for pair in args.env:
         key, sep, value = pair.partition("=")
@@ -328,6 +375,7 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
             use_model_server=args.model_server,
             url=args.url,
             headers=headers,
+            tls=tls,
         )
     except UnknownRule as e:
         sys.stderr.write(f"acpkit-conformance: {e}\n")

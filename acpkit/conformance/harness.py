@@ -26,6 +26,7 @@ import attrs
 
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.observer import Observer, Transcript, Verdicts, id_key
+from acpkit.conformance.tls import SYSTEM_TLS, TLSSettings
 
 __all__ = [
     "ALL_SERVICES",
@@ -114,6 +115,8 @@ class SuiteConfig:
     url: str | None = None
     #: headers sent on every request to ``url`` (never recorded in a report)
     headers: tuple[tuple[str, str], ...] = ()
+    #: the TLS settings of every connection to an ``https://`` or ``wss://`` ``url``
+    tls: TLSSettings = SYSTEM_TLS
 
     @property
     def remote(self) -> bool:
@@ -281,6 +284,7 @@ def start_agent(
             observer,
             headers=config.headers,
             timeout=config.timeout,
+            tls=config.tls,
             policy=ClientPolicy(roots=[]),
         )
     else:

@@ -18,15 +18,24 @@ from typing import Any
 from acpkit.conformance.driver import StepTimeout
 from acpkit.conformance.harness import (
     PROTOCOL_VERSION,
+    CannotTest,
     SuiteConfig,
     client_capabilities,
     run_turn,
 )
 from acpkit.conformance.observer import Verdicts, id_key
 from acpkit.conformance.remote_driver import CONNECTION_ID, SESSION_ID, Refused, RemoteDriver
+from acpkit.conformance.tls import TLSFailure
 from acpkit.conformance.wire import CookieJar, HTTPAnswer, RemoteURL, http_request
 
-__all__ = ["HTTP_RULES", "PROCESS_RULES", "WS_RULES", "run_transport_probes", "skip_process_rules"]
+__all__ = [
+    "HTTP_RULES",
+    "PROCESS_RULES",
+    "WS_RULES",
+    "check_tls",
+    "run_transport_probes",
+    "skip_process_rules",
+]
 
 #: Rules about a child process's pipes, exit or working directory, with why they are not
 #: judged for an agent reached by URL.
@@ -39,6 +48,28 @@ PROCESS_RULES: dict[str, str] = {
     "FRAME-009": "EOF on stdin and the exit status belong to a child process, not a URL",
     "SESSION-009": "the tester cannot choose the working directory of an agent it reaches by URL",
 }
+
+
+def check_tls(config: SuiteConfig) -> None:
+    """
+    Before any rule is judged, one plain ``GET`` of an ``https://`` or ``wss://`` URL:
+    raises `CannotTest` saying why in words when the TLS handshake fails (a certificate
+    not trusted, a client certificate required or refused), which would otherwise show in
+    every rule. Any HTTP answer will do; another failure is left to the run to report.
+    """
+    if config.url is None:
+        return
+    url = RemoteURL.parse(config.url)
+    if not url.secure:
+        return
+    try:
+        http_request(
+            url, "GET", {"Accept": "text/event-stream"}, timeout=config.timeout, tls=config.tls
+        )
+    except TLSFailure as e:
+        raise CannotTest(f"cannot connect to {url.display()}: {e}") from None
+    except OSError:
+        return
 
 
 def skip_process_rules(verdicts: Verdicts) -> None:
@@ -70,6 +101,7 @@ class _Raw:
         self.url = RemoteURL.parse(config.url)
         self.headers = dict(config.headers)
         self.timeout = config.timeout
+        self.tls = config.tls
         self.verdicts = verdicts
         self.jar = CookieJar()
 
@@ -83,6 +115,7 @@ class _Raw:
                 {**self.headers, **headers},
                 body,
                 timeout=self.timeout,
+                tls=self.tls,
                 jar=self.jar,
             )
         except OSError as e:  # judged by `expect` as "no answer"
@@ -271,7 +304,7 @@ def _probe_http2(config: SuiteConfig, verdicts: Verdicts) -> None:
     if not url.secure:
         verdicts.skip("HTTP-011", "cleartext http: HTTP/2 is negotiated by ALPN over TLS only")
         return
-    chosen = negotiated_alpn(url, config.timeout)
+    chosen = negotiated_alpn(url, config.timeout, tls=config.tls)
     if chosen == "h2":
         verdicts.ok("HTTP-011")
     else:

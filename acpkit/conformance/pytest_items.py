@@ -42,13 +42,14 @@ def _result(config: pytest.Config) -> SuiteResult:
     stash = config.stash
     if _RESULT_KEY not in stash:
         from acpkit.conformance.cli import run_suite  # the tester's machinery, when used
-        from acpkit.conformance.pytest_plugin import headers_of
+        from acpkit.conformance.pytest_plugin import headers_of, tls_of
 
         command = config.getoption("--acp-agent")
         stash[_RESULT_KEY] = run_suite(
             shlex.split(command) if command else [],
             url=config.getoption("--acp-url"),
             headers=headers_of(config.getoption("--acp-header")),
+            tls=tls_of(config),
             profile=config.getoption("--acp-profile"),
             seed=config.getoption("--acp-seed"),
             timeout=config.getoption("--acp-timeout"),

@@ -6,7 +6,9 @@ per conformance rule.
 The suite runs once (on the first item) and each item then passes, fails with its findings
 (and the spec sentence it breaks), or is skipped when the rule is not applicable, could not be
 judged in time (``slow``) or is deselected. Options: ``--acp-agent`` or ``--acp-url`` (with
-``--acp-header NAME:VALUE``, repeatable, sent on every request and never reported),
+``--acp-header NAME:VALUE``, repeatable, sent on every request and never reported, and for
+an ``https://`` or ``wss://`` URL ``--acp-tls-trust-root FILE``, ``--acp-tls-certificate
+FILE`` and ``--acp-tls-private-key FILE``, as ``acpkit-conformance``'s ``--tls-*``),
 ``--acp-profile`` (smoke / quick / full), ``--acp-seed``, ``--acp-timeout``,
 ``--acp-model-server``, ``--acp-rules`` and ``--acp-skip`` (rule ids or prefixes, comma
 separated, repeatable). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     import pytest
 
     from acpkit.conformance.pytest_items import ConformanceItem
+    from acpkit.conformance.tls import TLSSettings
 
 __all__ = [
     "ConformanceItem",
@@ -35,6 +38,7 @@ __all__ = [
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_configure",
+    "tls_of",
 ]
 
 
@@ -65,6 +69,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         help="NAME:VALUE sent on every request to --acp-url (repeatable; never reported)",
     )
+    group.addoption(
+        "--acp-tls-trust-root",
+        default=None,
+        metavar="FILE",
+        help="PEM file of the CAs trusted for an https:// or wss:// --acp-url",
+    )
+    group.addoption(
+        "--acp-tls-certificate",
+        default=None,
+        metavar="FILE",
+        help="PEM client certificate presented to an https:// or wss:// --acp-url",
+    )
+    group.addoption(
+        "--acp-tls-private-key",
+        default=None,
+        metavar="FILE",
+        help="PEM private key of --acp-tls-certificate",
+    )
     group.addoption("--acp-profile", default="quick", choices=("smoke", "quick", "full"))
     group.addoption("--acp-seed", type=int, default=0)
     group.addoption("--acp-timeout", type=float, default=10.0)
@@ -92,9 +114,24 @@ def headers_of(values: list[str]) -> list[tuple[str, str]]:
     return headers
 
 
+def tls_of(config: pytest.Config) -> TLSSettings:
+    """The ``--acp-tls-*`` options (and ``ACPKIT_CONFORMANCE_INSECURE_TLS``) as settings."""
+    import os
+
+    from acpkit.conformance.tls import INSECURE_TLS_VARIABLE, TLSSettings
+
+    return TLSSettings(
+        trust_root=config.getoption("--acp-tls-trust-root"),
+        certificate=config.getoption("--acp-tls-certificate"),
+        private_key=config.getoption("--acp-tls-private-key"),
+        insecure=os.environ.get(INSECURE_TLS_VARIABLE) == "1",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """With ``--acp-agent`` or ``--acp-url``, refuse at once (a usage error) when the extra
-    is missing, when both are given, or when the URL or a header is malformed."""
+    is missing, when both are given, when the URL or a header is malformed, or when a
+    ``--acp-tls-*`` option names a file that cannot be used or goes with a cleartext URL."""
     if not _wanted(config):
         return
     import pytest
@@ -117,6 +154,10 @@ def pytest_configure(config: pytest.Config) -> None:
             RemoteURL.parse(url)
     except ValueError as e:
         raise pytest.UsageError(f"{option}: {e}") from None
+    secure = bool(url) and url.split(":", 1)[0].lower() in ("https", "wss")
+    problem = tls_of(config).usage_problem(secure, prefix="--acp-tls-")
+    if problem is not None:
+        raise pytest.UsageError(problem)
 
 
 def pytest_collection_modifyitems(

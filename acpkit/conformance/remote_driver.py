@@ -33,6 +33,7 @@ from typing import Any
 
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.observer import Observer, id_key
+from acpkit.conformance.tls import SYSTEM_TLS, TLSSettings
 from acpkit.conformance.wire import (
     MAX_MESSAGE,
     CookieJar,
@@ -93,9 +94,12 @@ class RemoteDriver(AgentDriver):
         headers: Sequence[tuple[str, str]] = (),
         timeout: float = 10.0,
         policy: ClientPolicy | None = None,
+        tls: TLSSettings = SYSTEM_TLS,
     ) -> None:
         super().__init__((), observer, timeout=timeout, policy=policy)
         self.url = RemoteURL.parse(url)
+        #: the TLS settings of every connection (https:// and wss:// only)
+        self.tls = tls
         self.headers = dict(headers)
         self.jar = CookieJar()
         self.connection_id: str | None = None
@@ -133,7 +137,7 @@ class RemoteDriver(AgentDriver):
             return
         try:
             websocket = WebSocket.connect(
-                self.url, self.headers, timeout=self.timeout, jar=self.jar
+                self.url, self.headers, timeout=self.timeout, tls=self.tls, jar=self.jar
             )
         except WebSocketError as e:
             raise OSError(str(e)) from None
@@ -173,6 +177,7 @@ class RemoteDriver(AgentDriver):
                     "DELETE",
                     {**self.headers, CONNECTION_ID: self.connection_id},
                     timeout=self.timeout,
+                    tls=self.tls,
                     jar=self.jar,
                 )
             except OSError:
@@ -251,7 +256,7 @@ class RemoteDriver(AgentDriver):
             self._posted[id_key(message["id"])] = (session, str(method))
         try:
             answer = http_request(
-                self.url, "POST", headers, body, timeout=self.timeout, jar=self.jar
+                self.url, "POST", headers, body, timeout=self.timeout, tls=self.tls, jar=self.jar
             )
         except OSError as e:
             raise AgentGone(None, "", f"posting a message ({e})") from None
@@ -359,7 +364,7 @@ class RemoteDriver(AgentDriver):
         headers[SESSION_ID] = session
         try:
             answer, response, connection = open_stream(
-                self.url, headers, timeout=self.timeout, jar=self.jar
+                self.url, headers, timeout=self.timeout, tls=self.tls, jar=self.jar
             )
         except OSError as e:
             self.observer.note(f"the session-scoped GET of {session!r} failed: {e}")
@@ -381,7 +386,7 @@ class RemoteDriver(AgentDriver):
         headers[CONNECTION_ID] = self.connection_id
         try:
             answer, response, connection = open_stream(
-                self.url, headers, timeout=self.timeout, jar=self.jar
+                self.url, headers, timeout=self.timeout, tls=self.tls, jar=self.jar
             )
         except OSError as e:
             self.observer.violation("HTTP-009", f"the GET stream could not be opened: {e}")

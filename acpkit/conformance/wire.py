@@ -24,6 +24,8 @@ from http.cookies import SimpleCookie
 
 import attrs
 
+from acpkit.conformance.tls import TLSSettings, failure
+
 __all__ = [
     "CookieJar",
     "HTTPAnswer",
@@ -129,31 +131,41 @@ class HTTPAnswer:
         return values[0] if values else None
 
 
-def _tls_context(alpn: Sequence[str] = ()) -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    if os.environ.get("ACPKIT_CONFORMANCE_INSECURE_TLS") == "1":
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if alpn:
-        context.set_alpn_protocols(list(alpn))
-    return context
+def _wrap(
+    raw: socket.socket, url: RemoteURL, tls: TLSSettings, alpn: Sequence[str]
+) -> ssl.SSLSocket:
+    """``raw`` after the TLS handshake; raises `TLSFailure` (in words) when it fails."""
+    try:
+        return tls.context(alpn).wrap_socket(raw, server_hostname=url.host)
+    except ssl.SSLError as e:
+        raw.close()
+        raise failure(e) from None
 
 
-def negotiated_alpn(url: RemoteURL, timeout: float) -> str | None:
+class _HTTPSConnection(http.client.HTTPSConnection):
+    """`http.client.HTTPSConnection` whose TLS errors are `TLSFailure` in words."""
+
+    def __init__(self, url: RemoteURL, timeout: float, tls: TLSSettings) -> None:
+        super().__init__(url.host, url.port, timeout=timeout)
+        self._url = url
+        self._tls = tls
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        assert self.sock is not None
+        self.sock = _wrap(self.sock, self._url, self._tls, ("http/1.1",))
+
+
+def negotiated_alpn(url: RemoteURL, timeout: float, *, tls: TLSSettings) -> str | None:
     """The ALPN protocol a TLS server picks when offered ``h2`` and ``http/1.1``."""
-    context = _tls_context(("h2", "http/1.1"))
-    with (
-        socket.create_connection((url.host, url.port), timeout=timeout) as raw,
-        context.wrap_socket(raw, server_hostname=url.host) as tls,
-    ):
-        return tls.selected_alpn_protocol()
+    raw = socket.create_connection((url.host, url.port), timeout=timeout)
+    with _wrap(raw, url, tls, ("h2", "http/1.1")) as sock:
+        return sock.selected_alpn_protocol()
 
 
-def _connection(url: RemoteURL, timeout: float) -> http.client.HTTPConnection:
+def _connection(url: RemoteURL, timeout: float, tls: TLSSettings) -> http.client.HTTPConnection:
     if url.secure:
-        return http.client.HTTPSConnection(
-            url.host, url.port, timeout=timeout, context=_tls_context(("http/1.1",))
-        )
+        return _HTTPSConnection(url, timeout, tls)
     return http.client.HTTPConnection(url.host, url.port, timeout=timeout)
 
 
@@ -171,10 +183,14 @@ def http_request(
     body: bytes | None = None,
     *,
     timeout: float,
+    tls: TLSSettings,
     jar: CookieJar | None = None,
 ) -> HTTPAnswer:
-    """One request on a fresh connection; cookies from and to ``jar``. Raises `OSError`."""
-    connection = _connection(url, timeout)
+    """
+    One request on a fresh connection; cookies from and to ``jar``. Raises `OSError`
+    (`TLSFailure` when the TLS handshake fails, or the server refuses it after).
+    """
+    connection = _connection(url, timeout, tls)
     try:
         sent = dict(headers)
         if jar is not None:
@@ -189,6 +205,8 @@ def http_request(
         answer = HTTPAnswer(response.status, found, data)
     except http.client.HTTPException as e:
         raise OSError(f"bad HTTP answer: {e!r}") from None
+    except ssl.SSLError as e:  # TLS 1.3: a refused client certificate is read here
+        raise failure(e) from None
     finally:
         connection.close()
     if jar is not None:
@@ -201,13 +219,15 @@ def open_stream(
     headers: Mapping[str, str],
     *,
     timeout: float,
+    tls: TLSSettings,
     jar: CookieJar | None = None,
 ) -> tuple[HTTPAnswer, http.client.HTTPResponse | None, http.client.HTTPConnection]:
     """
     ``GET`` the SSE stream: the answer's status and headers, and when it is a 200 the open
-    response to read events from (its socket has no timeout any more). Raises `OSError`.
+    response to read events from (its socket has no timeout any more). Raises `OSError`
+    (`TLSFailure` for TLS).
     """
-    connection = _connection(url, timeout)
+    connection = _connection(url, timeout, tls)
     sent = dict(headers)
     if jar is not None:
         sent.update(jar.header())
@@ -217,6 +237,9 @@ def open_stream(
     except http.client.HTTPException as e:
         connection.close()
         raise OSError(f"bad HTTP answer: {e!r}") from None
+    except ssl.SSLError as e:
+        connection.close()
+        raise failure(e) from None
     answer = HTTPAnswer(response.status, _headers_of(response), b"")
     if jar is not None:
         jar.store(answer.headers.get("set-cookie", ()))
@@ -254,13 +277,31 @@ class WebSocket:
         headers: Mapping[str, str],
         *,
         timeout: float,
+        tls: TLSSettings,
         jar: CookieJar | None = None,
     ) -> WebSocket:
-        """Open the upgrade; raises `WebSocketError` (with the answer) or `OSError`."""
+        """
+        Open the upgrade; raises `WebSocketError` (with the answer) or `OSError`
+        (`TLSFailure` for TLS).
+        """
         raw = socket.create_connection((url.host, url.port), timeout=timeout)
         sock: socket.socket = raw
         if url.secure:
-            sock = _tls_context(("http/1.1",)).wrap_socket(raw, server_hostname=url.host)
+            sock = _wrap(raw, url, tls, ("http/1.1",))
+        try:
+            return cls._upgrade(sock, url, headers, jar)
+        except ssl.SSLError as e:  # TLS 1.3: a refused client certificate is read here
+            sock.close()
+            raise failure(e) from None
+
+    @classmethod
+    def _upgrade(
+        cls,
+        sock: socket.socket,
+        url: RemoteURL,
+        headers: Mapping[str, str],
+        jar: CookieJar | None,
+    ) -> WebSocket:
         key = base64.b64encode(os.urandom(16)).decode("ascii")
         lines = [
             f"GET {url.path} HTTP/1.1",
