@@ -37,6 +37,7 @@ WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
 #: The words each refusal is explained with (acpkit.tls_errors).
 NO_CERTIFICATE = "the server requires a TLS client certificate and none was presented"
 OTHER_CA = "not signed by a certificate authority the server trusts"
+EXPIRED = "the server refused the TLS client certificate: it has expired"
 NOT_TRUSTED = "the server's TLS certificate is not trusted"
 
 #: serve_remote with client_ca on a loopback ssl: port; prints the port, stops at EOF.
@@ -92,16 +93,16 @@ class Served:
     def other_ca(self) -> str:
         return str(self.directory / "other-ca.pem")
 
-    def client(self, ca: str = "good", name: str = "alice") -> tuple[str, str]:
-        """(certificate, private key) files of a client certificate."""
-        stem = self.directory / f"{ca}-{name}"
+    def client(self, name: str = "good-alice") -> tuple[str, str]:
+        """(certificate, private key) files of client certificate ``CA-NAME``."""
+        stem = self.directory / name
         return f"{stem}-cert.pem", f"{stem}-key.pem"
 
-    def options(self, *, ca: str = "good", client: str | None = "alice") -> list[str]:
+    def options(self, *, ca: str = "good", client: str | None = "good-alice") -> list[str]:
         """The ``--tls-*`` options trusting ``ca`` and presenting ``client``'s certificate."""
         options = ["--tls-trust-root", str(self.directory / f"{ca}-ca.pem")]
         if client is not None:
-            certificate, key = self.client("good" if client == "alice" else "other", client)
+            certificate, key = self.client(client)
             options += ["--tls-certificate", certificate, "--tls-private-key", key]
         return options
 
@@ -120,6 +121,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     ca = make_authority(directory, "good")
     server = ca.issue("localhost", server=True)
     ca.issue("alice")
+    ca.issue("olde", expired=True)
     make_authority(directory, "other").issue("mallory")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
@@ -229,16 +231,20 @@ def test_no_client_certificate_cannot_test_in_words(
     assert "Traceback" not in text and "FAIL" not in text, text
 
 
-def test_a_client_certificate_of_another_ca_cannot_test_in_words(
-    served: Served, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("client", "words"), [("other-mallory", OTHER_CA), ("good-olde-expired", EXPIRED)]
+)
+def test_a_refused_client_certificate_cannot_test_in_words(
+    served: Served, client: str, words: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A client certificate the agent does not trust: exit 2 saying so."""
+    """A client certificate the agent does not accept (signed by another CA, expired):
+    exit 2 saying why."""
     status, text = _main(
-        ["--url", served.url("https"), "--rules", "HTTP", *served.options(client="mallory")],
+        ["--url", served.url("https"), "--rules", "HTTP", *served.options(client=client)],
         capsys,
     )
     assert status == 2, text
-    assert OTHER_CA in text, text
+    assert words in text, text
 
 
 def test_a_wrong_trust_root_cannot_test_naming_certificate_verification(
