@@ -10,6 +10,7 @@ stops when its stdin closes; the tester is blocking and runs in the test's threa
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import ssl
@@ -267,9 +268,9 @@ def test_a_wrong_trust_root_cannot_test_naming_certificate_verification(
 def test_option_errors_are_usage_errors_naming_option_and_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A missing file, a file that is not PEM, a key without its certificate, or the
-    options with a cleartext URL: exit 2 with one line naming the option (and file),
-    before anything is connected to (port 9 has no server)."""
+    """A missing file, a file that is not PEM, a key without its certificate or not
+    matching it, or the options with a cleartext URL: exit 2 with one line naming the
+    option (and file), before anything is connected to (port 9 has no server)."""
     junk = tmp_path / "junk.pem"
     junk.write_text("not a certificate\n")
     missing = str(tmp_path / "missing.pem")
@@ -284,6 +285,14 @@ def test_option_errors_are_usage_errors_naming_option_and_file(
         (["--tls-certificate", str(junk)], f"--tls-certificate {junk}: not a usable PEM"),
         (["--tls-private-key", str(junk)], "needs --tls-certificate too"),
     ]
+    if importlib.util.find_spec("cryptography") is not None:
+        from tests.tls_certificates import make_authority
+
+        ca = make_authority(tmp_path)
+        alice, mallory = ca.issue("alice"), ca.issue("mallory")
+        options = ["--tls-certificate", str(alice.certificate)]
+        options += ["--tls-private-key", str(mallory.key)]
+        cases.append((options, f"--tls-certificate {alice.certificate}: not a usable PEM"))
     for options, words in cases:
         status, text = _main(["--url", "https://127.0.0.1:9/acp", *options], capsys)
         assert status == 2, (options, text)

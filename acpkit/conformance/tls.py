@@ -12,6 +12,7 @@ the reason in words (`acpkit.tls_errors.ssl_error_text`).
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Sequence
 from typing import Final
@@ -46,9 +47,11 @@ class TLSOptionError(ValueError):
 
 
 def _detail(error: Exception) -> str:
+    """OpenSSL's reason, without its ``[SSL: …]`` code and ``(_ssl.c:N)`` source line."""
     if isinstance(error, ssl.SSLError) and error.reason:
         return str(error.reason).lower().replace("_", " ")
-    return str(error)
+    text = re.sub(r"^\[[^\]]*\]\s*", "", str(error))
+    return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", text).strip() or type(error).__name__
 
 
 def _reason(error: Exception) -> str:

@@ -142,8 +142,11 @@ def _wrap(
         raise failure(e) from None
 
 
-class _HTTPSConnection(http.client.HTTPSConnection):
-    """`http.client.HTTPSConnection` whose TLS errors are `TLSFailure` in words."""
+class _HTTPSConnection(http.client.HTTPConnection):
+    """An HTTP/1.1 connection over TLS with the run's `TLSSettings`, its handshake errors
+    `TLSFailure` in words."""
+
+    default_port = http.client.HTTPS_PORT
 
     def __init__(self, url: RemoteURL, timeout: float, tls: TLSSettings) -> None:
         super().__init__(url.host, url.port, timeout=timeout)
@@ -151,7 +154,7 @@ class _HTTPSConnection(http.client.HTTPSConnection):
         self._tls = tls
 
     def connect(self) -> None:
-        http.client.HTTPConnection.connect(self)
+        super().connect()
         assert self.sock is not None
         self.sock = _wrap(self.sock, self._url, self._tls, ("http/1.1",))
 
