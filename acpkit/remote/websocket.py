@@ -275,6 +275,10 @@ def _close_reason(websocket: WebSocketProtocol, code: int | None, reason: str | 
     return Failure(WebSocketClosed(code, reason))
 
 
+#: Seconds a closing side waits for the peer's close frame before dropping the socket.
+CLOSE_HANDSHAKE_TIMEOUT = 5.0
+
+
 def _set_options(
     factory: WebSocketServerFactory | WebSocketClientFactory,
     max_message_size: int,
@@ -290,6 +294,9 @@ def _set_options(
         # A protocol error (a message too big...) is a close frame with its code, which
         # the peer can report, instead of a bare TCP drop (1006).
         "failByDrop": False,
+        # Seconds to wait for the peer's close frame after ours (Autobahn's default, 1 s,
+        # is short enough for a busy peer to miss, which turns a clean close into 1006).
+        "closeHandshakeTimeout": CLOSE_HANDSHAKE_TIMEOUT,
     }
     if auto_ping_interval:
         options["autoPingInterval"] = auto_ping_interval
