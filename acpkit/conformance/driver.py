@@ -419,17 +419,22 @@ class AgentDriver:
                     self.wait_exit(min(1.0, self.timeout))
                     raise AgentGone(self.returncode, self.stderr_tail, what)
 
+    #: How evidence names what the agent sent, and its silence (a remote driver's words
+    #: differ: messages on streams, not lines on stdout).
+    _sent_words = "wrote {count} line(s)"
+    _silence_words = "wrote nothing on stdout"
+
     def _received_since(self, first_record: int) -> str:
-        """What the agent wrote since transcript record ``first_record`` (for evidence)."""
+        """What the agent sent since transcript record ``first_record`` (for evidence)."""
         lines = [
             line
             for _, direction, line in self.observer.transcript.records[first_record:]
             if direction == "<-"
         ]
         if not lines:
-            return "meanwhile the agent wrote nothing on stdout"
+            return f"meanwhile the agent {self._silence_words}"
         last = lines[-1][:160].decode("utf-8", "replace")
-        return f"meanwhile the agent wrote {len(lines)} line(s), the last: {last}"
+        return f"meanwhile the agent {self._sent_words.format(count=len(lines))}, the last: {last}"
 
     def drain(self, seconds: float) -> None:
         """Read and dispatch for ``seconds`` (to catch late or unexpected messages)."""

@@ -83,6 +83,9 @@ class RemoteDriver(AgentDriver):
     for the connection's life and sent back.
     """
 
+    _sent_words = "sent {count} message(s)"
+    _silence_words = "sent nothing on any stream it opened"
+
     #: seconds a wait hears nothing before the session-scoped streams are opened too
     session_stream_grace = 0.5
 
@@ -555,18 +558,6 @@ class RemoteDriver(AgentDriver):
         if refusal is not None:
             raise refusal
         return super().response_to(request_id, what, timeout)
-
-    def _received_since(self, first_record: int) -> str:
-        """What the agent sent since transcript record ``first_record`` (for evidence)."""
-        lines = [
-            line
-            for _, direction, line in self.observer.transcript.records[first_record:]
-            if direction == "<-"
-        ]
-        if not lines:
-            return "meanwhile the agent sent nothing on any stream it opened"
-        last = lines[-1][:160].decode("utf-8", "replace")
-        return f"meanwhile the agent sent {len(lines)} message(s), the last: {last}"
 
     def wait_until(self, deadline: float) -> None:
         """Read until ``deadline`` (monotonic) or the end."""
