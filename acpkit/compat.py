@@ -16,6 +16,11 @@ a fallback or a clear error when it does not:
   the child's stdout (no back-pressure).
 - Pygments' ``RegexLexer._tokens`` (`regex_lexer_states`): resuming highlighting at a line
   start. Without it: ``None``, and the caller lexes the whole block each time (slower).
+- ``twisted.internet.endpoints._parse`` (`endpoint_arguments`): the positional and keyword
+  arguments of a server endpoint string, escapes undone, as ``serverFromString`` reads
+  them (the bind policy and the TLS server endpoint read ``interface=``, ``mode=`` and
+  the ``ssl:`` parameters from it). Without it: `TwistedInternalsChanged`; guessing at
+  the grammar would let a bind check and Twisted read one string two ways.
 
 ``StandardIO`` itself comes from the public ``twisted.internet.stdio`` (on POSIX, the
 only platform acpkit supports, it is the class of ``twisted.internet._posixstdio``, which
@@ -35,6 +40,7 @@ else:
 __all__ = [
     "StandardIO",
     "TwistedInternalsChanged",
+    "endpoint_arguments",
     "flush_writer",
     "process_pipe",
     "regex_lexer_states",
@@ -107,3 +113,22 @@ def regex_lexer_states(lexer: object) -> dict[str, Any] | None:
     """
     tokens = getattr(lexer, "_tokens", None)
     return tokens if isinstance(tokens, dict) else None
+
+
+def endpoint_arguments(description: str) -> tuple[list[str], dict[str, str]]:
+    """
+    The arguments ``serverFromString`` reads from ``description``: the positional ones
+    (the endpoint type first) and the ``key=value`` ones, escapes undone
+    (``twisted.internet.endpoints._parse``).  ``ValueError`` for a string it cannot
+    split; `TwistedInternalsChanged` when this Twisted has no such function.
+    """
+    from twisted.internet import endpoints
+
+    parse = getattr(endpoints, "_parse", None)
+    if parse is None:
+        raise TwistedInternalsChanged("twisted.internet.endpoints", "_parse")
+    try:
+        args, kwargs = parse(description)
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"{description!r} is not an endpoint string: {e}") from None
+    return [str(a) for a in args], {str(k): str(v) for k, v in kwargs.items()}

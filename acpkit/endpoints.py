@@ -51,6 +51,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from acpkit.admission import Admission, AdmissionLimits, AdmittedFactory
 from acpkit.compat import StandardIO, flush_writer, process_pipe, stdio_writer
 from acpkit.framing import ITraced
 from acpkit.process_groups import kill_group
@@ -176,10 +177,46 @@ def serve_stdio(
     return _StandardIO(protocol, stdin=stdin, stdout=stdout, reactor=reactor)
 
 
-def serve(reactor: Any, description: str, factory: IProtocolFactory) -> Deferred[IListeningPort]:
-    """Listen on a server endpoint string (``"tcp:0"``, ``"unix:/path/sock"``...)."""
-    endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
-    return endpoint.listen(factory)
+def serve(
+    reactor: Any,
+    description: str,
+    factory: IProtocolFactory,
+    *,
+    no_token: bool = False,
+    client_ca: str | os.PathLike[str] | None = None,
+    limits: AdmissionLimits | None = None,
+) -> Deferred[IListeningPort]:
+    """
+    Listen on a server endpoint string (``"unix:/path/sock"``, ``"tcp:0"``...) for raw
+    NDJSON, under the bind policy every acpkit listener shares
+    (:mod:`acpkit.bind_policy`): loopback by default; a unix socket is owner-only; TCP
+    needs TLS client certificates (``client_ca``: a PEM file of CA certificates,
+    ``ssl:`` only) or, on loopback only, ``no_token=True`` (any local user can then
+    connect: raw NDJSON carries no token).  A refused listener is a failed Deferred
+    (:class:`~acpkit.bind_policy.InsecureBindError`), before anything listens.
+    Connections are admitted (:mod:`acpkit.admission`, ``limits``): a connection that
+    has not sent a first line within ``pending_timeout`` is closed, and so are the
+    oldest silent ones when caps are reached.
+    """
+    from twisted.internet.defer import fail
+
+    from acpkit.bind_policy import BindAuthentication, check_bind
+
+    auth = BindAuthentication(client_certificate=client_ca is not None, no_token=no_token)
+    try:
+        description = check_bind(description, auth, raw=True)
+        if client_ca is None:
+            endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
+        else:
+            from pathlib import Path
+
+            from acpkit.remote.tls_server import server_endpoint
+
+            endpoint = server_endpoint(reactor, description, client_ca=Path(client_ca).expanduser())
+    except Exception as e:  # the policy's refusal, whatever the endpoint parser raises
+        return fail(e)
+    admission = Admission(limits, clock=reactor)
+    return endpoint.listen(AdmittedFactory(factory, admission, accept_on=b"\n"))
 
 
 def serve_remote(

@@ -32,12 +32,10 @@ from typing import Any, NoReturn, TextIO
 
 from twisted.application.service import IService, Service
 from twisted.internet.defer import Deferred, DeferredList, succeed
-from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import IProtocol
 from twisted.internet.protocol import Factory
 from twisted.logger import ILogObserver, Logger, eventAsText
 from twisted.python import usage
-from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit.connection import AgentConnection
@@ -48,6 +46,15 @@ from acpkit_agent.agent import AGENT_VERSION, BobAgent
 from acpkit_agent.banner import banner_lines, mcp_server_line
 from acpkit_agent.config import AgentConfig, ConfigError, load_config
 from acpkit_agent.engines import make_engine
+from acpkit_agent.listening import (
+    REMOTE_PREFIX,
+    Listener,
+    ListenError,
+    forget_token,
+    hand_over_token,
+    plan_listener,
+    start_listening,
+)
 from acpkit_agent.lsp import LanguageServers
 from acpkit_agent.mcp_servers import (
     McpServerSet,
@@ -108,8 +115,8 @@ class Options(usage.Options):
 
     synopsis = (
         "[--config FILE] [--listen ENDPOINT | --listen http:ENDPOINT [--token-file FILE]"
-        " [--tls-client-ca FILE] [--max-connections N] [--max-message-size BYTES]]"
-        " [--engine NAME]"
+        " [--max-connections N] [--max-message-size BYTES]] [--tls-client-ca FILE]"
+        " [--no-token] [--engine NAME]"
     )
     longdesc = (
         "Run the reference ACP agent bob: JSON-RPC on stdio (or one agent connection per "
@@ -127,26 +134,30 @@ class Options(usage.Options):
             "listen",
             "l",
             "stdio",
-            "Where to serve: stdio, a Twisted server endpoint string (tcp:8765, unix:PATH:"
-            " raw NDJSON), or http:ENDPOINT for remote ACP (Streamable HTTP and WebSocket at"
-            " /acp, e.g. http:tcp:8765; http:ssl:8443:privateKey=KEY:certKey=CERT for"
-            " HTTPS); loopback unless the endpoint names an interface.",
+            "Where to serve: stdio, http:ENDPOINT for remote ACP (Streamable HTTP and"
+            " WebSocket at /acp, e.g. http:tcp:8765, http:unix:PATH; http:ssl:8443:"
+            "privateKey=KEY:certKey=CERT for HTTPS), or a Twisted server endpoint string for"
+            " raw NDJSON (unix:PATH; tcp: only with --no-token or ssl: with"
+            " --tls-client-ca). Loopback unless the endpoint names an interface; on TCP a"
+            " bearer token is required (made and printed when --token-file is not given);"
+            " unix sockets are owner-only.",
         ],
         [
             "token-file",
             None,
             None,
-            "With --listen http:...: a file holding the bearer token every request must"
-            " send (Authorization: Bearer); it or --tls-client-ca is required to listen"
-            " beyond loopback.",
+            "With --listen http:...: the file of bearer tokens a request may send"
+            " (Authorization: Bearer), one per line, readable by its owner only; a missing"
+            " file is created with a new token. Default on TCP: a new token in"
+            " ~/.local/state/acpkit/remote-PORT.token, printed once.",
         ],
         [
             "tls-client-ca",
             None,
             None,
-            "With --listen http:ssl:...: a PEM file of CA certificates; every TLS"
-            " handshake must present a client certificate one of them signed (TLS client"
-            " authentication); it or --token-file is required to listen beyond loopback.",
+            "With an ssl: listener: a PEM file of CA certificates; every TLS handshake"
+            " must present a client certificate one of them signed (TLS client"
+            " authentication); with it no token is made.",
         ],
         [
             "allowed-origins",
@@ -171,6 +182,16 @@ class Options(usage.Options):
             " WebSocket frame beyond closes it (1009).",
         ],
         ["engine", "e", None, "The engine name (openai, scripted, echo); overrides the config."],
+    ]
+
+    optFlags = [
+        [
+            "no-token",
+            None,
+            "With a loopback TCP --listen: no authentication at all. Any local user or"
+            " process can then connect and run commands as this user; a unix socket is"
+            " the tokenless choice that keeps them out. Refused beyond loopback.",
+        ],
     ]
 
     def opt_version(self) -> None:
@@ -292,10 +313,13 @@ class AgentService(Service):
         *,
         listening: Deferred[Any] | None = None,
         authentication: str | None = None,
+        no_token: bool = False,
     ) -> None:
         self.runtime = runtime
-        #: What a remote client must present (``--listen http:``), logged once listening.
+        #: What a client must present (``--listen``), logged once listening.
         self.authentication = authentication
+        #: Without ``listening``: serve raw NDJSON on loopback TCP without credentials.
+        self.no_token = no_token
         self.listen = listen
         self.reactor = reactor
         self.port: Any = None
@@ -324,7 +348,8 @@ class AgentService(Service):
         else:
             d = self._listening_d
             if d is None:
-                d = serve(self.reactor, self.listen, _AgentFactory(self.runtime))
+                factory = _AgentFactory(self.runtime)
+                d = serve(self.reactor, self.listen, factory, no_token=self.no_token)
             d.addCallbacks(self._listening, self._listen_failed)
 
     def _stdin_ended(self) -> None:
@@ -386,7 +411,10 @@ class AgentService(Service):
         self.port = port
         _log.info("[acp] listening on {address}", address=port.getHost())
         if self.authentication is not None:
-            _log.info("[acp] remote ACP {authentication}", authentication=self.authentication)
+            kind = "remote ACP" if self.listen.startswith(REMOTE_PREFIX) else "raw NDJSON"
+            _log.info(
+                "[acp] {kind} {authentication}", kind=kind, authentication=self.authentication
+            )
 
     def _listen_failed(self, failure: Any) -> None:
         _log.error("[acp] cannot listen on {where}: {why}", where=self.listen, why=failure.value)
@@ -425,18 +453,24 @@ def makeService(options: Options) -> IService:
     except ConfigError as error:
         _exit_with(str(error))
     listen = options["listen"]
-    _remote_limits(options)  # a bad value, or one without --listen http:, exits here
-    _tls_client_ca_without_remote(options)
+    limits = _remote_limits(options)  # a bad value, or one without --listen http:, exits here
+    client_ca = _tls_client_ca(options)
     listening: Deferred[Any] | None = None
-    authentication: list[str] = []
+    listener: Listener | None = None
     if listen != "stdio":
-        listening = _listen_now(reactor, listen, runtime, options, authentication)
+        listener = _plan(reactor, options, runtime, limits, client_ca)
+        try:
+            listening = start_listening(reactor, listener)
+        except ListenError as error:
+            _exit_with(str(error))
+        listening.addCallback(_hand_over, listener)
+        reactor.addSystemEventTrigger("after", "shutdown", forget_token, listener)
     service = AgentService(
         runtime,
         listen,
         reactor,
         listening=listening,
-        authentication=authentication[0] if authentication else None,
+        authentication=listener.authentication if listener is not None else None,
     )
     # Language servers: shutdown/exit (then their groups) whatever ends the reactor.
     reactor.addSystemEventTrigger("before", "shutdown", stop_language_servers, runtime)
@@ -476,102 +510,57 @@ def _exit_with(message: str) -> NoReturn:
     raise SystemExit(1)
 
 
-def _listen_now(
-    reactor: Any,
-    listen: str,
-    runtime: AgentRuntime,
-    options: Options | None = None,
-    authentication: list[str] | None = None,
-) -> Deferred[Any]:
-    """
-    Parse ``--listen`` and start listening at once (before twistd runs the reactor): a
-    bad endpoint string or a port that cannot be had (in use, no permission) exits 1
-    with one line instead of a traceback or an agent that serves nothing.  For remote
-    ACP, what clients must present is appended to ``authentication``.
-    """
-    factory: Any = _AgentFactory(runtime)
-    description = listen
-    client_ca: Path | None = None
-    if listen.startswith(REMOTE_PREFIX):
-        description, factory, client_ca, in_force = _remote_site(reactor, listen, runtime, options)
-        if authentication is not None:
-            authentication.append(in_force)
-    try:
-        if client_ca is None:
-            endpoint = serverFromString(reactor, description)
-        else:
-            from acpkit.remote.tls_server import server_endpoint
+def _plan(
+    reactor: Any, options: Options, runtime: AgentRuntime, limits: Any, client_ca: Path | None
+) -> Listener:
+    """How to listen (:func:`acpkit_agent.listening.plan_listener`); refused: exit 1."""
+    origins = [o.strip() for o in options["allowed-origins"].split(",") if o.strip()]
 
-            endpoint = server_endpoint(reactor, description, client_ca=client_ca)
-    except Exception as error:  # ValueError, KeyError, TypeError: whatever the parser raises
-        _exit_with(f"--listen {listen}: not a server endpoint string ({_one_line(error)})")
-    try:
-        d = endpoint.listen(factory)
-    except Exception as error:
-        _exit_with(f"--listen {listen}: cannot listen: {_one_line(error)}")
-    outcome: list[Any] = []
-    if d.called:
-        d.addBoth(outcome.append)
-        result = outcome[0]
-        if isinstance(result, Failure):
-            why = result.value if result.value is not None else result
-            _exit_with(f"--listen {listen}: cannot listen: {_one_line(why)}")
-        return succeed(result)
-    d2: Deferred[Any] = d
-    return d2
+    def remote_site(tokens: Any) -> Any:
+        from acpkit.remote.server import ACPResource, RemoteSite
 
-
-REMOTE_PREFIX = "http:"
-"""``--listen http:ENDPOINT``: remote ACP (:func:`acpkit.remote.serve_remote`) on ENDPOINT."""
-
-
-def _remote_site(
-    reactor: Any, listen: str, runtime: AgentRuntime, options: Options | None
-) -> tuple[str, Any, Path | None, str]:
-    """
-    The endpoint string (loopback by default), the site serving bob at ``/acp``, the
-    client CA file (``--tls-client-ca``) and the authentication in force, in words.
-    """
-    from acpkit.remote.security import authentication_in_force, check_bind
-    from acpkit.remote.server import ACPResource, RemoteSite
-
-    token: bytes | None = None
-    token_file = options["token-file"] if options is not None else None
-    if token_file:
-        try:
-            with open(token_file, "rb") as f:
-                token = f.read().strip()
-        except OSError as error:
-            _exit_with(f"--token-file {token_file}: {_one_line(error.strerror or error)}")
-        if not token:
-            _exit_with(f"--token-file {token_file}: the file is empty")
-    client_ca = _tls_client_ca(options)
-    origins = options["allowed-origins"] if options is not None else ""
-    try:
-        description = check_bind(
-            listen[len(REMOTE_PREFIX) :], token=token, client_auth=client_ca is not None
+        resource = ACPResource(
+            lambda conn: BobAgent(conn, runtime),
+            clock=reactor,
+            token=tokens,
+            allowed_origins=origins,
+            limits=limits,
         )
-    except ValueError as error:
-        _exit_with(f"--listen {listen}: {_one_line(error)}")
-    resource = ACPResource(
-        lambda conn: BobAgent(conn, runtime),
-        clock=reactor,
-        token=token,
-        allowed_origins=[o.strip() for o in origins.split(",") if o.strip()],
-        limits=_remote_limits(options),
-    )
-    site = RemoteSite(resource, b"/acp", reactor)
-    return description, site, client_ca, authentication_in_force(token, client_ca)
+        return RemoteSite(resource, b"/acp", reactor)
+
+    try:
+        return plan_listener(
+            reactor,
+            options,
+            raw_factory=_AgentFactory(runtime),
+            remote_site=remote_site,
+            client_ca=client_ca,
+        )
+    except ListenError as error:
+        _exit_with(str(error))
+
+
+def _hand_over(port: Any, listener: Listener) -> Any:
+    """Once listening: write and announce the token bob made; a failure exits 1."""
+    try:
+        hand_over_token(listener, port, _note)
+    except ListenError as error:
+        port.stopListening()
+        _exit_with(str(error))
+    return port
 
 
 def _tls_client_ca(options: Options | None) -> Path | None:
     """
     ``--tls-client-ca FILE``, checked now: a file that cannot be read or holds no valid
-    PEM certificate exits 1 with one line naming the option and the file.
+    PEM certificate exits 1 with one line naming the option and the file; given
+    without ``--listen``, exit 1 too.
     """
     given = options["tls-client-ca"] if options is not None else None
     if not given:
         return None
+    if options is not None and options["listen"] == "stdio":
+        _exit_with("--tls-client-ca applies only with --listen (an ssl: endpoint)")
     from acpkit.remote.tls import read_certificates
 
     path = Path(given).expanduser()
@@ -580,12 +569,6 @@ def _tls_client_ca(options: Options | None) -> Path | None:
     except ValueError as error:
         _exit_with(f"--tls-client-ca {given}: {_one_line(error)}")
     return path
-
-
-def _tls_client_ca_without_remote(options: Options) -> None:
-    """``--tls-client-ca`` applies to ``--listen http:`` only: given otherwise, exit 1."""
-    if options["tls-client-ca"] and not options["listen"].startswith(REMOTE_PREFIX):
-        _exit_with("--tls-client-ca applies only to remote ACP (--listen http:ssl:ENDPOINT)")
 
 
 #: The options setting a :class:`~acpkit.remote.server.RemoteLimits` field, by field.
@@ -613,7 +596,7 @@ def _remote_limits(options: Options | None) -> Any:
     if not options["listen"].startswith(REMOTE_PREFIX):
         name = next(iter(given.values()))[0]
         _exit_with(f"--{name} applies only to remote ACP (--listen http:ENDPOINT)")
-    values: dict[str, int] = {}
+    values: dict[str, Any] = {}
     for field, (name, text) in given.items():
         try:
             value = int(text.strip())

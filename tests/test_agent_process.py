@@ -223,7 +223,9 @@ class OpenAIEngineFailureTests(TestCase):
             engine_settings={"base_url": base_url, "model": "scripted", "timeout": 5.0},
             context_window=1000,
         )
-        service = AgentService(build_runtime(config, reactor), "tcp:0:interface=127.0.0.1", reactor)
+        service = AgentService(
+            build_runtime(config, reactor), "tcp:0:interface=127.0.0.1", reactor, no_token=True
+        )
         service.startService()
         self.addCleanup(service.stopService)
         await wait_until(lambda: service.port is not None)

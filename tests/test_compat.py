@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from twisted.internet import process as process_module
@@ -184,9 +185,38 @@ def test_twist_runner_used_by_the_twistd_test_exists() -> None:
     assert callable(Twist.main)
 
 
+def test_endpoint_arguments_reads_what_server_from_string_reads() -> None:
+    """``endpoints._parse`` exists: a server endpoint string's positional and keyword
+    arguments, escapes undone; a string it cannot split is a ValueError."""
+    args, kwargs = compat.endpoint_arguments(r"tcp:8765:interface=\:\:1:backlog=5")
+    assert args == ["tcp", "8765"]
+    assert kwargs == {"interface": "::1", "backlog": "5"}
+    assert compat.endpoint_arguments("unix:/tmp/s:mode=600") == (
+        ["unix", "/tmp/s"],
+        {"mode": "600"},
+    )
+
+
+def test_endpoint_arguments_without_the_parser_is_a_clear_error(monkeypatch: Any) -> None:
+    """Without ``endpoints._parse`` no guess is made: the error names it."""
+    from twisted.internet import endpoints
+
+    monkeypatch.delattr(endpoints, "_parse")
+    with pytest.raises(compat.TwistedInternalsChanged, match=r"endpoints\._parse"):
+        compat.endpoint_arguments("tcp:0")
+
+
 def test_no_private_twisted_import_outside_compat() -> None:
     """Only ``acpkit/compat.py`` names a private Twisted module or attribute."""
-    private = ("_posixstdio", "._writer", "_tempDataLen", "_writeDisconnecting", "._tokens")
+    private = (
+        "_posixstdio",
+        "._writer",
+        "_tempDataLen",
+        "_writeDisconnecting",
+        "._tokens",
+        "endpoints import _parse",
+        "endpoints._parse",
+    )
     offenders = []
     for package in ("acpkit", "acpkit_agent", "acpkit_client"):
         for path in (ROOT / package).rglob("*.py"):

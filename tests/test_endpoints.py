@@ -334,9 +334,12 @@ class EndpointStringTests(TestCase):
 
     @defer.inlineCallbacks
     def _round_trip(
-        self, server_description: str, client_description_for: Callable[[IListeningPort], str]
+        self,
+        server_description: str,
+        client_description_for: Callable[[IListeningPort], str],
+        **options: Any,
     ) -> Generator[defer.Deferred[Any], Any, None]:
-        port = yield serve(reactor, server_description, Factory.forProtocol(EchoServer))
+        port = yield serve(reactor, server_description, Factory.forProtocol(EchoServer), **options)
         self.addCleanup(port.stopListening)
         client = Recorder()
         connected = yield connect(reactor, client_description_for(port), client)
@@ -349,10 +352,11 @@ class EndpointStringTests(TestCase):
         yield client.lost
 
     def test_tcp(self) -> defer.Deferred[None]:
-        """An NDJSON echo over tcp:0 (port chosen by the system)."""
+        """An NDJSON echo over tcp:0 (port chosen by the system), no_token on loopback."""
         return self._round_trip(
             "tcp:0:interface=127.0.0.1",
             lambda port: f"tcp:host=127.0.0.1:port={_port_number(port)}",
+            no_token=True,
         )
 
     def test_unix(self) -> defer.Deferred[None]:

@@ -41,6 +41,7 @@ from twisted.web._http2 import H2Connection  # the server under test
 from zope.interface import implementer
 
 from acpkit import schema
+from acpkit.admission import GuardedProtocol
 from acpkit.connection import Agent, AgentConnection, negotiate_version
 from acpkit.remote.h2_reads import H2FrameReads
 from acpkit.remote.security import tls_serving_problem
@@ -392,10 +393,14 @@ def test_other_connections_are_passed_through_untouched() -> None:
 
 
 def test_the_remote_site_builds_its_protocol_guarded() -> None:
-    """RemoteSite's protocols are wrapped; the site's attributes read through."""
+    """
+    RemoteSite's protocols are guarded (admission) around the HTTP/2 frame splitter;
+    the site's attributes read through both.
+    """
     site = RemoteSite(ACPResource(EchoAgent, clock=Clock()), b"/acp", reactor=Clock())
     protocol = site.buildProtocol(None)
-    assert isinstance(protocol, H2FrameReads)
+    assert isinstance(protocol, GuardedProtocol)
+    assert isinstance(protocol.wrapped, H2FrameReads)
     assert protocol.site is site
 
 
@@ -514,7 +519,7 @@ class EndToEndTests(TestCase):
             agents.append(EchoAgent(conn))
             return agents[-1]
 
-        port: Any = await serve_remote(reactor, description, agent)
+        port: Any = await serve_remote(reactor, description, agent, no_token=True)
         self.addCleanup(port.stopListening)
         acp = port.factory.wrappedFactory.acp
         url = f"https://localhost:{port.getHost().port}/acp"

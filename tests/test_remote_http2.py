@@ -310,7 +310,9 @@ class ServeRemoteOverTLSTests(TestCase):
         directory = Path(self.mktemp())
         directory.mkdir()
         key, cert = write_certificate(directory)
-        port = await serve_remote(reactor, f"ssl:0:privateKey={key}:certKey={cert}", InteropAgent)
+        port = await serve_remote(
+            reactor, f"ssl:0:privateKey={key}:certKey={cert}", InteropAgent, no_token=True
+        )
         self.addCleanup(port.stopListening)
         site: Any = cast(Any, port).factory
         while not isinstance(site, Site):

@@ -733,7 +733,7 @@ class AcpkitServerTests(TestCase):
         from acpkit.remote import serve_remote
         from tests.fixtures.interop.acpkit_agent import InteropAgent
 
-        port = await serve_remote(reactor, "tcp:0", InteropAgent)
+        port = await serve_remote(reactor, "tcp:0", InteropAgent, no_token=True)
         self.addCleanup(port.stopListening)
         url = f"http://127.0.0.1:{port.getHost().port}/acp"
         await run_scenario(self, url, "acpkit-session")

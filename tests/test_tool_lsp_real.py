@@ -127,7 +127,7 @@ class LspToolTurnTests(TestCase):
             lsp_servers=(server,),
         )
         runtime = build_runtime(config, reactor)
-        service = AgentService(runtime, "tcp:0:interface=127.0.0.1", reactor)
+        service = AgentService(runtime, "tcp:0:interface=127.0.0.1", reactor, no_token=True)
         service.startService()
         self.addCleanup(service.stopService)
         self.addCleanup(stop_language_servers, runtime)

@@ -1,0 +1,428 @@
+"""
+Admission of incoming connections: caps and deadlines, so that slow or idle peers cannot
+take the descriptors legitimate clients need.
+
+A listener (remote ACP's site, a raw NDJSON endpoint) asks an :class:`Admission` table
+for each new connection and wraps its protocol in a :class:`GuardedProtocol`.  A
+connection is *pending* from its first byte (TLS handshake included) until the listener
+accepts something from it (an authenticated request head, a first NDJSON line); then it
+is *established*.
+
+=====================================  ==================================================
+situation                              what happens
+=====================================  ==================================================
+a pending connection older than        aborted (it never sent an acceptable request
+``pending_timeout``                    head: a slow or silent peer, a slow TLS handshake,
+                                       an unauthenticated HTTP/2 connection)
+``max_pending`` pending connections    the oldest pending connection of the peer holding
+and a new one arrives                  the most pending ones is aborted to make room
+a peer at ``max_per_peer``             its oldest pending connection is aborted to make
+connections opens another              room; with none pending, the new one is closed
+                                       at once
+``max_sockets`` connections open       the oldest pending connection of the peer holding
+(default: from ``RLIMIT_NOFILE``)      the most is aborted; with none pending, the new
+                                       one is closed at once
+an established HTTP/1.x connection     the request head must be complete within
+starts a request                       ``head_timeout`` of its first byte, and its body
+                                       within ``body_timeout`` plus one second per
+                                       ``body_min_rate`` bytes; else it is aborted
+refusals, evictions, timeouts          counted (:attr:`Admission.counts`) and logged at
+                                       most once per ``log_interval`` seconds, as a sum
+=====================================  ==================================================
+
+Eviction instead of refusal is what keeps a legitimate client served while an attacker
+holds thousands of slow connections from one address: its connection completes its head
+in a round trip and leaves the pending pool, while the attacker's oldest ones make room.
+"""
+
+from __future__ import annotations
+
+import resource
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from twisted.internet.interfaces import (
+    IAddress,
+    IDelayedCall,
+    IProtocol,
+    IProtocolFactory,
+    IReactorTime,
+    ITransport,
+)
+from twisted.internet.protocol import Factory
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import alsoProvides, implementer, providedBy
+
+__all__ = [
+    "Admission",
+    "AdmissionLimits",
+    "AdmittedFactory",
+    "GuardedProtocol",
+    "Ticket",
+    "socket_budget",
+]
+
+_log = Logger(namespace="acpkit.admission")
+
+
+def socket_budget(soft_limit: int | None = None) -> int:
+    """
+    How many connections a listener may hold: the process's descriptor limit
+    (``RLIMIT_NOFILE``'s soft limit) less a reserve for everything else the agent opens
+    (files, pipes to tools, language and MCP servers): an eighth, at least 64.
+    """
+    if soft_limit is None:
+        soft_limit, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft_limit == resource.RLIM_INFINITY:
+            soft_limit = 1 << 20
+    reserve = max(64, soft_limit // 8)
+    return max(16, soft_limit - reserve)
+
+
+@attrs.frozen(kw_only=True)
+class AdmissionLimits:
+    """The caps and deadlines of :class:`Admission` (see the module docstring)."""
+
+    #: Connections open at once (None: :func:`socket_budget`).
+    max_sockets: int | None = None
+    #: Connections from one peer address at once.
+    max_per_peer: int = 256
+    #: Connections that have not yet been accepted (see the module docstring).
+    max_pending: int = 256
+    #: Seconds a connection may stay pending.
+    pending_timeout: float = 15.0
+    #: Seconds from a request's first byte to its complete head (HTTP/1.x).
+    head_timeout: float = 15.0
+    #: Seconds a request body may take, beyond one second per ``body_min_rate`` bytes.
+    body_timeout: float = 30.0
+    #: Bytes per second a body must at least arrive at, past ``body_timeout``.
+    body_min_rate: int = 64 * 1024
+    #: Seconds between two summary lines of refusals, evictions and timeouts.
+    log_interval: float = 10.0
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("max_per_peer", "max_pending", "body_min_rate"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer")
+        if self.max_sockets is not None and self.max_sockets < 1:
+            raise ValueError("max_sockets must be a positive integer")
+        for name in ("pending_timeout", "head_timeout", "body_timeout", "log_interval"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be a positive number of seconds")
+
+    def sockets(self) -> int:
+        """The socket cap in force."""
+        return self.max_sockets if self.max_sockets is not None else socket_budget()
+
+
+@attrs.define(eq=False)
+class Ticket:
+    """One admitted connection: its peer, whether it is still pending, its guard."""
+
+    peer: str
+    pending: bool = True
+    guard: GuardedProtocol | None = None
+
+    def close(self) -> None:
+        """Abort the connection (an eviction)."""
+        if self.guard is not None:
+            self.guard.abort()
+
+
+class Admission:
+    """
+    The connections of one listener (see the module docstring).  ``extra_sockets``
+    counts the listener's connections that left the table (WebSockets, which took
+    their transport over) toward ``max_sockets``.
+    """
+
+    def __init__(
+        self,
+        limits: AdmissionLimits | None = None,
+        *,
+        clock: IReactorTime,
+        extra_sockets: Callable[[], int] = lambda: 0,
+    ) -> None:
+        self.limits = limits if limits is not None else AdmissionLimits()
+        self.clock = clock
+        self._extra_sockets = extra_sockets
+        self._max_sockets = self.limits.sockets()
+        #: Every ticket in the table, oldest first.
+        self._tickets: OrderedDict[Ticket, None] = OrderedDict()
+        self._per_peer: Counter[str] = Counter()
+        self._pending_per_peer: Counter[str] = Counter()
+        #: Refusals, evictions and timeouts since the listener started, by kind.
+        self.counts: Counter[str] = Counter()
+        self._unlogged: Counter[str] = Counter()
+        self._log_call: IDelayedCall | None = None
+
+    # -- the table ---------------------------------------------------------------------
+
+    def open_sockets(self) -> int:
+        """Connections open now, WebSockets included."""
+        return len(self._tickets) + self._extra_sockets()
+
+    def pending(self) -> int:
+        """Connections pending now."""
+        return sum(self._pending_per_peer.values())
+
+    def admit(self, peer: str) -> Ticket | None:
+        """A ticket for a new connection from ``peer``, or None (close it at once)."""
+        limits = self.limits
+        if self._per_peer[peer] >= limits.max_per_peer and not self._evict(peer, "per_peer"):
+            self._note("refused_per_peer")
+            return None
+        if self.open_sockets() >= self._max_sockets and not self._evict(None, "sockets"):
+            self._note("refused_sockets")
+            return None
+        if self.pending() >= limits.max_pending and not self._evict(None, "pending"):
+            self._note("refused_pending")
+            return None
+        ticket = Ticket(peer)
+        self._tickets[ticket] = None
+        self._per_peer[peer] += 1
+        self._pending_per_peer[peer] += 1
+        return ticket
+
+    def established(self, ticket: Ticket) -> None:
+        """``ticket``'s connection was accepted: it leaves the pending pool."""
+        if ticket.pending and ticket in self._tickets:
+            ticket.pending = False
+            self._forget_pending(ticket.peer)
+
+    def release(self, ticket: Ticket) -> None:
+        """``ticket``'s connection is gone (or left the table: an upgrade)."""
+        if ticket not in self._tickets:
+            return
+        del self._tickets[ticket]
+        self._per_peer[ticket.peer] -= 1
+        if self._per_peer[ticket.peer] <= 0:
+            del self._per_peer[ticket.peer]
+        if ticket.pending:
+            ticket.pending = False
+            self._forget_pending(ticket.peer)
+
+    def timed_out(self, kind: str) -> None:
+        """A guard aborted its connection for a deadline (``pending``, ``head``, ``body``)."""
+        self._note(f"timed_out_{kind}")
+
+    def _forget_pending(self, peer: str) -> None:
+        self._pending_per_peer[peer] -= 1
+        if self._pending_per_peer[peer] <= 0:
+            del self._pending_per_peer[peer]
+
+    def _evict(self, peer: str | None, why: str) -> bool:
+        """
+        Abort the oldest pending connection of ``peer`` (None: of the peer holding the
+        most pending ones) to make room; False when there is none.
+        """
+        if peer is None:
+            if not self._pending_per_peer:
+                return False
+            peer = self._pending_per_peer.most_common(1)[0][0]
+        victim = next((t for t in self._tickets if t.pending and t.peer == peer), None)
+        if victim is None:
+            return False
+        self.release(victim)
+        victim.close()
+        self._note(f"evicted_{why}")
+        return True
+
+    # -- the summary line ----------------------------------------------------------------
+
+    def _note(self, kind: str) -> None:
+        self.counts[kind] += 1
+        self._unlogged[kind] += 1
+        if self._log_call is None:
+            self._log_call = self.clock.callLater(self.limits.log_interval, self._log_summary)
+
+    def _log_summary(self) -> None:
+        self._log_call = None
+        if not self._unlogged:
+            return
+        summary = ", ".join(f"{kind.replace('_', ' ')}: {n}" for kind, n in self._unlogged.items())
+        self._unlogged.clear()
+        _log.warn(
+            "connections refused or closed early in the last {interval:g} s ({summary});"
+            " {open} open, {pending} pending",
+            interval=self.limits.log_interval,
+            summary=summary,
+            open=self.open_sockets(),
+            pending=self.pending(),
+        )
+
+    def stop(self) -> None:
+        """Cancel the pending summary line (the listener stopped)."""
+        if self._log_call is not None and self._log_call.active():
+            self._log_call.cancel()
+        self._log_call = None
+
+
+@implementer(IProtocol)
+class GuardedProtocol:
+    """
+    Wraps the protocol of one admitted connection: its deadlines, and its ticket's
+    release when the connection ends.  The wrapped protocol gets the real transport.
+
+    The listener's protocol calls :meth:`accepted` when the connection may leave the
+    pending pool, and, for HTTP/1.x requests, :meth:`head_received` and
+    :meth:`body_received` (an established connection's next bytes start the next
+    request's head deadline).  :meth:`detach` hands the connection over (a WebSocket
+    upgrade took the transport): deadlines stop and the ticket is released.
+    """
+
+    def __init__(
+        self,
+        wrapped: IProtocol,
+        ticket: Ticket,
+        admission: Admission,
+        *,
+        accept_on: bytes | None = None,
+    ) -> None:
+        self.wrapped = wrapped
+        self.ticket = ticket
+        self.admission = admission
+        #: Accept the connection once this byte sequence arrives (raw NDJSON: a first
+        #: line); None: the listener calls :meth:`accepted` itself.
+        self.accept_on = accept_on
+        self.transport: ITransport | None = None
+        ticket.guard = self
+        # Half-close, TLS handshake listening...: what the wrapped protocol provides,
+        # its methods reached through __getattr__.
+        alsoProvides(self, *list(providedBy(wrapped)))
+        self._timer: IDelayedCall | None = None
+        self._timer_kind = ""
+        #: HTTP/1.x request deadlines are armed (only once established, on HTTP/1.x).
+        self.per_request = False
+        self._idle = True
+        self._gone = False
+
+    def __getattr__(self, name: str) -> Any:
+        # Attributes set on the listener's protocol stay readable through the wrapper.
+        if name == "wrapped":
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
+
+    # -- IProtocol ---------------------------------------------------------------------
+
+    def makeConnection(self, transport: ITransport) -> None:
+        self.transport = transport
+        self._arm("pending", self.admission.limits.pending_timeout)
+        self.wrapped.makeConnection(transport)
+
+    def connectionMade(self) -> None:
+        """Called by ``makeConnection`` on the wrapped protocol itself."""
+
+    def dataReceived(self, data: bytes) -> None:
+        if self.accept_on is not None and self.ticket.pending and self.accept_on in data:
+            self.accepted()
+        if self.per_request and self._idle:
+            self._idle = False
+            self._arm("head", self.admission.limits.head_timeout)
+        self.wrapped.dataReceived(data)
+
+    def connectionLost(self, reason: Failure) -> None:
+        self._end()
+        self.wrapped.connectionLost(reason)
+
+    # -- the listener's hooks ------------------------------------------------------------
+
+    def accepted(self, *, per_request: bool = False) -> None:
+        """
+        The listener accepted this connection: it leaves the pending pool.
+        ``per_request``: arm HTTP/1.x request deadlines from now on.
+        """
+        if self.ticket.pending:
+            self._disarm()
+            self.admission.established(self.ticket)
+        self.per_request = self.per_request or per_request
+
+    def head_received(self, length: int | None) -> None:
+        """A request's head is complete: its body's deadline starts (HTTP/1.x)."""
+        if not self.per_request:
+            return
+        self._idle = False
+        limits = self.admission.limits
+        allowance = limits.body_timeout + (length or 0) / limits.body_min_rate
+        self._arm("body", allowance)
+
+    def body_received(self) -> None:
+        """A request is complete: no deadline until the next request's first byte."""
+        if self.ticket.pending:
+            return
+        self._disarm()
+        self._idle = True
+
+    def detach(self) -> None:
+        """The transport was taken over: stop the deadlines, leave the table."""
+        self._end()
+
+    def abort(self) -> None:
+        """Abort the connection now (an eviction or a deadline)."""
+        self._end()
+        if self.transport is not None:
+            self.transport.abortConnection()  # type: ignore[attr-defined]
+
+    # -- deadlines --------------------------------------------------------------------------
+
+    def _arm(self, kind: str, seconds: float) -> None:
+        self._disarm()
+        if self._gone:
+            return
+        self._timer_kind = kind
+        self._timer = self.admission.clock.callLater(seconds, self._deadline)
+
+    def _disarm(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def _deadline(self) -> None:
+        self._timer = None
+        if self._gone:
+            return
+        self.admission.timed_out(self._timer_kind)
+        self.abort()
+
+    def _end(self) -> None:
+        self._disarm()
+        if not self._gone:
+            self._gone = True
+            self.admission.release(self.ticket)
+
+
+@implementer(IProtocolFactory)
+class AdmittedFactory(Factory):
+    """
+    Wraps a listener's factory: each connection is admitted by ``admission`` (None from
+    :meth:`buildProtocol` closes it at once) and guarded; ``accept_on``: see
+    :class:`GuardedProtocol`.
+    """
+
+    def __init__(
+        self, wrapped: IProtocolFactory, admission: Admission, *, accept_on: bytes | None
+    ) -> None:
+        self.wrapped = wrapped
+        self.admission = admission
+        self.accept_on = accept_on
+        self.noisy = False
+
+    def buildProtocol(self, addr: IAddress) -> IProtocol | None:  # type: ignore[override]
+        ticket = self.admission.admit(str(getattr(addr, "host", None) or "local"))
+        if ticket is None:
+            return None
+        protocol = self.wrapped.buildProtocol(addr)
+        if protocol is None:
+            self.admission.release(ticket)
+            return None
+        return GuardedProtocol(protocol, ticket, self.admission, accept_on=self.accept_on)
+
+    def doStart(self) -> None:
+        self.wrapped.doStart()
+
+    def doStop(self) -> None:
+        self.admission.stop()
+        self.wrapped.doStop()
