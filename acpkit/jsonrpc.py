@@ -705,6 +705,11 @@ class JSONRPCEngine(Protocol):
     def stopProducing(self) -> None:
         """The transport is going away; ``connectionLost`` does the cleanup."""
 
+    @property
+    def output_paused(self) -> bool:
+        """True while the transport has paused us: the peer is not reading our output."""
+        return self._write_paused
+
     def writable(self) -> Deferred[None]:
         """Fires now, or when the transport resumes us (back-pressure)."""
         if not self._write_paused:

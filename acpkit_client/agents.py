@@ -310,6 +310,7 @@ class AgentRun:
             tls=self.entry.tls,
             http2=self.entry.http2,
             name=self.entry.name,
+            token_file=self.entry.token_file,
         )
 
         def connected(connection: ClientConnection) -> ClientConnection:

@@ -64,7 +64,7 @@ from zope.interface import implementer
 
 from acpkit import __version__, schema
 from acpkit_client.agents import DEFAULT_HANDSHAKE_TIMEOUT, AgentStartError, HandshakeTimeout
-from acpkit_client.config import AgentsConfig, load_agents
+from acpkit_client.config import AgentEntry, AgentsConfig, load_agents
 from acpkit_client.conversation import Entry, EntryKind, MessageEntry, PlanEntry, ToolCallEntry
 from acpkit_client.interfaces import IConversationObserver, IPermissionPrompt
 from acpkit_client.interrupts import DEFAULT_CANCEL_WAIT, AskInterrupts
@@ -141,7 +141,18 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="log to stderr (also accepted before ask)",
     )
-    ask_parser.add_argument("--agent", help="the agent's name (default: the first one)")
+    which = ask_parser.add_mutually_exclusive_group()
+    which.add_argument("--agent", help="the agent's name (default: the first one)")
+    which.add_argument(
+        "--url",
+        help="a remote agent's URL (http(s):// or ws(s)://) instead of one of the agents file; "
+        "a loopback URL's bearer token is read from the file the local agent wrote",
+    )
+    ask_parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --url: a file whose first line is the bearer token to send",
+    )
     ask_parser.add_argument("--cwd", help="the project root (default: the current directory)")
     policy = ask_parser.add_mutually_exclusive_group()
     policy.add_argument(
@@ -396,6 +407,19 @@ class TerminalPermissionPrompt:
 # -- ask ---------------------------------------------------------------------------
 
 
+def _url_agent(url: str, token_file: str | None, err: IO[str]) -> AgentEntry | None:
+    """``ask --url URL [--token-file FILE]``: the remote agent to ask, or None (said why)."""
+    from acpkit.remote.connect import check_remote_url
+
+    try:
+        check_remote_url(url)
+    except ValueError as e:
+        err.write(f"acpkit-client: --url: {e}\n")
+        return None
+    path = None if token_file is None else os.path.abspath(os.path.expanduser(token_file))
+    return AgentEntry(name="remote", url=url, token_file=path, source="<command line>")
+
+
 def _choose_agent(config: AgentsConfig, name: str | None, err: IO[str]) -> Any:
     for error in config.errors:
         err.write(f"acpkit-client: {error}\n")
@@ -449,7 +473,17 @@ async def ask(
             "(--mentions-as-text sends them as typed)\n"
         )
         return EXIT_USAGE
-    entry = _choose_agent(load_agents(root), options.agent, err)
+    url = getattr(options, "url", None)
+    token_file = getattr(options, "token_file", None)
+    if token_file is not None and url is None:
+        err.write("acpkit-client: --token-file goes with --url\n")
+        return EXIT_USAGE
+    if url is not None:
+        entry = _url_agent(url, token_file, err)
+        if entry is None:
+            return EXIT_USAGE
+    else:
+        entry = _choose_agent(load_agents(root), options.agent, err)
     if entry is None:
         return EXIT_CONFIG
     prompt: IPermissionPrompt = (

@@ -14,10 +14,15 @@ anything else          ``ValueError`` (the Deferred fails; nothing is sent)
 
 Either way the result is a :class:`~acpkit.connection.ClientConnection` to
 ``initialize``, and ``headers`` (a bearer token) go with every HTTP request or the
-WebSocket handshake, never logged.  ``tls`` (:class:`~acpkit.remote.tls.ClientTLS`)
-is what a ``wss://`` or ``https://`` connection trusts and the client certificate it
-presents; its files are read first (a bad one fails the Deferred with ``ValueError``
-naming it; unused for ``ws://`` and ``http://``).  ``http2`` is the HTTP version
+WebSocket handshake, never logged.  Without an ``Authorization`` header the bearer token
+is read from ``token_file`` (its first token; an unreadable or empty file fails the
+Deferred with :class:`~acpkit.remote.tokens.TokenFileError` naming it), else, for a
+loopback URL, from the file a local server writes the token it made for that port
+(:func:`acpkit.remote.tokens.default_token_path`; bob does), when it exists.
+``tls`` (:class:`~acpkit.remote.tls.ClientTLS`) is what a ``wss://`` or ``https://``
+connection trusts and the client certificate it presents; its files are read first (a
+bad one fails the Deferred with ``ValueError`` naming it; unused for ``ws://`` and
+``http://``).  ``http2`` is the HTTP version
 policy of ``http://`` and ``https://`` URLs (``"auto"``, ``"prior-knowledge"`` or
 ``"never"``: :func:`~acpkit.remote.http_client.connect_http`; unused for WebSocket).
 Each transport's module (and so its dependency: Autobahn, treq) is imported only when a
@@ -26,6 +31,7 @@ URL of its scheme is connected.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -35,11 +41,12 @@ from twisted.internet.defer import Deferred, fail
 from acpkit.connection import ClientConnection
 from acpkit.interfaces import IClient
 from acpkit.remote.tls import ClientTLS
+from acpkit.remote.tokens import token_for_url
 
 if TYPE_CHECKING:
     from acpkit.http2_agent import HTTP2Mode
 
-__all__ = ["REMOTE_SCHEMES", "check_remote_url", "connect_remote"]
+__all__ = ["REMOTE_SCHEMES", "check_remote_url", "connect_remote", "with_bearer_token"]
 
 #: The URL schemes :func:`connect_remote` accepts.
 REMOTE_SCHEMES = ("ws", "wss", "http", "https")
@@ -71,6 +78,21 @@ def check_remote_url(url: str) -> str:
     return scheme
 
 
+def with_bearer_token(
+    url: str,
+    headers: Mapping[str, str] | None,
+    token_file: str | os.PathLike[str] | None = None,
+) -> dict[str, str]:
+    """
+    ``headers``, with ``Authorization: Bearer`` added from ``token_file`` or the
+    loopback URL's token file when they hold none (see the module docstring).
+    """
+    given = dict(headers or {})
+    if any(name.lower() == "authorization" for name in given):
+        return given
+    return {**given, **token_for_url(url, token_file)}
+
+
 def connect_remote(
     reactor: Any,
     url: str,
@@ -80,10 +102,12 @@ def connect_remote(
     tls: ClientTLS | None = None,
     http2: HTTP2Mode = "auto",
     name: str = "agent",
+    token_file: str | os.PathLike[str] | None = None,
 ) -> Deferred[ClientConnection]:
     """A :class:`ClientConnection` to the agent at ``url`` (see the module docstring)."""
     try:
         scheme = check_remote_url(url)
+        headers = with_bearer_token(url, headers, token_file)
         if tls is not None and scheme in ("wss", "https"):
             tls.check()
         if scheme in ("ws", "wss"):

@@ -179,7 +179,7 @@ def read_client_token(path: Path) -> str:
     return lines[0]
 
 
-def token_for_url(url: str, token_file: str | Path | None = None) -> dict[str, str]:
+def token_for_url(url: str, token_file: str | os.PathLike[str] | None = None) -> dict[str, str]:
     """
     The ``Authorization`` header to send to ``url`` (see the module docstring): ``{}``
     when there is no token to send.
