@@ -133,7 +133,7 @@ def check_bind(description: str, auth: BindAuthentication, *, raw: bool = False)
     given = description
     remedy = _remedy(raw)
     args, kwargs = endpoint_arguments(description)
-    if not args:
+    if not args or not args[0]:
         raise ValueError(f"{description!r} is not a server endpoint string")
     kind = args[0].lower()
     if raw and auth.token:
