@@ -17,6 +17,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from acpkit.admission import (
     Admission,
@@ -225,10 +226,15 @@ def test_detach_leaves_the_table() -> None:
 
 def test_one_summary_line_per_interval(capsys: pytest.CaptureFixture[str]) -> None:
     """Refusals are summed and logged at most once per ``log_interval``."""
-    from twisted.logger import LogLevel, globalLogPublisher
+    from twisted.logger import ILogObserver, LogLevel, globalLogPublisher
 
     events: list[dict[str, Any]] = []
-    globalLogPublisher.addObserver(events.append)
+
+    @implementer(ILogObserver)
+    def observer(event: dict[str, Any]) -> None:
+        events.append(event)
+
+    globalLogPublisher.addObserver(observer)
     try:
         clock = Clock()
         admission = Admission(limits(max_per_peer=1, log_interval=10), clock=clock)
@@ -239,7 +245,7 @@ def test_one_summary_line_per_interval(capsys: pytest.CaptureFixture[str]) -> No
             Peer(admission, "10.0.0.1")
         clock.advance(10)
     finally:
-        globalLogPublisher.removeObserver(events.append)
+        globalLogPublisher.removeObserver(observer)
     summaries = [e for e in events if e.get("log_namespace") == "acpkit.admission"]
     assert len(summaries) == 1 and summaries[0]["log_level"] == LogLevel.warn
     assert "refused per peer: 500" in summaries[0]["summary"]

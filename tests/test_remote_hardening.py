@@ -13,7 +13,8 @@ from typing import Any
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
-from twisted.logger import globalLogPublisher
+from twisted.logger import ILogObserver, globalLogPublisher
+from zope.interface import implementer
 
 from acpkit.admission import AdmissionLimits
 from acpkit.connection import Agent, AgentConnection
@@ -57,7 +58,7 @@ class Connection:
 
     @property
     def answer(self) -> bytes:
-        return self.transport.value()
+        return bytes(self.transport.value())
 
     @property
     def status(self) -> int:
@@ -195,7 +196,12 @@ def test_a_connection_id_belongs_to_its_token_holder() -> None:
 def test_no_access_log_line_carries_a_url(monkeypatch: Any) -> None:
     """A token put in a URL is refused, and no log line holds the URL or the token."""
     events: list[dict[str, Any]] = []
-    globalLogPublisher.addObserver(events.append)
+
+    @implementer(ILogObserver)
+    def observer(event: dict[str, Any]) -> None:
+        events.append(event)
+
+    globalLogPublisher.addObserver(observer)
     try:
         remote, clock = site(token=b"s3cret")
         connection = Connection(remote)
@@ -206,7 +212,7 @@ def test_no_access_log_line_carries_a_url(monkeypatch: Any) -> None:
         clock.advance(0)
         assert connection.status == 401
     finally:
-        globalLogPublisher.removeObserver(events.append)
+        globalLogPublisher.removeObserver(observer)
     from twisted.logger import formatEvent
 
     assert not any("s3cret" in formatEvent(e) or "access_token" in formatEvent(e) for e in events)

@@ -155,15 +155,16 @@ def test_an_authorization_header_is_kept(tmp_path: Path, runtime_dir: Path) -> N
 def test_connect_remote_fails_on_an_unreadable_token_file(tmp_path: Path) -> None:
     """connect_remote(token_file=missing): the Deferred fails naming the file."""
     from twisted.internet.task import Clock
+    from twisted.python.failure import Failure
 
     from acpkit.connection import Client
     from acpkit.remote.connect import connect_remote
 
-    failures: list[BaseException] = []
+    failures: list[Failure] = []
     d = connect_remote(Clock(), "http://127.0.0.1:9/acp", Client(), token_file=tmp_path / "nope")
-    d.addErrback(lambda f: failures.append(f.value))
-    assert isinstance(failures[0], TokenFileError)
-    assert "nope" in str(failures[0])
+    d.addErrback(failures.append)
+    assert failures[0].check(TokenFileError)
+    assert "nope" in str(failures[0].value)
 
 
 def test_the_agents_file_token_file_key(tmp_path: Path) -> None:
