@@ -37,6 +37,7 @@ from twisted.python.failure import Failure
 
 from acpkit import schema
 from acpkit.errors import ConnectionLost
+from acpkit_agent.attachments import ISessionAttachments, SessionAttachments
 from acpkit_agent.client_files import file_access_for
 from acpkit_agent.config import AgentConfig
 from acpkit_agent.elicitation import UserAsker
@@ -112,7 +113,8 @@ def tool_kind(kind: str) -> schema.ToolKind:
 class AgentRuntime:
     """
     What every connection of one agent process shares: the configuration, the engine, the
-    tools, the turn lock (turns are serialized process-wide) and the ``call_N`` counter.
+    tools, the turn lock (turns are serialized process-wide), the ``call_N`` counter and
+    which connection each saved session is attached to (:mod:`acpkit_agent.attachments`).
     """
 
     config: AgentConfig
@@ -122,6 +124,7 @@ class AgentRuntime:
     lock: TurnLock = attrs.field(
         default=attrs.Factory(lambda self: TurnLock(self.reactor), takes_self=True)
     )
+    attachments: ISessionAttachments = attrs.field(factory=SessionAttachments)
     _calls: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
     _window: int | None = None
 

@@ -177,6 +177,31 @@ class AgentEntry:
         found = shutil.which(self.command, path=environ.get("PATH", os.defpath))
         return None if found is None else os.path.abspath(found)
 
+    def launch_files(
+        self, project_root: str, environ: Mapping[str, str] = os.environ
+    ) -> tuple[str, ...]:
+        """Return the files the client reads or runs when it starts this agent.
+
+        A command's executable (:meth:`find_executable`) and each of its ``args`` naming
+        an existing file (relative to :meth:`resolved_cwd`); a remote agent's TLS files.
+        An agent may not write them through the client (:class:`acpkit_client.fs.FileAccess`).
+        """
+        files: list[str] = []
+        if self.url is None and self.command:
+            executable = self.find_executable(project_root, environ)
+            if executable is not None:
+                files.append(executable)
+            cwd = self.resolved_cwd(project_root)
+            for arg in self.args:
+                candidate = os.path.normpath(os.path.join(cwd, arg))
+                if os.path.isfile(candidate):
+                    files.append(candidate)
+        if self.tls is not None:
+            for path in (self.tls.trust_root, self.tls.certificate, self.tls.private_key):
+                if path is not None:
+                    files.append(str(path))
+        return tuple(files)
+
     def child_environment(self, base: Mapping[str, str] = os.environ) -> dict[str, str]:
         """Return ``base`` with this entry's ``env`` added over it (a name given here wins)."""
         merged = dict(base)

@@ -97,6 +97,8 @@ class AgentWindow(Client):
             [self.project_root, self.run.cwd],
             buffers,
             allow_outside_roots=allow_outside_roots,
+            environ=environ,
+            protected_paths=entry.launch_files(self.project_root, environ),
         )
         self.permission_prompt: IPermissionPrompt = (
             permission_prompt if permission_prompt is not None else PolicyPermissionPrompt()

@@ -46,6 +46,15 @@ def agent(turns: list[dict[str, Any]]) -> Harness:
     return make_harness(scripted({"turn": turns}), config=AgentConfig(sessions_enabled=True))
 
 
+def end(h: Harness) -> None:
+    """
+    End the connection (its sessions are detached): while it holds a session, a load by
+    another process (another runtime) is refused.
+    """
+    h.pair.close()
+    h.pair.advance(0)
+
+
 def load(h: Harness, sid: str, cwd: Path) -> None:
     h.pair.result(h.pair.client.initialize())
     h.pair.result(
@@ -98,6 +107,7 @@ def test_replay_shows_the_live_ids_when_the_model_reuses_its_ids(tmp_path: Path)
         ("call_1_1", "call_1"),
         ("call_1_1", "call_2"),
     ]
+    end(a)
     b = agent([])
     load(b, sid, tmp_path)
     replayed = started_calls(b)
@@ -136,6 +146,7 @@ def test_calls_after_a_load_never_repeat_a_replayed_id(tmp_path: Path) -> None:
     sid = a.start(str(tmp_path))
     a.raw_prompt(sid, "read")
     a.raw_prompt(sid, "again")
+    end(a)
     b = agent([read_call("a.txt", "m"), {"chunks": ["A."]}])
     load(b, sid, tmp_path)
     b.client.updates.clear()

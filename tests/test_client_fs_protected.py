@@ -88,7 +88,8 @@ def test_ordinary_files_and_look_alikes_are_written(root: Path) -> None:
         schema.ReadTextFileRequest(session_id="s", path=str(root / ".acpkit" / "acp.toml"))
     ).content
     assert content == "[agents]\n"
-    assert protected_write_reason(str(root / ".git" / "hooksx")) is None
+    for look_alike in (".gitx/hooks/a", ".gitignore", "git/config", ".github/hooks/b"):
+        assert protected_write_reason(str(root / look_alike)) is None
 
 
 def test_allow_protected_writes_lets_them_through(root: Path) -> None:
