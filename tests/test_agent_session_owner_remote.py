@@ -39,11 +39,11 @@ SESSIONS = ".acpkit/sessions"
 pytestmark = pytest.mark.process
 
 
-@contextmanager
 #: The token file the bobs of a test share (in the test's base directory).
 TOKEN_FILE = "bob.token"
 
 
+@contextmanager
 def running_bob(directory: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """
     bob (echo engine, sessions enabled) serving remote ACP on a loopback port: the
