@@ -123,7 +123,7 @@ def _load_orjson() -> None:
     options = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
     _orjson_loads = orjson.loads
     _orjson_dumps = functools.partial(orjson.dumps, option=options)
-    if _orjson_writes_exactly(orjson.dumps, MAX_NESTING_DEPTH):
+    if _refuses_deeper_than(orjson.dumps, MAX_NESTING_DEPTH):
         _write_check = orjson.dumps
 
 
@@ -134,13 +134,12 @@ def _nested(depth: int) -> Any:
     return value
 
 
-def _orjson_writes_exactly(orjson_dumps: Callable[[Any], bytes], limit: int) -> bool:
-    """True when orjson writes values nested ``limit`` deep and refuses one level more
-    (orjson 3.x: 254).  Else depth is checked by :func:`nesting_exceeds` alone."""
-    try:
-        orjson_dumps(_nested(limit))
-    except TypeError:
-        return False
+def _refuses_deeper_than(orjson_dumps: Callable[[Any], bytes], limit: int) -> bool:
+    """
+    True when ``orjson_dumps`` refuses a value nested ``limit + 1`` deep: then whatever
+    it writes nests at most ``limit`` deep, and writing a value proves it shallow enough
+    (orjson 3.x writes 254 levels).  Else every check is :func:`nesting_exceeds`.
+    """
     try:
         orjson_dumps(_nested(limit + 1))
     except TypeError:
@@ -149,15 +148,16 @@ def _orjson_writes_exactly(orjson_dumps: Callable[[Any], bytes], limit: int) -> 
 
 
 def _unchecked(value: Any) -> bytes:
-    """The write check when orjson's limit is not ours: every value goes to the walk."""
+    """The write check when orjson writes deeper than the limit: every value is walked."""
     raise TypeError("depth not checked by orjson")
 
 
 def _too_deep(value: Any) -> bool:
     """
     Whether a value orjson read nests deeper than the limit.  orjson writes every value
-    it reads unless it is too deep, so one ``orjson.dumps`` (C, a fraction of the parse)
-    answers; when it refuses, :func:`nesting_exceeds` decides exactly.
+    it reads unless it nests deeper than orjson's own writing limit (at most ours), so
+    one ``orjson.dumps`` (C, a fraction of the parse) proves it shallow; when it
+    refuses, :func:`nesting_exceeds` decides exactly.
     """
     try:
         _write_check(value)
@@ -178,8 +178,8 @@ def _first_dumps(obj: Any) -> bytes:
 
 _orjson_loads: Callable[[bytes], Any] = _first_loads
 _orjson_dumps: Callable[[Any], bytes] = _first_dumps
-#: orjson.dumps once _load_orjson has checked that it refuses exactly what nests deeper
-#: than MAX_NESTING_DEPTH; else every check is the walk.
+#: orjson.dumps once _load_orjson has checked that it refuses what nests deeper than
+#: MAX_NESTING_DEPTH (so what it writes is shallow enough); else every check is the walk.
 _write_check: Callable[[Any], bytes] = _unchecked
 
 
@@ -244,6 +244,7 @@ def dumps_or_none(obj: Any) -> bytes | None:
     if _write_check is _unchecked and len(out) > _SHALLOW_LENGTH:
         if nesting_exceeds(obj):  # (only if this orjson writes deeper than the limit)
             raise NestingTooDeep()
+    # (Written by an orjson that refuses what nests deeper than the limit: shallow enough.)
     return None if out.find(b"null") >= 0 else out
 
 

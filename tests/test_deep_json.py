@@ -493,6 +493,27 @@ def test_the_json_fallback_keeps_the_same_limit(depth: int) -> None:
                 loads(text)
 
 
+def test_orjson_proves_a_value_shallow_only_if_it_refuses_deeper_ones() -> None:
+    """The fast check is used only when orjson refuses values nested deeper than the
+    limit (then what it writes is shallow enough); a writer with no limit, or a higher
+    one, leaves every check to the exact walk."""
+
+    def refusing_past(n: int) -> Callable[[Any], bytes]:
+        def dumps(value: Any) -> bytes:
+            if nesting_exceeds(value, n):
+                raise TypeError("Recursion limit reached")
+            return b""
+
+        return dumps
+
+    assert jsonbytes._refuses_deeper_than(refusing_past(254), LIMIT)
+    assert jsonbytes._refuses_deeper_than(refusing_past(128), LIMIT)
+    assert not jsonbytes._refuses_deeper_than(refusing_past(1000), LIMIT)
+    assert not jsonbytes._refuses_deeper_than(lambda value: b"", LIMIT)
+    loads(b"[]")  # (orjson is loaded, and probed, on first use)
+    assert jsonbytes._write_check is orjson.dumps
+
+
 def test_the_walk_gives_the_same_answers_when_orjson_cannot_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
