@@ -68,19 +68,25 @@ class Listening:
     headers: dict[str, str]
 
 
+TOKEN = "deep-json-token"
+
+
 def start_listening_bob(tmp_path: Path) -> Listening:
     """
-    bob on ``--listen http:tcp:0`` (Streamable HTTP and WebSocket at ``/acp``): where it
-    listens (read from its log) and what a client must send (adapt here when listeners
-    need a token by default).
+    bob on ``--listen http:tcp:0`` (Streamable HTTP and WebSocket at ``/acp``) with a
+    bearer token from an owner-only ``--token-file``: where it listens (read from its
+    log) and what a client must send.
     """
-    bob = start_bob(tmp_path, "--listen", "http:tcp:0")
+    token_file = tmp_path / "bob.token"
+    token_file.write_text(TOKEN + "\n", encoding="utf-8")
+    token_file.chmod(0o600)
+    bob = start_bob(tmp_path, "--listen", "http:tcp:0", "--token-file", str(token_file))
     log = tmp_path / "bob.log"
     deadline = time.monotonic() + DEADLINE
     while time.monotonic() < deadline and bob.poll() is None:
         found = re.search(r"listening on .*port=(\d+)", log.read_text(errors="replace"))
         if found:
-            return Listening(bob, int(found[1]), {})
+            return Listening(bob, int(found[1]), {"Authorization": f"Bearer {TOKEN}"})
         time.sleep(0.05)
     stop(bob)
     raise AssertionError(f"bob did not say where it listens: {log.read_text()[-2000:]}")
