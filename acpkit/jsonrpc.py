@@ -42,7 +42,9 @@ Error replies
   (:class:`MessageTooLarge`, ``data.limit``) with the request's id when its head shows
   one, else with id ``null``;
 - a malformed response: -32600 with id ``null`` (never the response's id, which names
-  one of OUR requests); the pending request it names fails with :class:`InvalidRequest`.
+  one of OUR requests); the pending request it names fails with :class:`InvalidRequest`;
+- a message nested deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH` (254) arrays
+  and objects: see Nesting depth.
 
 Notifications are never answered, not even when invalid (they are logged).  Error
 responses with id ``null`` from the peer are never answered (so two peers cannot bounce
@@ -100,6 +102,29 @@ requests it can only be about:
 - anything else: nothing fails (logged).
 
 The failed request's late answer, if any, is dropped quietly.
+
+Nesting depth
+=============
+
+A message nested deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH` (254 levels of
+arrays and objects; any depth, 100,000 included) is not parsed past its first top-level
+member that is (:class:`acpkit.rpc_classify.TooDeep`); the members read before it (the
+envelope: encoders write ``jsonrpc``, ``id`` and ``method`` first) decide the answer:
+
+- a request (``"jsonrpc": "2.0"``, a valid id not in progress, a string method): answered
+  with its id: -32601 for an unknown method, else -32602 (``data.path == "$.params"``)
+  when the deep member is ``params`` (the request is valid; its params are what this
+  side cannot take, as for a huge integer), else -32600;
+- a response (``result`` or ``error`` read or too deep, no ``method``): -32600 with id
+  ``null``; the pending request its id names fails with :class:`InvalidRequest`;
+- anything else (an array, no envelope, an id not read before the deep member): -32700
+  with id ``null``: the text is not JSON this side parses.
+
+Each one is logged and counted in :attr:`JSONRPCEngine.undecodable_dropped`; the next
+message is read as usual.  Nothing recurses on the way (no ``repr`` of a deep value,
+no parser past its limit), and nothing deeper than the limit is ever sent:
+:meth:`request` fails and :meth:`notify` raises :class:`~acpkit.jsonbytes.NestingTooDeep`
+(a ``ValueError``), and a result nested too deep is answered -32603.
 
 Cancellation
 ============
@@ -199,6 +224,7 @@ from acpkit.rpc_classify import (
     Request,
     RequestId,
     Response,
+    TooDeep,
     Unparsable,
     classify,
     decode_message,
@@ -939,13 +965,17 @@ class JSONRPCEngine(Protocol):
         decoded = decode_message(line)
         if decoded is None:
             return
-        if type(decoded) is Unparsable:
+        if type(decoded) is not tuple:
+            if type(decoded) is TooDeep:
+                self._process_too_deep(decoded)
+                return
+            assert type(decoded) is Unparsable
             self._log.warn("{peer}: {detail}", peer=self.name, detail=decoded.detail)
             self._junk(line[3:] if line.startswith(b"\xef\xbb\xbf") else line)
             self._undecodable_dropped += 1
             self._send_error(None, ParseError(decoded.error))
             return
-        obj, huge = decoded  # type: ignore[misc]
+        obj, huge = decoded
         if huge and isinstance(obj, dict) and self._refuse_huge_ints(obj, huge):
             return
         event = classify(obj)
@@ -977,6 +1007,52 @@ class JSONRPCEngine(Protocol):
         self._invalid(None, event.reason, event.value)
         if outgoing is not None:
             self._outgoing.fail(request_id, InvalidRequest(event.reason))
+
+    def _process_too_deep(self, deep: TooDeep) -> None:
+        """A message nested deeper than the limit (see Nesting depth): answer from what
+        its envelope shows."""
+        self._undecodable_dropped += 1
+        members = deep.members
+        event = classify(members) if members is not None else None
+        reason = deep.reason
+        if (
+            type(event) is Request
+            and deep.member is not None
+            and event.id not in self._dispatch.inbound
+        ):
+            method = event.method
+            self._log.warn(
+                "{peer}: request {method} (id {id}) refused: {reason}",
+                peer=self.name,
+                method=clip(method, 80),
+                id=clip(repr(event.id), 80),
+                reason=reason,
+            )
+            error: RPCError
+            if self.registry.request_method(method) is None:
+                error = MethodNotFound(method)
+            elif deep.member == "params":
+                error = InvalidParams("$.params", reason)
+            else:
+                error = InvalidRequest(reason)
+            self._send_error(event.id, error)
+            return
+        if members is not None and deep.is_response():
+            self._log.warn("{peer}: malformed response ({reason})", peer=self.name, reason=reason)
+            problem = f"malformed response: {reason}"
+            self._send_error(None, InvalidRequest(problem))
+            if "id" in members:
+                outgoing, number = self._match(members["id"])
+                if outgoing is not None:
+                    self._outgoing.fail(number, InvalidRequest(problem))
+            return
+        self._log.warn(
+            "{peer}: message not parsed: {reason} (top-level members read: {keys})",
+            peer=self.name,
+            reason=reason,
+            keys=clip(", ".join(members or ()), 200) or "none",
+        )
+        self._send_error(None, ParseError(reason))
 
     def _junk(self, line: bytes) -> None:
         """Count a line that is not a JSON object; keep the first one."""

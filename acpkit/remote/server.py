@@ -45,6 +45,7 @@ from acpkit.connection import AgentConnection
 from acpkit.endpoints import _attach_tracer
 from acpkit.framing_messages import MessageFraming
 from acpkit.interfaces import IAgent
+from acpkit.jsonbytes import NestingTooDeep, loads
 from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit.remote.h2_reads import H2FrameReads
 from acpkit.remote.security import (
@@ -54,6 +55,7 @@ from acpkit.remote.security import (
     tls_serving_problem,
 )
 from acpkit.remote.tokens import TokenSet
+from acpkit.rpc_classify import read_envelope
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -310,7 +312,7 @@ class RemoteConnection:
         assert self._init_waiter is not None
         request_id, waiter = self._init_waiter
         try:
-            decoded = json.loads(message)
+            decoded = loads(message)
         except ValueError:
             return False
         if not isinstance(decoded, dict) or "method" in decoded or decoded.get("id") != request_id:
@@ -622,7 +624,13 @@ class ACPResource(Resource):
         if len(body) > self.limits.max_message_size:
             return self._too_large(request)
         try:
-            message = json.loads(body)
+            message = loads(body)
+        except NestingTooDeep:
+            deep = read_envelope(body.decode("utf-8", "replace"))
+            if deep.members is None or "id" not in deep.members:
+                return _json_error(request, 400, f"the body is not JSON: {deep.reason}", -32700)
+            # Its id was read: the engine answers it (on the stream), as on every framing.
+            message = deep.members
         except ValueError as e:
             return _json_error(request, 400, f"the body is not JSON: {e}", code=-32700)
         if isinstance(message, list):
