@@ -785,12 +785,10 @@ def test_an_unauthenticated_huge_post_is_refused_at_its_head(token_bob: Listenin
         b"POST /acp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         b"Content-Length: 100000000\r\nExpect: 100-continue\r\n\r\n"
     )
-    start = time.monotonic()
     data, closed = raw_exchange(token_bob.port, head, timeout=WITHIN_DEADLINE)
-    assert data.startswith(b"HTTP/1.1 401 "), data
+    assert data.startswith(b"HTTP/1.1 401 "), data  # answered, not timed out
     assert b"100 Continue" not in data
     assert closed
-    assert time.monotonic() - start < REQUEST_TIMEOUT  # answered, not timed out
 
 
 def _hold(port: int, count: int, source: str) -> list[socket.socket]:
