@@ -14,25 +14,41 @@ situation                              what happens
 a pending connection older than        aborted (it never sent an acceptable request
 ``pending_timeout``                    head: a slow or silent peer, a slow TLS handshake,
                                        an unauthenticated HTTP/2 connection)
-``max_pending`` pending connections    the oldest pending connection of the peer holding
-and a new one arrives                  the most pending ones is aborted to make room
+``max_pending`` pending connections    the oldest pending connection of one peer is
+and a new one arrives                  aborted to make room: the peer whose connections
+                                       were evicted most recently (evictions counted
+                                       per peer, halved every ``strike_half_life``
+                                       seconds); between equals, the one holding the
+                                       most connections pending for ``eviction_grace``
+                                       or more, then the most pending ones
 a peer at ``max_per_peer``             its oldest pending connection is aborted to make
 connections opens another              room; with none pending, the new one is closed
                                        at once
-``max_sockets`` connections open       the oldest pending connection of the peer holding
-(default: from ``RLIMIT_NOFILE``)      the most is aborted; with none pending, the new
-                                       one is closed at once
+``max_sockets`` connections open       a pending connection is aborted, chosen as for
+(default: from ``RLIMIT_NOFILE``)      ``max_pending``; with none pending, the new one
+                                       is closed at once
 an established HTTP/1.x connection     the request head must be complete within
 starts a request                       ``head_timeout`` of its first byte, and its body
                                        within ``body_timeout`` plus one second per
                                        ``body_min_rate`` bytes; else it is aborted
 refusals, evictions, timeouts          counted (:attr:`Admission.counts`) and logged at
                                        most once per ``log_interval`` seconds, as a sum
+                                       (the last one when the listener stops)
 =====================================  ==================================================
 
 Eviction instead of refusal is what keeps a legitimate client served while an attacker
-holds thousands of slow connections from one address: its connection completes its head
-in a round trip and leaves the pending pool, while the attacker's oldest ones make room.
+holds thousands of slow connections: its connection completes its head in a round trip
+and leaves the pending pool, while the attacker's ones make room.  Who makes room is
+what keeps the client's connection from being evicted in the meantime.  An attacker
+spread over many addresses holds fewer pending connections per address than a burst of
+clients behind one address, and, reconnecting as fast as it is evicted, keeps every
+pending connection younger than the client's round trips on a loaded server: neither
+the count nor the age alone tells them apart.  Being evicted does: whoever fills the
+pool is evicted again and again, a client's connections leave the pool by themselves.
+Pending connections past the grace then decide between peers never evicted (an attacker
+that holds its slow connections without churning them), the count last.  An attacker
+that never reuses an address starts each at zero (spread over more addresses than
+:data:`REMEMBERED_PEERS`, or new IPv6 addresses, it is not recognized).
 """
 
 from __future__ import annotations
@@ -57,6 +73,7 @@ from twisted.python.failure import Failure
 from zope.interface import alsoProvides, implementer, providedBy
 
 __all__ = [
+    "REMEMBERED_PEERS",
     "Admission",
     "AdmissionLimits",
     "AdmittedFactory",
@@ -66,6 +83,9 @@ __all__ = [
 ]
 
 _log = Logger(namespace="acpkit.admission")
+
+#: Peers whose evictions are remembered (the least recently evicted are forgotten first).
+REMEMBERED_PEERS = 4096
 
 
 def socket_budget(soft_limit: int | None = None) -> int:
@@ -102,6 +122,11 @@ class AdmissionLimits:
     body_min_rate: int = 64 * 1024
     #: Seconds between two summary lines of refusals, evictions and timeouts.
     log_interval: float = 10.0
+    #: Seconds after which a pending connection counts as slow when choosing whom to
+    #: evict (a client's round trips: TCP, TLS, its head, on a loaded server).
+    eviction_grace: float = 2.0
+    #: Seconds after which a peer's count of evicted connections is halved.
+    strike_half_life: float = 30.0
 
     def __attrs_post_init__(self) -> None:
         for name in ("max_per_peer", "max_pending", "body_min_rate"):
@@ -112,6 +137,10 @@ class AdmissionLimits:
         for name in ("pending_timeout", "head_timeout", "body_timeout", "log_interval"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be a positive number of seconds")
+        if not self.eviction_grace >= 0:
+            raise ValueError("eviction_grace must be a number of seconds, zero or more")
+        if not self.strike_half_life > 0:
+            raise ValueError("strike_half_life must be a positive number of seconds")
 
     def sockets(self) -> int:
         """The socket cap in force."""
@@ -125,6 +154,8 @@ class Ticket:
     peer: str
     pending: bool = True
     guard: GuardedProtocol | None = None
+    #: When it was admitted (the table's clock).
+    since: float = 0.0
 
     def close(self) -> None:
         """Abort the connection (an eviction)."""
@@ -154,6 +185,8 @@ class Admission:
         self._tickets: OrderedDict[Ticket, None] = OrderedDict()
         self._per_peer: Counter[str] = Counter()
         self._pending_per_peer: Counter[str] = Counter()
+        #: Per peer: its evictions (decayed) and when last counted; least recent first.
+        self._strikes: OrderedDict[str, tuple[float, float]] = OrderedDict()
         #: Refusals, evictions and timeouts since the listener started, by kind.
         self.counts: Counter[str] = Counter()
         self._unlogged: Counter[str] = Counter()
@@ -181,7 +214,7 @@ class Admission:
         if self.pending() >= limits.max_pending and not self._evict(None, "pending"):
             self._note("refused_pending")
             return None
-        ticket = Ticket(peer)
+        ticket = Ticket(peer, since=self.clock.seconds())
         self._tickets[ticket] = None
         self._per_peer[peer] += 1
         self._pending_per_peer[peer] += 1
@@ -216,20 +249,53 @@ class Admission:
 
     def _evict(self, peer: str | None, why: str) -> bool:
         """
-        Abort the oldest pending connection of ``peer`` (None: of the peer holding the
-        most pending ones) to make room; False when there is none.
+        Abort the oldest pending connection of ``peer`` (None: see the module docstring)
+        to make room; False when there is none.
         """
         if peer is None:
-            if not self._pending_per_peer:
-                return False
-            peer = self._pending_per_peer.most_common(1)[0][0]
-        victim = next((t for t in self._tickets if t.pending and t.peer == peer), None)
+            victim = self._victim()
+        else:
+            victim = next((t for t in self._tickets if t.pending and t.peer == peer), None)
         if victim is None:
             return False
         self.release(victim)
         victim.close()
+        self._strike(victim.peer)
         self._note(f"evicted_{why}")
         return True
+
+    def _victim(self) -> Ticket | None:
+        """
+        The oldest pending connection of the peer the module docstring chooses (tickets
+        are kept oldest first); None when nothing is pending.
+        """
+        pending = [t for t in self._tickets if t.pending]
+        if not pending:
+            return None
+        now = self.clock.seconds()
+        cutoff = now - self.limits.eviction_grace
+        slow = Counter(t.peer for t in pending if t.since <= cutoff)
+        counts = Counter(t.peer for t in pending)
+
+        def weight(peer: str) -> tuple[int, int, int]:
+            # Whole evictions: one counts for a half-life, then fades out.
+            return (int(self._strikes_of(peer, now) + 0.5), slow[peer], counts[peer])
+
+        chosen = max(counts, key=weight)
+        return next(t for t in pending if t.peer == chosen)
+
+    def _strikes_of(self, peer: str, now: float) -> float:
+        """``peer``'s evictions, each halved every ``strike_half_life`` seconds since."""
+        score, when = self._strikes.get(peer, (0.0, now))
+        return float(score * 0.5 ** ((now - when) / self.limits.strike_half_life))
+
+    def _strike(self, peer: str) -> None:
+        """One more eviction for ``peer`` (at most REMEMBERED_PEERS peers remembered)."""
+        now = self.clock.seconds()
+        self._strikes[peer] = (self._strikes_of(peer, now) + 1, now)
+        self._strikes.move_to_end(peer)
+        while len(self._strikes) > REMEMBERED_PEERS:
+            self._strikes.popitem(last=False)
 
     # -- the summary line ----------------------------------------------------------------
 
@@ -255,10 +321,10 @@ class Admission:
         )
 
     def stop(self) -> None:
-        """Cancel the pending summary line (the listener stopped)."""
+        """The listener stopped: the summary line still due is written now."""
         if self._log_call is not None and self._log_call.active():
             self._log_call.cancel()
-        self._log_call = None
+        self._log_summary()
 
 
 @implementer(IProtocol)

@@ -47,7 +47,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
 from twisted.python.failure import Failure
 
-from acpkit.admission import Admission, AdmittedFactory
+from acpkit.admission import Admission, AdmissionLimits, AdmittedFactory
 from acpkit.bind_policy import BindAuthentication, check_bind, loopback_tcp
 from acpkit.remote.tokens import (
     TokenFileError,
@@ -139,11 +139,14 @@ def plan_listener(
     raw_factory: Any,
     remote_site: Any,
     client_ca: Path | None,
+    admission_limits: AdmissionLimits | None = None,
 ) -> Listener:
     """
     Decide how to listen for ``options["listen"]`` (see the module docstring):
     ``raw_factory`` serves raw NDJSON; ``remote_site(tokens)`` makes the remote ACP site
-    for the tokens decided.  :class:`ListenError` for a refused listener.
+    for the tokens decided (its admission limits are its own).  ``admission_limits``:
+    the raw listener's caps and deadlines (None: the defaults).  :class:`ListenError`
+    for a refused listener.
     """
     listen = options["listen"]
     remote = listen.startswith(REMOTE_PREFIX)
@@ -169,7 +172,8 @@ def plan_listener(
     if remote:
         factory = remote_site(tokens)
     else:
-        factory = AdmittedFactory(raw_factory, Admission(clock=reactor), accept_on=b"\n")
+        admission = Admission(admission_limits, clock=reactor)
+        factory = AdmittedFactory(raw_factory, admission, accept_on=b"\n")
     in_force = authentication_in_force(tokens, client_ca, no_token=auth.no_token)
     return Listener(listen, description, factory, client_ca, in_force, made, token_path)
 

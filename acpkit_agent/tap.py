@@ -24,6 +24,7 @@ process groups are stopped like the others.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -38,6 +39,7 @@ from twisted.logger import ILogObserver, Logger, eventAsText
 from twisted.python import usage
 from zope.interface import implementer
 
+from acpkit.admission import AdmissionLimits
 from acpkit.connection import AgentConnection
 from acpkit.endpoints import serve, serve_stdio
 from acpkit.jsonrpc import JSONRPCProtocol
@@ -116,7 +118,7 @@ class Options(usage.Options):
     synopsis = (
         "[--config FILE] [--listen ENDPOINT | --listen http:ENDPOINT [--token-file FILE]"
         " [--max-connections N] [--max-message-size BYTES]] [--tls-client-ca FILE]"
-        " [--no-token] [--engine NAME]"
+        " [--no-token] [--request-timeout SECONDS] [--engine NAME]"
     )
     longdesc = (
         "Run the reference ACP agent bob: JSON-RPC on stdio (or one agent connection per "
@@ -180,6 +182,15 @@ class Options(usage.Options):
             "With --listen http:...: the largest message accepted from a client, in bytes,"
             " a positive integer (default 16777216); a POST beyond is answered 413, a"
             " WebSocket frame beyond closes it (1009).",
+        ],
+        [
+            "request-timeout",
+            None,
+            None,
+            "With --listen: seconds a new connection may take to send a complete request"
+            " (remote ACP: an authenticated request head; raw NDJSON: its first line), and a"
+            " later HTTP/1.x request its head, before the connection is closed, a positive"
+            " number (default 15).",
         ],
         ["engine", "e", None, "The engine name (openai, scripted, echo); overrides the config."],
     ]
@@ -453,12 +464,13 @@ def makeService(options: Options) -> IService:
     except ConfigError as error:
         _exit_with(str(error))
     listen = options["listen"]
-    limits = _remote_limits(options)  # a bad value, or one without --listen http:, exits here
+    admission = _admission_limits(options)  # a bad --request-timeout exits here
+    limits = _remote_limits(options, admission)  # so does a bad remote limit
     client_ca = _tls_client_ca(options)
     listening: Deferred[Any] | None = None
     listener: Listener | None = None
     if listen != "stdio":
-        listener = _plan(reactor, options, runtime, limits, client_ca)
+        listener = _plan(reactor, options, runtime, limits, client_ca, admission)
         try:
             listening = start_listening(reactor, listener)
         except ListenError as error:
@@ -511,7 +523,12 @@ def _exit_with(message: str) -> NoReturn:
 
 
 def _plan(
-    reactor: Any, options: Options, runtime: AgentRuntime, limits: Any, client_ca: Path | None
+    reactor: Any,
+    options: Options,
+    runtime: AgentRuntime,
+    limits: Any,
+    client_ca: Path | None,
+    admission: AdmissionLimits | None = None,
 ) -> Listener:
     """How to listen (:func:`acpkit_agent.listening.plan_listener`); refused: exit 1."""
     origins = [o.strip() for o in options["allowed-origins"].split(",") if o.strip()]
@@ -535,6 +552,7 @@ def _plan(
             raw_factory=_AgentFactory(runtime),
             remote_site=remote_site,
             client_ca=client_ca,
+            admission_limits=admission,
         )
     except ListenError as error:
         _exit_with(str(error))
@@ -578,11 +596,31 @@ REMOTE_LIMIT_OPTIONS = {
 }
 
 
-def _remote_limits(options: Options | None) -> Any:
+def _admission_limits(options: Options | None) -> AdmissionLimits | None:
     """
-    The ``RemoteLimits`` the options ask for (``None``: the defaults).  A value that is
-    not a positive integer, or one given without ``--listen http:...``, exits 1 with
-    one line naming the option.
+    The admission deadlines ``--request-timeout`` asks for (``None``: the defaults): the
+    pending and request-head deadlines of :mod:`acpkit.admission`.  A value that is not a
+    positive, finite number, or one given without ``--listen``, exits 1 with one line.
+    """
+    given = options["request-timeout"] if options is not None else None
+    if given is None:
+        return None
+    if options is not None and options["listen"] == "stdio":
+        _exit_with("--request-timeout applies only with --listen")
+    try:
+        seconds = float(given.strip())
+    except ValueError:
+        seconds = 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        _exit_with(f"--request-timeout {given}: not a positive number of seconds")
+    return AdmissionLimits(pending_timeout=seconds, head_timeout=seconds)
+
+
+def _remote_limits(options: Options | None, admission: AdmissionLimits | None = None) -> Any:
+    """
+    The ``RemoteLimits`` the options ask for (``None``: the defaults), with
+    ``admission``'s deadlines when given.  A value that is not a positive integer, or
+    one given without ``--listen http:...``, exits 1 with one line naming the option.
     """
     if options is None:
         return None
@@ -592,7 +630,11 @@ def _remote_limits(options: Options | None) -> Any:
         if options[name] is not None
     }
     if not given:
-        return None
+        if admission is None or not options["listen"].startswith(REMOTE_PREFIX):
+            return None
+        from acpkit.remote.server import RemoteLimits
+
+        return RemoteLimits(admission=admission)
     if not options["listen"].startswith(REMOTE_PREFIX):
         name = next(iter(given.values()))[0]
         _exit_with(f"--{name} applies only to remote ACP (--listen http:ENDPOINT)")
@@ -605,6 +647,8 @@ def _remote_limits(options: Options | None) -> Any:
         if value < 1:
             _exit_with(f"--{name} {text}: not a positive integer")
         values[field] = value
+    if admission is not None:
+        values["admission"] = admission
     from acpkit.remote.server import RemoteLimits
 
     return RemoteLimits(**values)

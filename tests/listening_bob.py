@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import attrs
@@ -24,7 +24,7 @@ import attrs
 ROOT = Path(__file__).parent.parent
 TWISTD = ["-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
 
-_LISTENING = re.compile(r"listening on .*?(?:port=(\d+)|name='?([^')]+))")
+_LISTENING = re.compile(r"listening on .*?(?:port=(\d+)|name='?([^')]+)|UNIXAddress\('([^']+)'\))")
 _TOKEN = re.compile(r"wrote it to (.+?) \(readable by you only\): (\S+)")
 
 
@@ -65,6 +65,10 @@ class ListeningBob:
                 self._ready.set()
         self._ready.set()
 
+    def wait_said(self, timeout: float) -> bool:
+        """Until bob said where it listens or ended (at most ``timeout`` s): whether it did."""
+        return self._ready.wait(timeout)
+
     def stop(self, timeout: float = 30) -> int:
         """SIGTERM, then SIGKILL after ``timeout``; the exit status."""
         if self.process.poll() is None:
@@ -84,10 +88,12 @@ def start_bob(
     env: Mapping[str, str] | None = None,
     timeout: float = 60,
     ready: bool = True,
+    preexec: Callable[[], None] | None = None,
 ) -> ListeningBob:
     """
     Start ``twistd -n acp-agent --engine echo ARGS`` with ``config`` as its configuration;
     with ``ready``, wait (at most ``timeout`` s) until it says where it listens.
+    ``preexec`` runs in the child before bob (a descriptor limit, a umask).
     """
     config_file = tmp_path / "agent.toml"
     config_file.write_text(config, encoding="utf-8")
@@ -102,6 +108,7 @@ def start_bob(
         text=True,
         cwd=ROOT,
         env=environment,
+        preexec_fn=preexec,
     )
     bob = ListeningBob(process, runtime_dir)
     threading.Thread(target=bob._read, daemon=True).start()

@@ -219,3 +219,66 @@ def test_beyond_loopback_without_token_or_client_ca_names_both(
         makeService(_options(tmp_path, "--listen", listen))
     _, err = capfd.readouterr()
     assert "not loopback" in err and "--token-file" in err and "--tls-client-ca" in err
+
+
+# -- --request-timeout -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "soon", "nan", "inf", ""])
+def test_a_request_timeout_that_is_not_a_positive_number_exits_1_with_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], value: str
+) -> None:
+    """--request-timeout must be a positive, finite number of seconds: else exit 1, one line."""
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--listen", "http:tcp:0", "--request-timeout", value))
+    assert caught.value.code == 1
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err == f"acp-agent: --request-timeout {value}: not a positive number of seconds\n"
+
+
+def test_a_request_timeout_on_stdio_exits_1_with_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """--request-timeout bounds listeners' connections: on stdio, exit 1, one line."""
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--request-timeout", "5"))
+    assert caught.value.code == 1
+    _, err = capfd.readouterr()
+    assert err == "acp-agent: --request-timeout applies only with --listen\n"
+
+
+@pytest.mark.parametrize("extra", [(), ("--max-connections", "7")])
+def test_the_request_timeout_reaches_the_remote_admission_table(
+    tmp_path: Path, extra: tuple[str, ...]
+) -> None:
+    """--request-timeout 2.5 is the remote listener's pending and head deadlines (the
+    other admission limits, and the other remote limits given, are kept)."""
+    options = _options(tmp_path, "--listen", "http:tcp:0", "--request-timeout", "2.5", *extra)
+    service = makeService(options)
+    assert isinstance(service, AgentService)
+    service.startService()
+    try:
+        assert service.port is not None
+        site: Any = service.port.factory
+        limits = site.admission.limits
+        assert (limits.pending_timeout, limits.head_timeout) == (2.5, 2.5)
+        assert limits.body_timeout == 30.0 and limits.max_pending == 256
+        assert site.acp.limits.max_connections == (7 if extra else 100)
+    finally:
+        service.stopService()
+
+
+def test_the_request_timeout_reaches_the_raw_admission_table(tmp_path: Path) -> None:
+    """--request-timeout 3 is a raw NDJSON listener's pending deadline (its first line)."""
+    options = _options(tmp_path, "--listen", "tcp:0", "--no-token", "--request-timeout", "3")
+    service = makeService(options)
+    assert isinstance(service, AgentService)
+    service.startService()
+    try:
+        assert service.port is not None
+        factory: Any = service.port.factory
+        assert factory.admission.limits.pending_timeout == 3.0
+        assert factory.admission.limits.head_timeout == 3.0
+    finally:
+        service.stopService()

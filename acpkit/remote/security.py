@@ -14,8 +14,9 @@ where it listens                       :mod:`acpkit.bind_policy`: loopback by de
 ``Authorization: Bearer T`` with       compared in constant time with every accepted
 tokens configured                      token; anything else is ``401`` with
                                        ``WWW-Authenticate: Bearer``, answered as soon
-                                       as the request's headers are read (its body is
-                                       not read; HTTP/1.x)
+                                       as the request's headers are read (HTTP/1.x:
+                                       its body is not read; HTTP/2: answered when
+                                       its stream ends, its body discarded unstored)
 a token in the URL                     never accepted: ``?access_token=``/``?token=``
                                        is ``401`` even when the token is right; URLs
                                        are never logged with their query

@@ -799,7 +799,8 @@ class LimitedRequest(Request):
     Made by :class:`RemoteSite` for one connection, with that connection's ``guard``
     (:class:`~acpkit.admission.GuardedProtocol`): once its headers are read, the
     resource's header checks run (:meth:`ACPResource.head_refusal`); an HTTP/1.x request
-    they refuse is answered at once and its connection closed, its body never read.  An
+    they refuse is answered at once and its connection closed, its body never read; an
+    HTTP/2 one is answered when its stream ends, its body discarded as it comes.  An
     accepted one takes its connection out of the pending pool, and the request's body
     deadline starts.
     """
@@ -810,6 +811,8 @@ class LimitedRequest(Request):
     guard: GuardedProtocol | None = None
     #: Answered from its headers alone (refused): nothing more of it is processed.
     refused_early = False
+    #: Refused by its headers, to be answered when rendered (HTTP/2): its body is not kept.
+    body_discarded = False
 
     def _limit(self) -> int | None:
         site = getattr(self.channel, "site", None)
@@ -817,6 +820,9 @@ class LimitedRequest(Request):
 
     def gotLength(self, length: int | None) -> None:
         if self.guard is not None and self._check_head(length):
+            return
+        if self.body_discarded:
+            super().gotLength(0)  # nothing will be stored
             return
         limit = self._limit()
         if length is not None and limit is not None and length > limit:
@@ -837,7 +843,13 @@ class LimitedRequest(Request):
             guard.head_received(length)
             return False
         if not http1:
-            return False  # HTTP/2: the stream is refused when rendered
+            # twisted.web answers an HTTP/2 stream only once its request is complete (a
+            # response ended earlier makes its later DATA frames raise inside it), so the
+            # refusal is answered when rendered; until then its body is discarded as it
+            # comes: an unauthenticated peer gets no temporary file, and its connection,
+            # still pending, is closed at the pending deadline.
+            self.body_discarded = True
+            return False
         self.refused_early = True
         self.requestHeaders.removeHeader(b"expect")  # no "100 Continue" after the answer
         transport = self.channel.transport
@@ -847,7 +859,7 @@ class LimitedRequest(Request):
         return True
 
     def handleContentChunk(self, data: bytes) -> None:
-        if self.body_too_large or self.refused_early:
+        if self.body_too_large or self.refused_early or self.body_discarded:
             return
         limit = self._limit()
         self._body_size += len(data)
