@@ -44,7 +44,7 @@ Error replies
 - a malformed response: -32600 with id ``null`` (never the response's id, which names
   one of OUR requests); the pending request it names fails with :class:`InvalidRequest`;
 - a message nested deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH` (254) arrays
-  and objects: see Nesting depth.
+  and objects: see Messages nested too deep.
 
 Notifications are never answered, not even when invalid (they are logged).  Error
 responses with id ``null`` from the peer are never answered (so two peers cannot bounce
@@ -103,8 +103,8 @@ requests it can only be about:
 
 The failed request's late answer, if any, is dropped quietly.
 
-Nesting depth
-=============
+Messages nested too deep
+========================
 
 A message nested deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH` (254 levels of
 arrays and objects; any depth, 100,000 included) is not parsed past its first top-level
@@ -1009,7 +1009,7 @@ class JSONRPCEngine(Protocol):
             self._outgoing.fail(request_id, InvalidRequest(event.reason))
 
     def _process_too_deep(self, deep: TooDeep) -> None:
-        """A message nested deeper than the limit (see Nesting depth): answer from what
+        """A message nested deeper than the limit (see Messages nested too deep): answer from what
         its envelope shows."""
         self._undecodable_dropped += 1
         members = deep.members
