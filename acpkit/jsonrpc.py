@@ -626,7 +626,8 @@ class JSONRPCEngine(Protocol):
         self.connected = False
         self._closed_reason = reason
         why = ConnectionLost.because(reason.value)
-        self._log.info("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
+        # debug: whoever owns the connection reports its end in its own words (when_closed)
+        self._log.debug("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
         self.fail_all_outgoing(why)
         dropped = self._dispatch.drop_backlog()
         if dropped:

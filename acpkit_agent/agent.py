@@ -205,11 +205,13 @@ class BobAgent(Agent):
         if info is not None and info.version:
             client += f" {info.version}"
         version = negotiate_version(params.protocol_version)
+        asked = params.protocol_version
         _log.info(
-            "[acp] initialize: client {client}, protocol version {version}, "
+            "[acp] initialize: client {client}, protocol version {version}{asked}, "
             "elicitation(form)={form}",
             client=client,
-            version=params.protocol_version,
+            version=version,
+            asked="" if asked == version else f" (the client asked for {asked})",
             form="true" if self.elicitation_form else "false",
         )
         config = self.runtime.config
