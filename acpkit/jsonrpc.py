@@ -503,6 +503,9 @@ class JSONRPCEngine(Protocol):
         self._writable_waiters: list[Deferred[None]] = []
         self._oversized_dropped = 0
         self._undecodable_dropped = 0
+        #: How many incoming messages were not UTF-8 and were read with each invalid
+        #: byte replaced by U+FFFD (only with :attr:`replace_invalid_utf8`).
+        self.invalid_utf8_replaced = 0
         #: How many incoming lines were not a JSON object at all (not UTF-8, not JSON,
         #: or another JSON value): junk such as a banner or a print on the peer's stdout.
         self.junk_lines = 0
@@ -519,6 +522,12 @@ class JSONRPCEngine(Protocol):
         logged (a client shows the count: its agent's updates may be among them).
         """
         return self._undecodable_dropped
+
+    #: Read a message that is not UTF-8 with each invalid byte replaced by U+FFFD (and
+    #: count it in :attr:`invalid_utf8_replaced`) instead of answering -32700 and dropping
+    #: it.  Off by default; a client that shows an agent's text sets it, so that one bad
+    #: byte does not lose a whole message.
+    replace_invalid_utf8 = False
 
     #: A subclass's ``MAX_LENGTH = n`` class attribute (see ``__init_subclass__``).
     _class_max_length: int | None = None
@@ -940,6 +949,16 @@ class JSONRPCEngine(Protocol):
         decoded = decode_message(line)
         if decoded is None:
             return
+        if type(decoded) is Unparsable and decoded.not_utf8 and self.replace_invalid_utf8:
+            repaired = decode_message(line.decode("utf-8", "replace").encode("utf-8"))
+            if repaired is not None and type(repaired) is not Unparsable:
+                self.invalid_utf8_replaced += 1
+                self._log.warn(
+                    "{peer}: {detail}: read with replacement characters (U+FFFD)",
+                    peer=self.name,
+                    detail=decoded.detail,
+                )
+                decoded = repaired
         if type(decoded) is Unparsable:
             self._log.warn("{peer}: {detail}", peer=self.name, detail=decoded.detail)
             self._junk(line[3:] if line.startswith(b"\xef\xbb\xbf") else line)

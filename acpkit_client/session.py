@@ -142,6 +142,9 @@ class AgentWindow(Client):
         if self.run.connection is not connection:
             self.run.attach(connection)
         self._count_undecodable_updates(connection)
+        # An agent's message with a bad byte is shown (U+FFFD), not dropped whole; Agent
+        # status counts it.
+        connection.protocol.replace_invalid_utf8 = True
         clock = clock if clock is not None else self._reactor
         opened = ensureDeferred(self.run.handshake(clock, self.handshake_timeout))
         return opened.addErrback(self._name_the_junk)

@@ -82,6 +82,9 @@ def agent_lines(run: AgentRun, conversation: Conversation | None = None) -> list
     if run.connection is not None:
         undecodable, oversized = dropped_lines(run)
         lines.append(f"  dropped lines: {undecodable} undecodable, {oversized} oversized")
+        replaced = int(getattr(run.connection.protocol, "invalid_utf8_replaced", 0))
+        if replaced:
+            lines.append(f"  invalid UTF-8: {replaced} line(s) kept, bad bytes shown as \ufffd")
     return lines
 
 
