@@ -520,6 +520,11 @@ async def ask(
                 printed.add(note)
                 err.write(f"acpkit-client: note: {note}\n")
 
+    def print_dropped() -> None:
+        dropped = window.dropped_note()
+        if dropped is not None:
+            err.write(f"acpkit-client: warning: {dropped}\n")
+
     signals.install()
     timer = None
     try:
@@ -545,6 +550,7 @@ async def ask(
             stop = await window.send_prompt(options.prompt)
         except TurnError as e:
             printer.finish()
+            print_dropped()
             if signals.exit_status is not None:
                 return signals.exit_status
             if timed_out:
@@ -557,6 +563,7 @@ async def ask(
             return EXIT_AGENT_FAILED
         printer.finish()
         print_notes()
+        print_dropped()
         code = _STOP_CODES.get(stop, EXIT_AGENT_FAILED)
         if code != EXIT_OK:
             err.write(f"acpkit-client: the turn ended: {stop}\n")

@@ -174,6 +174,41 @@ class AgentWindow(Client):
             self.run.notes.append(note)
         return note
 
+    def dropped_note(self) -> str | None:
+        """
+        One sentence about the agent's messages the connection dropped unread (over the
+        line limit, or not readable as a JSON-RPC message) or read with U+FFFD for bytes
+        that are not UTF-8; None when there were none.  (Agent status counts them too.)
+        """
+        connection = self.run.connection
+        if connection is None:
+            return None
+        protocol = connection.protocol
+        oversized = int(getattr(protocol, "oversized_dropped", 0))
+        undecodable = int(getattr(protocol, "undecodable_dropped", 0))
+        replaced = int(getattr(protocol, "invalid_utf8_replaced", 0))
+        dropped = []
+        if oversized:
+            limit = getattr(protocol.framing, "MAX_LENGTH", None)
+            dropped.append(
+                f"{_count(oversized, 'message')} over the size limit"
+                + (f" ({limit:,} bytes)" if isinstance(limit, int) else "")
+            )
+        if undecodable:
+            dropped.append(f"{_count(undecodable, 'line')} that are not ACP messages")
+        parts = []
+        if dropped:
+            parts.append(
+                f"the agent sent {' and '.join(dropped)}: dropped unread, so what it "
+                "said may be incomplete"
+            )
+        if replaced:
+            parts.append(
+                f"{_count(replaced, 'message')} with bytes that are not UTF-8, shown with "
+                "U+FFFD in their place"
+            )
+        return "; ".join(parts) or None
+
     def _with_junk(self, message: str) -> str:
         note = self.junk_note()
         return message if note is None else f"{message}\n{note}"
@@ -360,3 +395,7 @@ class AgentWindow(Client):
             ELICITATION_REFUSED_CODE,
             "acpkit-client cannot answer elicitations (the capability is not announced)",
         )
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"

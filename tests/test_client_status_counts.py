@@ -104,3 +104,20 @@ def test_a_message_with_invalid_utf8_is_kept_and_counted(tmp_path: Path) -> None
     lines = agent_lines(window.run, window.conversation)
     assert "  invalid UTF-8: 1 line(s) kept, bad bytes shown as \ufffd" in lines
     assert "  dropped lines: 0 undecodable, 0 oversized" in lines
+
+
+def test_the_window_says_what_was_dropped(tmp_path: Path) -> None:
+    """``dropped_note`` sums up the dropped and repaired messages in one sentence."""
+    window, pair, _agents = open_window(tmp_path)
+    start(window, pair)
+    assert window.dropped_note() is None
+    pair.client.protocol.framing.MAX_LENGTH = 100
+    pair.client.protocol.dataReceived(
+        b'{"jsonrpc":"2.0","method":"x","params":"' + b"y" * 200 + b'"}\n'
+    )
+    pair.client.protocol.dataReceived(b"not json\n")
+    pair.pump()
+    assert window.dropped_note() == (
+        "the agent sent 1 message over the size limit (100 bytes) and 1 line that are not "
+        "ACP messages: dropped unread, so what it said may be incomplete"
+    )
