@@ -74,7 +74,8 @@ from acpkit_client.permissions import (
     PolicyPermissionPrompt,
     describe_tool_call,
 )
-from acpkit_client.prompt import unresolved_mentions
+from acpkit_client.project_files import list_project_files
+from acpkit_client.prompt import unlisted_mentions, unresolved_mentions
 from acpkit_client.session import AgentWindow, TurnError
 
 __all__ = [
@@ -473,6 +474,7 @@ async def ask(
             "(--mentions-as-text sends them as typed)\n"
         )
         return EXIT_USAGE
+    _note_unlisted_mentions(options.prompt, root, err)
     url = getattr(options, "url", None)
     token_file = getattr(options, "token_file", None)
     if token_file is not None and url is None:
@@ -579,6 +581,20 @@ async def ask(
         # Signals stay handled until the agent is gone: a second one hurries this.
         await window.close()
         signals.finish(restore=restore_signals)
+
+
+def _note_unlisted_mentions(text: str, root: str, err: IO[str]) -> None:
+    """Say on stderr which mentioned files git ignores (their whole text is sent)."""
+    if "@" not in text:
+        return
+    listing = list_project_files(root)
+    if listing.cut:  # a file past the limit is not an ignored one
+        return
+    for name in unlisted_mentions(text, root, listing.files):
+        err.write(
+            f"acpkit-client: note: {name} is not in the project's file list (git ignores "
+            "it): the whole file is sent to the agent\n"
+        )
 
 
 def _start_logging(verbose: bool) -> None:

@@ -42,7 +42,7 @@ from acpkit_client.completion import (
 )
 from acpkit_client.interfaces import IAgentObserver, IConversationObserver
 from acpkit_client.project_files import ProjectFiles, load_project_files
-from acpkit_client.prompt import unresolved_mentions
+from acpkit_client.prompt import unlisted_mentions, unresolved_mentions
 from acpkit_client.session import AgentWindow, TurnError
 from acpkit_client.tui.completion_list import CompletionList
 from acpkit_client.tui.conversation_view import ConversationView
@@ -91,6 +91,8 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         self.list_kind: str | None = None
         self._dismissed_text: str | None = None
         self._files: list[str] = []
+        # Whether _files is the whole list (listed, and not cut at the limit).
+        self._files_complete = False
         # The @ list's files are listed off the UI's path; this lists them.
         self.list_files = load_project_files
         self._listing: Deferred[None] | None = None
@@ -189,6 +191,7 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         def listed(listing: ProjectFiles) -> None:
             self._listing = None
             self._files = list(listing.files)
+            self._files_complete = not listing.cut
             if listing.cut:
                 self.host.show_message(f"the @ list holds the first {len(listing.files):,} files")
             if self.list_kind == "@":
@@ -248,13 +251,22 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         if self.session.turn_running:
             self.host.show_message("a turn is already running in this window")
             return None
-        unresolved = unresolved_mentions(text, self.session.project_root, self._files)
-        if unresolved and text != self._refused_text:
+        root = self.session.project_root
+        unresolved = unresolved_mentions(text, root, self._files)
+        unlisted = unlisted_mentions(text, root, self._files) if self._files_complete else []
+        if (unresolved or unlisted) and text != self._refused_text:
             self._refused_text = text
-            names = ", ".join(unresolved)
-            self.view.add_notice(
-                f"no such file in the project: {names}; not sent (Enter again sends it as text)"
-            )
+            if unresolved:
+                names = ", ".join(unresolved)
+                self.view.add_notice(
+                    f"no such file in the project: {names}; not sent (Enter again sends it as text)"
+                )
+            if unlisted:
+                names = ", ".join(unlisted)
+                self.view.add_notice(
+                    f"{names}: not in the @ list (git ignores it): the whole file would be "
+                    "sent to the agent; not sent (Enter again sends it)"
+                )
             self.host.request_redraw()
             return None
         self._refused_text = None
