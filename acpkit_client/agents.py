@@ -157,11 +157,17 @@ class _Deadline:
             self._call.cancel()
 
 
-def client_capabilities() -> schema.ClientCapabilities:
-    """What we announce: ``fs`` read and write; no ``terminal``."""
+def client_capabilities(*, forms: bool = False) -> schema.ClientCapabilities:
+    """
+    What we announce: ``fs`` read and write; no ``terminal``; ``elicitation.form`` when
+    ``forms`` (a front end that can ask the user a form); never ``elicitation.url``.
+    """
     return schema.ClientCapabilities(
         fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
         terminal=False,
+        elicitation=schema.ElicitationCapabilities(form=schema.ElicitationFormCapabilities())
+        if forms
+        else None,
     )
 
 
@@ -199,6 +205,8 @@ class AgentRun:
         self.problems: list[str] = []
         #: Notes that are not failures.
         self.notes: list[str] = []
+        #: Announce ``elicitation.form`` at ``initialize`` (the front end can ask forms).
+        self.announce_forms = False
         self.process: AgentProcess | None = None
         self.connection: ClientConnection | None = None
         self.initialize_response: schema.InitializeResponse | None = None
@@ -365,7 +373,8 @@ class AgentRun:
         try:
             response = await deadline.wait(
                 connection.initialize(
-                    client_capabilities=client_capabilities(), client_info=client_info()
+                    client_capabilities=client_capabilities(forms=self.announce_forms),
+                    client_info=client_info(),
                 )
             )
         except ProtocolVersionError as e:
