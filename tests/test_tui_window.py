@@ -152,6 +152,21 @@ def test_slash_without_commands_is_a_character_and_tab_switches_focus(tmp_path: 
     assert window.input_focused
 
 
+def test_typing_while_the_conversation_has_focus_goes_to_the_input(tmp_path: Path) -> None:
+    """Characters typed with the focus on the conversation are not dropped: the input
+    takes the focus and them; keys the conversation uses (arrows) stay there."""
+    harness = Harness(tmp_path)
+    window = harness.open()
+    harness.type("fix ")
+    harness.press("tab")
+    assert not window.input_focused
+    harness.press("up")
+    assert not window.input_focused
+    harness.type("it é")
+    assert window.input_focused
+    assert harness.input_text == "fix it é"
+
+
 def test_at_list_narrows_and_completes_a_project_file(ui: Harness) -> None:
     """``@`` lists project files; typing narrows; Tab completes with a space."""
     ui.open()

@@ -371,6 +371,10 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         if key == "enter" and self.input_focused:
             self.send()
             return None
+        if not self.input_focused and _is_typing(key):
+            # The conversation has no use for a character: it goes to the input, which
+            # takes the focus, instead of being dropped.
+            self.focus_input(True)
         before = (self.input.edit_text, self.input.edit_pos)
         result: str | None = super().keypress(size, key)
         if self.input_focused and (self.input.edit_text, self.input.edit_pos) != before:
@@ -420,3 +424,8 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         self.session.conversation.unsubscribe(self)
         self.view.detach()
         return self.session.close()
+
+
+def _is_typing(key: str) -> bool:
+    """Whether ``key`` is a character typed (urwid names other keys with words)."""
+    return len(key) == 1 and key.isprintable()
