@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -155,6 +156,10 @@ class _Deadline:
         """The handshake is over: no more deadline."""
         if self._call is not None and self._call.active():
             self._call.cancel()
+
+
+#: A transport's error that already says it could not connect, and where: its reason.
+_SAYS_CONNECT = re.compile(r"(?:could not|cannot) (?:connect to|reach) \S+: (.*)", re.DOTALL)
 
 
 def client_capabilities(*, forms: bool = False) -> schema.ClientCapabilities:
@@ -330,8 +335,11 @@ class AgentRun:
 
         def failed(failure: Failure) -> Failure:
             error = failure.value
-            shown = self.entry.command_line()
-            raise self._fail(f"cannot connect to {shown}: {error or type(error).__name__}")
+            why = str(error) or type(error).__name__
+            said = _SAYS_CONNECT.match(why)
+            if said is not None:  # the transport's own "could not connect to URL: ..."
+                why = said.group(1)
+            raise self._fail(f"cannot connect to {self.entry.command_line()}: {why}")
 
         return connecting.addCallbacks(connected, failed)
 

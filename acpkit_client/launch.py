@@ -43,6 +43,7 @@ __all__ = [
     "CLASH_EXIT_STATUS",
     "DISTRIBUTION",
     "EXTRA_MODULES",
+    "INTERRUPTED_EXIT_STATUS",
     "MISSING_EXTRA_EXIT_STATUS",
     "acp_agent",
     "acpkit_client",
@@ -179,10 +180,23 @@ def exit_on_missing_extra(command: str, extra: str) -> None:
         raise SystemExit(MISSING_EXTRA_EXIT_STATUS)
 
 
+#: The exit status of a command interrupted (Ctrl-C) before it could handle it: 128 + SIGINT.
+INTERRUPTED_EXIT_STATUS = 130
+
+
 def _run(command: str, extra: str, load: Callable[[], Callable[[], int]]) -> int:
+    """
+    Check, import and run ``command``.  A Ctrl-C that arrives before the command handles
+    signals (while its modules are still importing, say) ends it with one line and
+    status :data:`INTERRUPTED_EXIT_STATUS`, not a traceback from importlib.
+    """
     exit_on_clash(command)
     exit_on_missing_extra(command, extra)
-    return load()()
+    try:
+        return load()()
+    except KeyboardInterrupt:
+        print(f"\n{command}: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT_STATUS
 
 
 def acpkit_client() -> int:

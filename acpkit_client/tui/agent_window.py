@@ -98,6 +98,8 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         self._listing: Deferred[None] | None = None
         # The text last refused for its unresolved mentions (Enter again sends it).
         self._refused_text: str | None = None
+        # "cancelling the turn" is on the status bar until the turn ends.
+        self._cancelling = False
         self._body_placeholder: urwid.WidgetPlaceholder[urwid.Widget] = urwid.WidgetPlaceholder(
             self.view
         )
@@ -281,16 +283,25 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         if stop != "end_turn":
             self.view.add_notice(f"turn ended: {stop}")
             self.host.request_redraw()
+        self._cancel_done(f"turn {stop}" if stop == "cancelled" else f"turn ended: {stop}")
         return stop
 
     def _turn_failed(self, failure: Failure) -> None:
         failure.trap(TurnError)
         self.view.add_notice(f"turn failed: {failure.value}")
         self.host.request_redraw()
+        self._cancel_done("turn failed")
+
+    def _cancel_done(self, message: str) -> None:
+        """The turn being cancelled ended: the status bar says so, not "cancelling"."""
+        if self._cancelling:
+            self._cancelling = False
+            self.host.show_message(message)
 
     def cancel_turn(self) -> bool:
         """``session/cancel`` when a turn runs."""
         if self.session.cancel():
+            self._cancelling = True
             self.host.show_message("cancelling the turn")
             return True
         return False
