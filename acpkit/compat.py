@@ -21,6 +21,10 @@ a fallback or a clear error when it does not:
   them (the bind policy and the TLS server endpoint read ``interface=``, ``mode=`` and
   the ``ssl:`` parameters from it). Without it: `TwistedInternalsChanged`; guessing at
   the grammar would let a bind check and Twisted read one string two ways.
+- ``HTTPConnectionPool._factory`` (`quiet_http_pool`): the factory class of the pool's
+  connections, replaced by a subclass with ``noisy = False``, so that an HTTP client does
+  not log "Starting factory" and "Stopping factory" for each connection. Without it: the
+  stock pool, which logs those two lines (noisy, never wrong).
 
 ``StandardIO`` itself comes from the public ``twisted.internet.stdio`` (on POSIX, the
 only platform acpkit supports, it is the class of ``twisted.internet._posixstdio``, which
@@ -43,6 +47,7 @@ __all__ = [
     "endpoint_arguments",
     "flush_writer",
     "process_pipe",
+    "quiet_http_pool",
     "regex_lexer_states",
     "stdio_writer",
 ]
@@ -132,3 +137,18 @@ def endpoint_arguments(description: str) -> tuple[list[str], dict[str, str]]:
     except (ValueError, IndexError) as e:
         raise ValueError(f"{description!r} is not an endpoint string: {e}") from None
     return [str(a) for a in args], {str(k): str(v) for k, v in kwargs.items()}
+
+
+def quiet_http_pool(reactor: Any, *, persistent: bool) -> Any:
+    """
+    A ``twisted.web.client.HTTPConnectionPool`` whose connection factories are not
+    ``noisy``: no "Starting factory" / "Stopping factory" log line per connection (the
+    pool's ``_factory`` class, subclassed).  Without that attribute, the stock pool.
+    """
+    from twisted.web.client import HTTPConnectionPool
+
+    pool: Any = HTTPConnectionPool(reactor, persistent=persistent)
+    factory = getattr(pool, "_factory", None)
+    if isinstance(factory, type):
+        pool._factory = type(f"Quiet{factory.__name__}", (factory,), {"noisy": False})
+    return pool

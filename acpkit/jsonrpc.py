@@ -529,6 +529,9 @@ class JSONRPCEngine(Protocol):
         self._writable_waiters: list[Deferred[None]] = []
         self._oversized_dropped = 0
         self._undecodable_dropped = 0
+        #: How many incoming messages were not UTF-8 and were read with each invalid
+        #: byte replaced by U+FFFD (only with :attr:`replace_invalid_utf8`).
+        self.invalid_utf8_replaced = 0
         #: How many incoming lines were not a JSON object at all (not UTF-8, not JSON,
         #: or another JSON value): junk such as a banner or a print on the peer's stdout.
         self.junk_lines = 0
@@ -545,6 +548,12 @@ class JSONRPCEngine(Protocol):
         logged (a client shows the count: its agent's updates may be among them).
         """
         return self._undecodable_dropped
+
+    #: Read a message that is not UTF-8 with each invalid byte replaced by U+FFFD (and
+    #: count it in :attr:`invalid_utf8_replaced`) instead of answering -32700 and dropping
+    #: it.  Off by default; a client that shows an agent's text sets it, so that one bad
+    #: byte does not lose a whole message.
+    replace_invalid_utf8 = False
 
     #: A subclass's ``MAX_LENGTH = n`` class attribute (see ``__init_subclass__``).
     _class_max_length: int | None = None
@@ -652,7 +661,8 @@ class JSONRPCEngine(Protocol):
         self.connected = False
         self._closed_reason = reason
         why = ConnectionLost.because(reason.value)
-        self._log.info("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
+        # debug: whoever owns the connection reports its end in its own words (when_closed)
+        self._log.debug("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
         self.fail_all_outgoing(why)
         dropped = self._dispatch.drop_backlog()
         if dropped:
@@ -965,6 +975,16 @@ class JSONRPCEngine(Protocol):
         decoded = decode_message(line)
         if decoded is None:
             return
+        if type(decoded) is Unparsable and decoded.not_utf8 and self.replace_invalid_utf8:
+            repaired = decode_message(line.decode("utf-8", "replace").encode("utf-8"))
+            if repaired is not None and type(repaired) is not Unparsable:
+                self.invalid_utf8_replaced += 1
+                self._log.warn(
+                    "{peer}: {detail}: read with replacement characters (U+FFFD)",
+                    peer=self.name,
+                    detail=decoded.detail,
+                )
+                decoded = repaired
         if type(decoded) is not tuple:
             if type(decoded) is TooDeep:
                 self._process_too_deep(decoded)

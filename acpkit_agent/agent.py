@@ -41,6 +41,7 @@ others                    ``-32601`` (the :class:`acpkit.connection.Agent` base)
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,7 +58,7 @@ from acpkit_agent.attachments import AttachedElsewhere, SessionTakenOver
 from acpkit_agent.commands import advertised_commands, builtin_commands, skill_library_for
 from acpkit_agent.compaction import maybe_compact
 from acpkit_agent.config import AgentConfig, ConfigError, session_config
-from acpkit_agent.mcp_servers import McpServerSet, McpToolbox, client_server_configs
+from acpkit_agent.mcp_servers import TURN_WAIT, McpServerSet, McpToolbox, client_server_configs
 from acpkit_agent.prompt_content import flatten_prompt
 from acpkit_agent.replay import load_and_replay
 from acpkit_agent.session import (
@@ -220,11 +221,13 @@ class BobAgent(Agent):
         if info is not None and info.version:
             client += f" {info.version}"
         version = negotiate_version(params.protocol_version)
+        asked = params.protocol_version
         _log.info(
-            "[acp] initialize: client {client}, protocol version {version}, "
+            "[acp] initialize: client {client}, protocol version {version}{asked}, "
             "elicitation(form)={form}",
             client=client,
-            version=params.protocol_version,
+            version=version,
+            asked="" if asked == version else f" (the client asked for {asked})",
             form="true" if self.elicitation_form else "false",
         )
         config = self.runtime.config
@@ -430,11 +433,46 @@ class BobAgent(Agent):
         for client_set, _toolbox in sets.values():
             client_set.close()
 
-    @staticmethod
-    def _mcp_ready(runtime: AgentRuntime) -> Deferred[None] | None:
-        """Fires when the MCP servers this turn may use have answered or failed."""
+    async def _wait_for_mcp_servers(self, session: Session) -> None:
+        """
+        Wait, at most :data:`~acpkit_agent.mcp_servers.TURN_WAIT` seconds, for the MCP
+        servers this turn may use that are still starting; tell the client while waiting,
+        and when the turn goes on without some of them.
+        """
+        runtime = self._runtime_of(session)
         tools = runtime.tools
-        return tools.ready() if isinstance(tools, McpToolbox) else None
+        if not isinstance(tools, McpToolbox):
+            return
+        starting = tools.starting()
+        if not starting:
+            return
+        names = ", ".join(starting)
+        self._notice(session, f"waiting for MCP server(s) {names} to start...")
+        if await _within(tools.ready(), TURN_WAIT, runtime.reactor):
+            return
+        late = ", ".join(tools.starting()) or names
+        _log.warn(
+            "[mcp] session {sid}: {late} not ready after {wait:g} s: the turn goes on without"
+            " their tools",
+            sid=session.id,
+            late=late,
+            wait=TURN_WAIT,
+        )
+        self._notice(
+            session,
+            f"MCP server(s) {late} not ready after {TURN_WAIT:g} s: this turn goes on without"
+            " their tools (a later turn has them once they have started)",
+        )
+
+    def _notice(self, session: Session, text: str) -> None:
+        """One line to the client, a message of its own (not in the model's history)."""
+        send_update(
+            self.conn,
+            session.id,
+            schema.AgentMessageChunk(
+                content=schema.TextContentBlock(text=text + "\n\n"), message_id=str(uuid.uuid4())
+            ),
+        )
 
     def _sessions_on_disk(self) -> bool:
         """Whether sessions are saved (and so ``session/load`` is implemented)."""
@@ -571,9 +609,7 @@ class BobAgent(Agent):
         for path in flat.attached:
             _log.info("[acp] session {sid}: attached {path}", sid=session.id, path=path)
         if self.commands.match(flat.text) is None:
-            starting = self._mcp_ready(self._runtime_of(session))
-            if starting is not None:
-                await starting
+            await self._wait_for_mcp_servers(session)
         lock = self.runtime.lock
         await lock.acquire()
         try:
@@ -631,3 +667,22 @@ class BobAgent(Agent):
             thought_tokens=totals.thought_tokens,
             cached_read_tokens=totals.cached_read_tokens,
         )
+
+
+def _within(d: Deferred[None], seconds: float, clock: Any) -> Deferred[bool]:
+    """Fires True when ``d`` fires within ``seconds`` of ``clock``, else False then."""
+    outcome: Deferred[bool] = Deferred()
+
+    def settle(value: bool) -> None:
+        if not outcome.called:
+            outcome.callback(value)
+
+    timer = clock.callLater(seconds, settle, False)
+
+    def fired(_: object) -> None:
+        if timer.active():
+            timer.cancel()
+        settle(True)
+
+    d.addBoth(fired)
+    return outcome

@@ -57,6 +57,7 @@ from acpkit_agent.listening import (
     plan_listener,
     start_listening,
 )
+from acpkit_agent.log_filter import bob_log_filter
 from acpkit_agent.lsp import LanguageServers
 from acpkit_agent.mcp_servers import (
     McpServerSet,
@@ -107,9 +108,17 @@ class _StderrObserver:
 
 
 def stderr_observer() -> ILogObserver:
-    """The log observer factory the plugin installs: plain lines on the real stderr."""
+    """
+    The log observer factory the plugin installs: plain lines on the real stderr, one per
+    event (:mod:`acpkit_agent.log_filter`).
+    """
     stream = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
-    return _StderrObserver(stream)
+    return bob_log_filter(_StderrObserver(stream))
+
+
+def _stream_observer(stream: TextIO) -> ILogObserver:
+    """twist's log file observer factory: plain lines on ``stream``, one per event."""
+    return bob_log_filter(_StderrObserver(stream))
 
 
 class Options(usage.Options):
@@ -226,7 +235,7 @@ class Options(usage.Options):
         if "logFile" in parent:  # twist: never daemonizes, logs to stdout by default
             if parent["logFile"] in (sys.stdout, sys.stderr):
                 parent["logFile"] = sys.stderr
-                parent["fileLogObserverFactory"] = _StderrObserver
+                parent["fileLogObserverFactory"] = _stream_observer
             return
         if "nodaemon" in parent and not parent["nodaemon"]:
             self._daemon_options(parent)
@@ -340,6 +349,9 @@ class AgentService(Service):
         #: The stdio connection (None with ``--listen``).
         self.conn: AgentConnection | None = None
         self._eof_timer: Any = None
+        #: The reactor is shutting down (a signal, or stdin's end already told): the end
+        #: of stdio is no news then.
+        self._end_told = False
 
     def startService(self) -> None:
         """Log the banner, then serve."""
@@ -367,11 +379,15 @@ class AgentService(Service):
         """Stdin ended: cancel the running turns; exit within ``STDIN_EOF_GRACE`` at most."""
         if self.conn is None or self._eof_timer is not None:
             return
-        if self.conn.closed_reason is None:
-            _log.info(
-                "[acp] stdin closed: running turns cancelled, exiting within {grace:g} s",
-                grace=STDIN_EOF_GRACE,
-            )
+        if self.conn.closed_reason is None and not self._end_told:
+            self._end_told = True
+            if self.runtime.lock.locked:
+                _log.info(
+                    "[acp] stdin closed: running turns cancelled, exiting within {grace:g} s",
+                    grace=STDIN_EOF_GRACE,
+                )
+            else:
+                _log.info("[acp] stdin closed: exiting")
         self.conn.cancel_all_turns()
         if self.conn.closed_reason is None:
             self._eof_timer = self.reactor.callLater(STDIN_EOF_GRACE, self._eof_grace_over)
@@ -410,7 +426,9 @@ class AgentService(Service):
         if self._eof_timer is not None and self._eof_timer.active():
             self._eof_timer.cancel()
         self._eof_timer = None
-        _log.info("[acp] stdin closed: exiting")
+        if not self._end_told:
+            self._end_told = True
+            _log.info("[acp] the client closed the connection: exiting")
         # Language servers get shutdown/exit before the reactor's shutdown kills groups.
         stop_language_servers(self.runtime).addBoth(lambda _: self._stop_reactor())
 
@@ -443,6 +461,9 @@ class AgentService(Service):
         """Cancel the running turns of the stdio connection; stop listening; close MCP."""
         super().stopService()
         if self.conn is not None and self.conn.closed_reason is None:
+            if not self._end_told and self.runtime.lock.locked:
+                _log.info("[acp] shutting down: running turns cancelled")
+            self._end_told = True  # the reactor's shutdown was logged (a signal...)
             self.conn.cancel_all_turns()
         stopping: list[Deferred[Any]] = [servers.close() for servers in self._mcp_sets()]
         if self.port is not None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -157,11 +158,21 @@ class _Deadline:
             self._call.cancel()
 
 
-def client_capabilities() -> schema.ClientCapabilities:
-    """What we announce: ``fs`` read and write; no ``terminal``."""
+#: A transport's error that already says it could not connect, and where: its reason.
+_SAYS_CONNECT = re.compile(r"(?:could not|cannot) (?:connect to|reach) \S+: (.*)", re.DOTALL)
+
+
+def client_capabilities(*, forms: bool = False) -> schema.ClientCapabilities:
+    """
+    What we announce: ``fs`` read and write; no ``terminal``; ``elicitation.form`` when
+    ``forms`` (a front end that can ask the user a form); never ``elicitation.url``.
+    """
     return schema.ClientCapabilities(
         fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
         terminal=False,
+        elicitation=schema.ElicitationCapabilities(form=schema.ElicitationFormCapabilities())
+        if forms
+        else None,
     )
 
 
@@ -199,6 +210,8 @@ class AgentRun:
         self.problems: list[str] = []
         #: Notes that are not failures.
         self.notes: list[str] = []
+        #: Announce ``elicitation.form`` at ``initialize`` (the front end can ask forms).
+        self.announce_forms = False
         self.process: AgentProcess | None = None
         self.connection: ClientConnection | None = None
         self.initialize_response: schema.InitializeResponse | None = None
@@ -322,8 +335,11 @@ class AgentRun:
 
         def failed(failure: Failure) -> Failure:
             error = failure.value
-            shown = self.entry.command_line()
-            raise self._fail(f"cannot connect to {shown}: {error or type(error).__name__}")
+            why = str(error) or type(error).__name__
+            said = _SAYS_CONNECT.match(why)
+            if said is not None:  # the transport's own "could not connect to URL: ..."
+                why = said.group(1)
+            raise self._fail(f"cannot connect to {self.entry.command_line()}: {why}")
 
         return connecting.addCallbacks(connected, failed)
 
@@ -365,7 +381,8 @@ class AgentRun:
         try:
             response = await deadline.wait(
                 connection.initialize(
-                    client_capabilities=client_capabilities(), client_info=client_info()
+                    client_capabilities=client_capabilities(forms=self.announce_forms),
+                    client_info=client_info(),
                 )
             )
         except ProtocolVersionError as e:

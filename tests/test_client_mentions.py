@@ -7,6 +7,7 @@ mention with the widget-level harness of the terminal UI.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -16,9 +17,10 @@ import pytest
 from twisted.internet.defer import Deferred
 
 from acpkit import schema
+from acpkit_client import cli
 from acpkit_client.completion import walk_project
 from acpkit_client.project_files import ProjectFiles, list_project_files
-from acpkit_client.prompt import build_prompt, unresolved_mentions
+from acpkit_client.prompt import build_prompt, unlisted_mentions, unresolved_mentions
 from tests.test_tui_window import Harness
 
 NEEDS_GIT = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -179,3 +181,61 @@ def test_the_list_is_filled_when_the_listing_arrives(ui: Harness) -> None:
     pending.callback(ProjectFiles(files=(BUTTON,), cut=True))
     screen = ui.screen()
     assert BUTTON in screen and "the @ list holds the first 1 files" in screen
+
+
+def test_a_text_file_of_unknown_type_is_sent_as_text_plain(tmp_path: Path) -> None:
+    """A mentioned file whose name says nothing of its type gets ``text/plain`` when its
+    content is text, and no type when it is not (as a link and embedded alike)."""
+    write(tmp_path, "settings.cfg", "answer = 42\n")
+    (tmp_path / "blob.dat").write_bytes(b"\x00\x01\xff")
+    link = build_prompt("@settings.cfg and @blob.dat", str(tmp_path), [])[0]
+    assert isinstance(link, schema.ResourceLinkContentBlock)
+    assert link.mime_type == "text/plain"
+    blocks = build_prompt("@blob.dat", str(tmp_path), [])
+    assert isinstance(blocks[0], schema.ResourceLinkContentBlock)
+    assert blocks[0].mime_type is None
+    caps = schema.AgentCapabilities(
+        prompt_capabilities=schema.PromptCapabilities(embedded_context=True)
+    )
+    (embedded,) = build_prompt("@settings.cfg", str(tmp_path), [], caps)
+    assert isinstance(embedded, schema.EmbeddedResourceContentBlock)
+    assert embedded.resource.mime_type == "text/plain"
+
+
+def test_unlisted_mentions_are_files_on_the_disk_outside_the_list(tmp_path: Path) -> None:
+    """A typed ``@.env`` that the @ list (what git sees) does not hold is unlisted."""
+    write(tmp_path, ".gitignore", ".env\n")
+    write(tmp_path, ".env", "TOKEN=secret\n")
+    write(tmp_path, "README.md", "# app\n")
+    files = walk_project(str(tmp_path))
+    assert ".env" not in files
+    assert unlisted_mentions("see @.env and @README.md", str(tmp_path), files) == ["@.env"]
+
+
+def test_the_window_asks_before_sending_an_ignored_file(ui: Harness) -> None:
+    """Enter on a prompt naming an ignored file (``.env``) sends nothing: a notice says the
+    whole file would go to the agent; Enter again sends it."""
+    write(ui.root, ".env", "TOKEN=secret\n")
+    write(ui.root, ".gitignore", "node_modules/\n*.log\n.env\n")
+    ui.open()
+    ui.type("read @.env")
+    ui.press("esc", "enter")
+    assert ui.agents[0].prompts == []
+    assert ui.input_text == "read @.env"
+    assert "@.env: not in the @ list (git ignores it)" in ui.screen()
+    ui.press("enter")
+    blocks = ui.agents[0].prompts[0].prompt
+    assert isinstance(blocks[1], schema.EmbeddedResourceContentBlock)
+    assert blocks[1].resource.uri.endswith("/.env")
+
+
+def test_ask_says_when_it_sends_an_ignored_file(tmp_path: Path) -> None:
+    """``ask`` names on stderr a mentioned file that git ignores (its text is sent)."""
+    write(tmp_path, ".gitignore", ".env\n")
+    write(tmp_path, ".env", "TOKEN=secret\n")
+    err = io.StringIO()
+    cli._note_unlisted_mentions("read @.env", str(tmp_path), err)
+    assert err.getvalue() == (
+        "acpkit-client: note: @.env is not in the project's file list (git ignores it): "
+        "the whole file is sent to the agent\n"
+    )

@@ -206,6 +206,43 @@ def test_endpoint_arguments_without_the_parser_is_a_clear_error(monkeypatch: Any
         compat.endpoint_arguments("tcp:0")
 
 
+def test_http_pool_has_its_factory_class() -> None:
+    """``HTTPConnectionPool._factory`` exists: the quiet pool's factories are not noisy."""
+    from twisted.web.client import HTTPConnectionPool
+
+    assert isinstance(HTTPConnectionPool._factory, type)
+    pool = compat.quiet_http_pool(MemoryReactor(), persistent=False)
+    assert isinstance(pool, HTTPConnectionPool)
+    assert issubclass(pool._factory, HTTPConnectionPool._factory)
+    assert pool._factory.noisy is False
+    assert pool.persistent is False
+
+
+def test_quiet_http_pool_logs_no_factory_lines() -> None:
+    """A connection of the quiet pool logs no "Starting factory" / "Stopping factory"."""
+    from tests.fixtures.agent.harness import captured_logs
+
+    with captured_logs() as logs:
+        pool = compat.quiet_http_pool(MemoryReactor(), persistent=False)
+        factory = pool._factory(lambda _: None, "endpoint")
+        factory.doStart()
+        factory.doStop()
+    assert logs.lines == []
+
+
+def test_quiet_http_pool_without_the_attribute_is_the_stock_pool(monkeypatch: Any) -> None:
+    """A Twisted without ``_factory``: the stock pool (noisy, never wrong)."""
+    from twisted.web import client
+
+    class Bare:
+        def __init__(self, reactor: Any, persistent: bool) -> None:
+            self.persistent = persistent
+
+    monkeypatch.setattr(client, "HTTPConnectionPool", Bare)
+    pool = compat.quiet_http_pool(MemoryReactor(), persistent=True)
+    assert isinstance(pool, Bare) and not hasattr(pool, "_factory")
+
+
 def test_no_private_twisted_import_outside_compat() -> None:
     """Only ``acpkit/compat.py`` names a private Twisted module or attribute."""
     private = (
@@ -216,6 +253,8 @@ def test_no_private_twisted_import_outside_compat() -> None:
         "._tokens",
         "endpoints import _parse",
         "endpoints._parse",
+        "._factory",
+        "_HTTP11ClientFactory",
     )
     offenders = []
     for package in ("acpkit", "acpkit_agent", "acpkit_client"):

@@ -309,6 +309,14 @@ class AgentExitedTests(SynchronousTestCase):
         )
         self.assertEqual(str(AgentExited("bob", None, 9, "")), 'agent "bob" was killed by signal 9')
 
+    def test_kind_names_what_ended_and_summary_is_one_line(self) -> None:
+        """``kind`` replaces "agent" (an MCP server is not an agent); ``summary`` has no tail."""
+        exited = AgentExited("time", 3, None, "oops\nbad", kind="MCP server")
+        self.assertEqual(
+            str(exited), 'MCP server "time" exited with status 3; last stderr lines:\noops\nbad'
+        )
+        self.assertEqual(exited.summary, 'MCP server "time" exited with status 3')
+
 
 class StderrTailTests(SynchronousTestCase):
     """Bounded stderr tail, fed in arbitrary chunks."""
@@ -325,6 +333,22 @@ class StderrTailTests(SynchronousTestCase):
         self.assertEqual(len(lines), 2)
         self.assertEqual(lines[0], "x" * STDERR_LINE_CAP + " [...]")
         self.assertEqual(lines[1], "thr")
+
+
+class StderrNamingTests(SynchronousTestCase):
+    """Each stderr line is logged once, named by what the child is."""
+
+    def test_each_line_is_logged_with_the_kind_and_name(self) -> None:
+        from acpkit.endpoints import _StderrTail
+        from tests.fixtures.agent.harness import captured_logs
+
+        with captured_logs() as logs:
+            tail = _StderrTail("pyright", 5, kind="language server")
+            tail.feed(b"starting\nready\n")
+        self.assertEqual(
+            logs.lines,
+            ["language server pyright stderr: starting", "language server pyright stderr: ready"],
+        )
 
 
 class EndpointStringTests(TestCase):

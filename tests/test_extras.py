@@ -375,3 +375,37 @@ def test_the_pytest_plugin_without_the_conformance_extra_says_which_to_install(
     assert "ERROR: --acp-agent needs the 'conformance' extra (" in output
     assert "jsonschema" in output and "pip install 'txacpkit[conformance]'" in output
     assert "Traceback" not in output
+
+
+_INTERRUPT_ON_IMPORT = textwrap.dedent(
+    """
+    import sys
+
+    class Interrupt:
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname == "acpkit_client.cli":
+                raise KeyboardInterrupt  # a Ctrl-C while the command's modules import
+            return None
+
+    sys.meta_path.insert(0, Interrupt())
+    from acpkit_client import launch
+
+    sys.argv = ["acpkit-client", "ask", "hi"]
+    sys.exit(launch.acpkit_client())
+    """
+)
+
+
+def test_a_ctrl_c_while_importing_is_one_line_and_status_130() -> None:
+    """Ctrl-C before the command handles signals: one line, exit 130, no traceback."""
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_ON_IMPORT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == launch.INTERRUPTED_EXIT_STATUS == 130, done.stderr
+    assert done.stderr == "\nacpkit-client: interrupted\n"
+    assert done.stdout == ""

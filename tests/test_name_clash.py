@@ -120,7 +120,11 @@ def test_the_check_imports_no_acpkit(tmp_path: Path) -> None:
 @pytest.mark.parametrize("top_level", [True, False], ids=["top_level.txt", "RECORD-only"])
 @pytest.mark.parametrize(
     ("function", "command"),
-    [("acpkit_client", "acpkit-client"), ("acpkit_conformance", "acpkit-conformance")],
+    [
+        ("acpkit_client", "acpkit-client"),
+        ("acpkit_conformance", "acpkit-conformance"),
+        ("acp_agent", "acp-agent"),
+    ],
 )
 def test_console_script_function_names_the_other_distribution(
     tmp_path: Path, function: str, command: str, top_level: bool
@@ -130,9 +134,9 @@ def test_console_script_function_names_the_other_distribution(
     assert_clash_reported(result, command)
 
 
-@pytest.mark.parametrize("command", ["acpkit-client", "acpkit-conformance"])
+@pytest.mark.parametrize("command", ["acpkit-client", "acpkit-conformance", "acp-agent"])
 def test_installed_console_scripts_report_the_clash(tmp_path: Path, command: str) -> None:
-    """The installed ``acpkit-client`` and ``acpkit-conformance`` go through the check."""
+    """The installed ``acpkit-client``, ``acpkit-conformance`` and ``acp-agent`` check."""
     result = run_with(foreign_acpkit(tmp_path), [console_script(command), "--help"], tmp_path)
     assert_clash_reported(result, command)
 
@@ -142,6 +146,13 @@ def test_python_m_acpkit_client_reports_the_clash(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "acpkit_client", "-h"]
     result = run_with(foreign_acpkit(tmp_path), argv, tmp_path)
     assert_clash_reported(result, "acpkit-client")
+
+
+def test_python_m_acpkit_agent_reports_the_clash(tmp_path: Path) -> None:
+    """``python -m acpkit_agent`` reports it too."""
+    argv = [sys.executable, "-m", "acpkit_agent", "--help"]
+    result = run_with(foreign_acpkit(tmp_path), argv, tmp_path)
+    assert_clash_reported(result, "acp-agent")
 
 
 def test_both_distributions_in_one_site_packages_is_a_clash(tmp_path: Path) -> None:

@@ -716,6 +716,16 @@ def conversation_wheel(ui: Harness) -> None:
         ui.press("tab")
 
 
+def conversation_typing(ui: Harness) -> None:
+    """A character typed with the conversation in front goes to the input, now in front."""
+    window = with_text(ui, "hello")
+    ui.press("tab")
+    assert not window.input_focused
+    ui.press("a", " ", "1")
+    assert window.input_focused
+    assert window.input.edit_text == "a 1"
+
+
 # -- with a list open ----------------------------------------------------------------------------
 
 
@@ -926,6 +936,10 @@ CHECKS: dict[tuple[str, str], Check] = {
     ): ("Extend the selection", conversation_shift),
     ("With the conversation in front", "drag with button 1"): ("Select", conversation_drag),
     ("With the conversation in front", "wheel"): ("three lines", conversation_wheel),
+    ("With the conversation in front", "a character (a letter, a digit, `Space`...)"): (
+        "nothing typed is lost",
+        conversation_typing,
+    ),
     ("With a list open", "`↑` `↓`"): ("one entry", list_up_down),
     ("With a list open", "`PgUp` `PgDn`"): ("at most eight", list_pages),
     ("With a list open", "`Tab`"): ("Take the highlighted entry", list_tab),

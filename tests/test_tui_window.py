@@ -152,6 +152,21 @@ def test_slash_without_commands_is_a_character_and_tab_switches_focus(tmp_path: 
     assert window.input_focused
 
 
+def test_typing_while_the_conversation_has_focus_goes_to_the_input(tmp_path: Path) -> None:
+    """Characters typed with the focus on the conversation are not dropped: the input
+    takes the focus and them; keys the conversation uses (arrows) stay there."""
+    harness = Harness(tmp_path)
+    window = harness.open()
+    harness.type("fix ")
+    harness.press("tab")
+    assert not window.input_focused
+    harness.press("up")
+    assert not window.input_focused
+    harness.type("it é")
+    assert window.input_focused
+    assert harness.input_text == "fix it é"
+
+
 def test_at_list_narrows_and_completes_a_project_file(ui: Harness) -> None:
     """``@`` lists project files; typing narrows; Tab completes with a space."""
     ui.open()
@@ -303,6 +318,16 @@ def test_status_bar_shows_the_front_windows_usage(ui: Harness) -> None:
     assert "1,234 / 32,768 tokens" in ui.screen().split("\n")[-1]
 
 
+def test_a_usage_without_a_context_size_shows_the_tokens_alone() -> None:
+    """An agent reporting no context size (0): ``15 tokens``, not ``15 / 0 tokens``."""
+    from acpkit_client.conversation import Usage
+    from acpkit_client.tui.statusbar import format_usage
+
+    assert format_usage(Usage(used=15, size=0)) == "15 tokens"
+    assert format_usage(Usage(used=1234, size=32768)) == "1,234 / 32,768 tokens"
+    assert format_usage(None) == ""
+
+
 def test_copy_region_under_cursor_and_status_message(ui: Harness) -> None:
     """Ctrl-C copies the cursor's region (indent removed), OSC 52 too; the bar counts lines."""
     ui.open()
@@ -355,6 +380,20 @@ def test_esc_without_selection_cancels_the_running_turn(tmp_path: Path) -> None:
     harness.press("esc")
     assert not harness.session.turn_running
     assert "turn ended: cancelled" in harness.screen()
+
+
+def test_the_status_bar_says_the_turn_was_cancelled_once_it_ends(tmp_path: Path) -> None:
+    """ "cancelling the turn" gives way to "turn cancelled" as soon as the turn ends."""
+    harness = Harness(tmp_path, mode="slow")
+    harness.open()
+    harness.type("wait")
+    harness.press("enter")
+    assert harness.session is not None
+    harness.press("esc")
+    assert not harness.session.turn_running
+    screen = harness.screen()
+    assert "cancelling the turn" not in screen
+    assert "turn cancelled" in screen
 
 
 def test_agent_menu_entries_and_their_active_state(ui: Harness) -> None:
