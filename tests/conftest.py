@@ -1,4 +1,4 @@
-"""Shared test configuration: Hypothesis profiles."""
+"""Shared test configuration: Hypothesis profiles; the process marker enforced."""
 
 import os
 
@@ -12,3 +12,7 @@ settings.register_profile(
     "fast", deadline=None, max_examples=15, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# A test that starts a child process must carry @pytest.mark.process (tests/spawn_guard.py);
+# pytester runs small test files (tests/test_spawn_guard.py).
+pytest_plugins = ("tests.spawn_guard", "pytester")

@@ -219,6 +219,7 @@ def test_malformed_project_file_refuses_the_session(root: Path) -> None:
 # -- a real process ----------------------------------------------------------------------
 
 
+@pytest.mark.process
 class ProcessCwdIsNotTheProjectTests(TestCase):
     """bob started in directory A serves a session in project B (an editor's launch)."""
 

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import ProcessProtocol
@@ -38,6 +39,7 @@ def tiny(name: str, mode: str) -> tuple[str, str, list[str]]:
     return (name, sys.executable, [str(FIXTURES / "tiny_agent.py"), mode])
 
 
+@pytest.mark.process
 class AskTests(TestCase):
     """Each test runs ``python -m acpkit_client ask`` in a temporary project."""
 

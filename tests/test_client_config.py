@@ -398,6 +398,7 @@ def test_builtin_reference_agent() -> None:
     assert builtin_reference_agent().command == sys.executable
 
 
+@pytest.mark.process
 def test_builtin_reference_agent_reaches_twistd() -> None:
     """The built-in command line really runs twistd's option parser (checked with --help)."""
     import subprocess

@@ -131,6 +131,7 @@ def test_no_junk_no_note(tmp_path: Path) -> None:
 # -- ask, on real processes ---------------------------------------------------------------
 
 
+@pytest.mark.process
 class AskJunkTests(TestCase):
     """``ask`` (without -v) on an agent writing junk on its stdout."""
 

@@ -56,6 +56,7 @@ def git(root: Path, *args: str) -> None:
     )
 
 
+@pytest.mark.process
 @NEEDS_GIT
 def test_in_a_git_repository_the_list_is_what_git_sees(tmp_path: Path) -> None:
     """In a git work tree the list holds tracked files and untracked ones that are not
@@ -71,6 +72,7 @@ def test_in_a_git_repository_the_list_is_what_git_sees(tmp_path: Path) -> None:
     assert set(listing.files) == {".gitignore", "README.md", BUTTON}
 
 
+@pytest.mark.process
 @NEEDS_GIT
 def test_in_a_subdirectory_of_a_repository_paths_are_relative_to_it(tmp_path: Path) -> None:
     """A project root inside a repository lists its own files, relative to itself."""
@@ -80,6 +82,7 @@ def test_in_a_subdirectory_of_a_repository_paths_are_relative_to_it(tmp_path: Pa
     assert listing.source == "git" and listing.files == ("components/Button.tsx",)
 
 
+@pytest.mark.process
 def test_without_git_the_gitignore_files_are_honoured(tmp_path: Path) -> None:
     """Outside a git work tree (or with git missing) the walk honours each directory's
     .gitignore with git's rules: ignored directories are not entered, a deeper file's
@@ -142,6 +145,7 @@ def ui(tmp_path: Path) -> Harness:
     return Harness(tmp_path)
 
 
+@pytest.mark.process
 def test_the_window_refuses_an_unresolved_mention_and_sends_on_a_second_enter(
     ui: Harness,
 ) -> None:
@@ -159,6 +163,7 @@ def test_the_window_refuses_an_unresolved_mention_and_sends_on_a_second_enter(
     ]
 
 
+@pytest.mark.process
 def test_the_window_sends_a_resolved_mention_as_a_file(ui: Harness) -> None:
     """A typed path to a project file (no list taken) is sent as a file block at once."""
     ui.open()

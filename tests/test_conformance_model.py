@@ -599,6 +599,7 @@ def test_steps_are_capped() -> None:
 # -- running it ------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_serve_and_drive_a_real_turn_with_the_anthropic_sdk(tmp_path: Path) -> None:
     """The subprocess serves every API; an SDK loop executing the calls edits the real file."""
     anthropic = pytest.importorskip("anthropic")
@@ -683,6 +684,7 @@ def test_serve_and_drive_a_real_turn_with_the_anthropic_sdk(tmp_path: Path) -> N
     assert "NotebookEdit" in records[0]["tools"]
 
 
+@pytest.mark.process
 def test_other_apis_drive_the_shell_scenario(tmp_path: Path) -> None:
     """Over chat completions, the Responses API and Gemini the model calls each agent's shell."""
     openai = pytest.importorskip("openai")

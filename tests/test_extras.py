@@ -185,6 +185,7 @@ def import_with_only(modules: list[str], allowed: set[str]) -> dict[str, object]
     return result
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("extras", "others", "modules"),
     [pytest.param(extras, others, modules, id=group) for group, extras, others, modules in GROUPS],
@@ -202,6 +203,7 @@ def test_group_imports_with_only_its_extra(
     assert result["failures"] == {}, result
 
 
+@pytest.mark.process
 def test_the_blocker_refuses_what_the_core_does_not_declare() -> None:
     """The check has teeth: the TUI, needing urwid, does not import with the core alone."""
     allowed = top_level_modules(closure(requirements(()))) | set(OURS)
@@ -267,6 +269,7 @@ _LAUNCH = _REFUSE + textwrap.dedent(
 )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("command", "blocked", "extra"),
     [
@@ -298,6 +301,7 @@ def test_a_command_without_its_extra_says_which_to_install(
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.process
 def test_a_command_with_its_extra_starts() -> None:
     """With its extra installed, the launcher runs the command (here its --help)."""
     done = subprocess.run(
@@ -312,6 +316,7 @@ def test_a_command_with_its_extra_starts() -> None:
     assert "usage" in done.stdout.lower()
 
 
+@pytest.mark.process
 def test_bob_without_the_agent_extra_says_which_to_install() -> None:
     """``twistd -n acp-agent`` without treq and PyYAML: one line naming the extra, exit 2."""
     program = _REFUSE + textwrap.dedent(
@@ -338,6 +343,7 @@ def test_bob_without_the_agent_extra_says_which_to_install() -> None:
     assert "pip install 'txacpkit[agent]'" in done.stderr
 
 
+@pytest.mark.process
 def test_the_pytest_plugin_without_the_conformance_extra_says_which_to_install(
     tmp_path: Path,
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet import defer, reactor
@@ -451,6 +452,7 @@ class _Output(ProcessProtocol):
         self.ended.callback(None)
 
 
+@pytest.mark.process
 class HalfCloseProcessTests(TestCase):
     """End-to-end: a real child serving an echo NDJSONProtocol with serve_stdio."""
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.utils import getProcessOutputAndValue
@@ -22,6 +23,9 @@ from acpkit import schema
 from acpkit.connection import Client, ClientConnection
 from acpkit.endpoints import spawn_agent
 from acpkit.errors import ConnectionLost
+from tests.helpers import InteropClient, child_env
+
+pytestmark = pytest.mark.process  # every test here starts a child process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
 ROOT = Path(__file__).parent.parent

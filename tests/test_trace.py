@@ -12,6 +12,7 @@ from collections.abc import Generator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, AnyStr
 
+import pytest
 from twisted.internet import defer, reactor
 from twisted.internet.interfaces import IProcessProtocol, IReactorProcess
 from twisted.internet.testing import MemoryReactor, StringTransport
@@ -251,6 +252,7 @@ class ReplayStartTests(SynchronousTestCase):
         self.assertIn("/nonexistent/agent", str(events[-1]["error"]))
 
 
+@pytest.mark.process
 class ReplayTests(TestCase):
     """Replaying a trace against a real agent process."""
 
@@ -324,6 +326,7 @@ class ReplayTests(TestCase):
         self.assertTrue(all(RECORD.match(line) for line in lines))
 
 
+@pytest.mark.process
 class SpawnedTraceTests(TestCase):
     """ACPKIT_TRACE with real processes: spawn_agent and serve_stdio attach tracers."""
 

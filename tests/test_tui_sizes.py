@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 import urwid
 import urwid.testing
 from hypothesis import HealthCheck, settings
@@ -261,7 +262,8 @@ class WholeApp(RuleBasedStateMachine):
             assert 0 <= cursor[0] < self.size[0] and 0 <= cursor[1] < self.size[1]
 
 
-TestWholeApp = WholeApp.TestCase
+# The @ list asks git for the project's files: a child process.
+TestWholeApp = pytest.mark.process(WholeApp.TestCase)
 TestWholeApp.settings = settings(
     max_examples=60,
     stateful_step_count=25,
@@ -290,6 +292,7 @@ def resize(terminal: Terminal, columns: int, rows: int) -> None:
     terminal.child.setwinsize(rows, columns)
 
 
+@pytest.mark.process
 def test_in_a_terminal_resizing_with_a_permission_request_open(tmp_path: Path) -> None:
     """A real terminal narrower than the modal and shorter than the request, resized down to
     20x6 and below and back while the request is open: the UI keeps drawing it, then

@@ -152,6 +152,7 @@ def test_slash_without_commands_is_a_character_and_tab_switches_focus(tmp_path: 
     assert window.input_focused
 
 
+@pytest.mark.process
 def test_at_list_narrows_and_completes_a_project_file(ui: Harness) -> None:
     """``@`` lists project files; typing narrows; Tab completes with a space."""
     ui.open()
@@ -165,6 +166,7 @@ def test_at_list_narrows_and_completes_a_project_file(ui: Harness) -> None:
     assert ui.input_text == "see @docs/guide.md "
 
 
+@pytest.mark.process
 def test_at_list_moves_with_arrows_and_enter_takes(ui: Harness) -> None:
     """Down moves the highlight; Enter takes the highlighted file."""
     ui.open()
@@ -173,6 +175,7 @@ def test_at_list_moves_with_arrows_and_enter_takes(ui: Harness) -> None:
     assert ui.input_text == "@docs/guide.md "
 
 
+@pytest.mark.process
 def test_at_list_walks_again_when_it_reopens(ui: Harness) -> None:
     """A file created after the list closed appears when ``@`` opens it again."""
     ui.open()
