@@ -29,6 +29,7 @@ from acpkit.conformance.model import (
     serve_conformance_model,
 )
 from acpkit.testing.modelapi import Answer, Message, ModelRequest, ToolCall, ToolSpec
+from tests.helpers import examples
 
 
 def obj(properties: Mapping[str, Any], required: Sequence[str]) -> dict[str, Any]:
@@ -474,7 +475,7 @@ def tool_specs(draw: Callable[..., Any]) -> ToolSpec:
     return ToolSpec(draw(names), draw(st.text(max_size=10)), schema)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(5), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.lists(tool_specs(), max_size=6), st.sampled_from(SCENARIOS), st.integers(0, 5))
 def test_any_tool_list_is_safe(tools: list[ToolSpec], scenario: str, results: int) -> None:
     """With any tools, the model never crashes, calls only classified tools, with valid args."""

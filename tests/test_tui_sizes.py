@@ -33,6 +33,7 @@ from acpkit_client.tui.app import App
 from acpkit_client.tui.permission_modal import ModalPermissionPrompt
 from acpkit_client.tui.sizes import MIN_COLUMNS, MIN_ROWS
 from tests.fixtures.client.tiny_agent import TinyAgent
+from tests.helpers import examples
 from tests.test_tui_pty import TINY_AGENT, Terminal
 
 ENTRY = AgentEntry(name="tiny", command="python", source="test")
@@ -265,7 +266,7 @@ class WholeApp(RuleBasedStateMachine):
 # The @ list asks git for the project's files: a child process.
 TestWholeApp = pytest.mark.process(WholeApp.TestCase)
 TestWholeApp.settings = settings(
-    max_examples=60,
+    max_examples=examples(1),
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
