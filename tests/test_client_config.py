@@ -30,6 +30,7 @@ from acpkit_client.starter import (
     starter_text,
     toml_string,
 )
+from tests.helpers import write
 
 SEED_EXAMPLE = """\
 [[agent]]
@@ -49,13 +50,6 @@ args    = ["agent", "serve", "acp", ".acpkit/agent.yaml"]
 [agent.env]
 TELEMETRY_ENABLED = "false"
 """
-
-
-def write(path: Path, text: str) -> str:
-    """Write ``text`` to ``path`` (creating parents) and return the path as a string."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 def agent_block(name: str, command: str = "run-agent", **extra: str) -> str:

@@ -19,6 +19,7 @@ from acpkit import schema
 from acpkit_client.completion import walk_project
 from acpkit_client.project_files import ProjectFiles, list_project_files
 from acpkit_client.prompt import build_prompt, unresolved_mentions
+from tests.helpers import write
 from tests.test_tui_window import Harness
 
 NEEDS_GIT = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -26,19 +27,13 @@ NEEDS_GIT = pytest.mark.skipif(shutil.which("git") is None, reason="git is not i
 BUTTON = "src/components/Button.tsx"
 
 
-def write(root: Path, path: str, text: str = "x\n") -> None:
-    target = root / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
-
-
 def node_project(root: Path) -> None:
     """A project whose ignored ``node_modules`` holds 6,000 files, more than the old
     walk's 5,000 limit, and sorts before ``src``."""
-    write(root, ".gitignore", "node_modules/\n*.log\n")
-    write(root, "README.md", "# app\n")
-    write(root, BUTTON, "export const Button = () => null;\n")
-    write(root, "debug.log")
+    write(root / ".gitignore", "node_modules/\n*.log\n")
+    write(root / "README.md", "# app\n")
+    write(root / BUTTON, "export const Button = () => null;\n")
+    write(root / "debug.log")
     for package in range(60):
         folder = root / "node_modules" / f"pkg{package:02d}"
         folder.mkdir(parents=True)
@@ -63,7 +58,7 @@ def test_in_a_git_repository_the_list_is_what_git_sees(tmp_path: Path) -> None:
     ignored; an ignored node_modules of 6,000 files does not hide the project's own files;
     a tracked file deleted from the disk is left out."""
     node_project(tmp_path)
-    write(tmp_path, "gone.txt")
+    write(tmp_path / "gone.txt")
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", "README.md", ".gitignore", "gone.txt")
     (tmp_path / "gone.txt").unlink()
@@ -88,9 +83,9 @@ def test_without_git_the_gitignore_files_are_honoured(tmp_path: Path) -> None:
     .gitignore with git's rules: ignored directories are not entered, a deeper file's
     negation wins."""
     node_project(tmp_path)
-    write(tmp_path, "src/gen/out.js")
-    write(tmp_path, "src/gen/keep.js")
-    write(tmp_path, "src/.gitignore", "gen/*\n!gen/keep.js\n")
+    write(tmp_path / "src/gen/out.js")
+    write(tmp_path / "src/gen/keep.js")
+    write(tmp_path / "src/.gitignore", "gen/*\n!gen/keep.js\n")
     for git_command in (None, str(tmp_path / "no-such-git"), "git"):
         listing = list_project_files(str(tmp_path), git=git_command)
         assert listing.source == "walk"
@@ -107,8 +102,8 @@ def test_without_git_the_gitignore_files_are_honoured(tmp_path: Path) -> None:
 def test_a_cut_list_says_so_and_keeps_the_files_nearest_the_root(tmp_path: Path) -> None:
     """Past the limit the list is cut, the shallow files kept, and it says it was cut."""
     for number in range(30):
-        write(tmp_path, f"deep/f{number:02d}.txt")
-    write(tmp_path, "top.txt")
+        write(tmp_path / f"deep/f{number:02d}.txt")
+    write(tmp_path / "top.txt")
     listing = list_project_files(str(tmp_path), max_files=10, git=None)
     assert listing.cut and len(listing.files) == 10 and listing.files[0] == "top.txt"
     assert not list_project_files(str(tmp_path), max_files=31, git=None).cut
@@ -118,7 +113,7 @@ def test_unresolved_mentions_are_the_path_like_words_naming_no_file(tmp_path: Pa
     """``@`` words that look like paths but name no file are unresolved; files on the disk
     (ignored ones too), decorators, e-mail addresses and names are not."""
     node_project(tmp_path)
-    write(tmp_path, "node_modules/pkg00/index.js")
+    write(tmp_path / "node_modules/pkg00/index.js")
     text = (
         "fix @src/components/Buton.tsx, see @README.md. and @node_modules/pkg00/index.js; "
         "ping @bob about @property, mail bob@example.com, and @docs/missing.md"

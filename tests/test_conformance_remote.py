@@ -9,7 +9,6 @@ and runs in the test's thread. Each server is stopped by closing its stdin or ki
 from __future__ import annotations
 
 import io
-import os
 import re
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from acpkit.conformance.remote_driver import jsonrpc_body
 from acpkit.conformance.report import SuiteResult
 from acpkit.conformance.rules import RULES
 from acpkit.remote.security import tls_serving_problem
+from tests.helpers import child_env
 
 pytestmark = pytest.mark.process
 
@@ -35,8 +35,7 @@ WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
 
 
 def _start(argv: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env = child_env()
     process = subprocess.Popen(
         [sys.executable, *argv],
         stdin=subprocess.PIPE,
@@ -129,8 +128,7 @@ BOB_LISTENING = re.compile(r"listening on .*port=(\d+)")
 @pytest.fixture(scope="module")
 def bob_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """bob (twistd -n acp-agent --listen http:tcp:0) on a loopback port it reports."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env = child_env()
     command = "from twisted.scripts.twistd import run; run()"
     process = subprocess.Popen(
         [sys.executable, "-c", command, "-n", "--pidfile=", "acp-agent", "--listen", "http:tcp:0"],
