@@ -10,6 +10,9 @@ Helpers shared by the tests: one version of each, instead of a copy per file.
 - :func:`child_env`: our environment with the checkout importable, for child processes.
 - :class:`InteropClient`, :func:`start_port_server`: the client side of the interop
   scenario with the official SDKs, and a peer server in a child process.
+- :class:`MemoryAgentReactor`: a ``Clock`` whose ``spawnProcess`` starts an in-memory agent
+  instead of a process, for tests of what spawns agents (``acpkit-client ask``, the
+  terminal UI) with time under the test's control.
 """
 
 from __future__ import annotations
@@ -18,21 +21,28 @@ import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar, overload
+from typing import TYPE_CHECKING, Any, AnyStr, TypeVar, overload
 
 from hypothesis import settings
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ProcessDone
 from twisted.internet.interfaces import (
+    IProcessProtocol,
     IProcessTransport,
     IProtocol,
+    IReactorProcess,
     ITransport,
 )
 from twisted.internet.protocol import ProcessProtocol
+from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from acpkit import schema
-from acpkit.connection import Client
+from acpkit.connection import AgentConnection, Client
+from acpkit.interfaces import IAgent
+from acpkit.jsonrpc import JSONRPCProtocol
 
 if TYPE_CHECKING:
     from acpkit_client.fs import FileAccess
@@ -248,3 +258,135 @@ async def start_port_server(
 
     add_cleanup(stop)
     return await reporter.port, process, reporter
+
+
+# -- agents spawned in memory ---------------------------------------------------------------
+
+
+class MemoryProcess(StringTransport):
+    """
+    The process transport :class:`MemoryAgentReactor` gives a spawned "agent": what the
+    client writes to its stdin reaches the agent's connection, what the agent writes
+    comes back as the child's stdout. Closing stdin, or any signal, ends the process
+    (exit status 0) at the next delivery. No pid: nothing outside the test is ever signalled.
+    """
+
+    pid = None
+
+    def __init__(self, protocol: IProcessProtocol, agent: AgentConnection | None) -> None:
+        super().__init__()
+        self.protocol = protocol
+        #: The in-memory agent's connection (None: an agent that never writes a byte).
+        self.agent = agent
+        #: What the agent wrote, not yet delivered.
+        self.agent_output = StringTransport()
+        #: The signals sent to the process.
+        self.signals: list[str] = []
+        self.ending = False
+        self.ended = False
+        if agent is not None:
+            agent.protocol.makeConnection(self.agent_output)
+
+    def closeStdin(self) -> None:
+        self.loseConnection()
+
+    def loseConnection(self) -> None:
+        super().loseConnection()
+        self.ending = True
+
+    def signalProcess(self, signalID: Any) -> None:
+        self.signals.append(str(signalID))
+        self.ending = True
+
+    def pump(self) -> bool:
+        """Deliver what each side wrote, and the end; whether anything moved."""
+        if self.ended:
+            return False
+        moved = False
+        to_agent = self.value()
+        if to_agent:
+            self.clear()
+            if self.agent is not None:
+                self.agent.protocol.dataReceived(to_agent)
+            moved = True
+        from_agent = self.agent_output.value()
+        if from_agent:
+            self.agent_output.clear()
+            self.protocol.childDataReceived(1, from_agent)
+            moved = True
+        if self.ending and not moved:
+            self.ended = True
+            done = Failure(ProcessDone(0))
+            if self.agent is not None:
+                self.agent.protocol.connectionLost(done)
+            for fd in (0, 1, 2):
+                self.protocol.childConnectionLost(fd)
+            self.protocol.processExited(done)
+            self.protocol.processEnded(done)
+            moved = True
+        return moved
+
+
+@implementer(IReactorProcess)
+class MemoryAgentReactor(Clock):
+    """
+    A ``Clock`` that spawns in-memory agents: ``spawnProcess`` connects the process
+    protocol to ``make_agent(connection)`` (or, with ``make_agent=None``, to an agent that
+    never answers). Bytes move on :meth:`deliver` and around each :meth:`advance`.
+    Also has what ``acpkit-client ask`` asks of its reactor (``callWhenRunning``,
+    ``callFromThread``).
+    """
+
+    def __init__(self, make_agent: Callable[[AgentConnection], IAgent] | None = None) -> None:
+        super().__init__()
+        self.make_agent = make_agent
+        #: Every process spawned, in order.
+        self.processes: list[MemoryProcess] = []
+        #: What was given to ``spawnProcess`` (executable, args, env, path), in order.
+        self.spawned: list[dict[str, Any]] = []
+
+    def spawnProcess(
+        self,
+        processProtocol: IProcessProtocol,
+        executable: bytes | str,
+        args: Sequence[bytes | str] = (),
+        env: Mapping[AnyStr, AnyStr] | None = None,
+        path: bytes | str | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        usePTY: bool = False,
+        childFDs: Mapping[int, int | str] | None = None,
+    ) -> Any:  # a MemoryProcess: enough of an IProcessTransport for acpkit's spawn_agent
+        self.spawned.append(
+            {"executable": executable, "args": list(args), "env": env, "path": path}
+        )
+        agent = None
+        if self.make_agent is not None:
+            agent = AgentConnection(
+                self.make_agent, protocol=JSONRPCProtocol(clock=self, name="client")
+            )
+        process = MemoryProcess(processProtocol, agent)
+        self.processes.append(process)
+        processProtocol.makeConnection(process)  # type: ignore[arg-type]
+        return process
+
+    def callWhenRunning(self, f: Callable[..., object], *args: Any, **kwargs: Any) -> None:
+        """The reactor is taken as running already: ``f`` is called at the next delivery."""
+        self.callLater(0, f, *args, **kwargs)
+
+    def callFromThread(self, f: Callable[..., object], *args: Any, **kwargs: Any) -> None:
+        self.callLater(0, f, *args, **kwargs)
+
+    def deliver(self) -> None:
+        """Run what is due now and move every process's bytes, until nothing moves."""
+        for _ in range(100_000):
+            super().advance(0)
+            if not any([process.pump() for process in self.processes]):
+                return
+        raise AssertionError("the in-memory processes are still talking after 100,000 pumps")
+
+    def advance(self, amount: float) -> None:
+        """Deliver, move the clock ``amount`` seconds forward, deliver again."""
+        self.deliver()
+        super().advance(amount)
+        self.deliver()

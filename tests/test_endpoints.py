@@ -289,7 +289,9 @@ class SpawnAgentTests(TestCase):
         """stop() on an agent that exits at stdin EOF ends it without signals."""
         proto = Recorder()
         agent = python_agent(proto, "echo")
-        exited = yield agent.stop(grace=5.0)
+        # The grace only has to outlast the agent's start (it reads stdin to its end once
+        # started): a loaded machine took more than 5 s; an agent that exits costs nothing.
+        exited = yield agent.stop(grace=60.0)
         self.assertEqual((exited.exit_code, exited.signal), (0, None))
 
     @pytest.mark.process
