@@ -1,12 +1,29 @@
 """
-Shared test configuration: the Hypothesis profiles (``HYPOTHESIS_PROFILE``; a test that
-wants more or fewer examples scales the profile's count with ``tests.helpers.examples``),
-and the process marker enforced (``tests/spawn_guard.py``).
+Shared test configuration (CONTRIBUTING.md, "Test tiers" says how to run each tier):
+
+- the Hypothesis profiles (``HYPOTHESIS_PROFILE``; a test that wants more or fewer
+  examples scales the profile's count with ``tests.helpers.examples``);
+- a test that starts a child process must carry ``@pytest.mark.process``
+  (``tests/spawn_guard.py``, loaded below; ``real_agent`` and ``sdist`` imply it);
+- safe under pytest-xdist (``-n N``): trial's ``mktemp`` goes under ``tmp_path`` instead
+  of the checkout, Twisted's plugin cache is brought up to date once before the workers
+  start, and the heavy tests are handed out first.
 """
 
-import os
+from __future__ import annotations
 
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, settings
+from twisted.trial.unittest import SynchronousTestCase
+
+# A test that starts a child process must carry @pytest.mark.process (tests/spawn_guard.py);
+# pytester runs small test files (tests/test_spawn_guard.py).
+pytest_plugins = ("tests.spawn_guard", "pytester")
 
 # default: `python -m pytest` (the README's command) runs what CI runs.
 # ci: .ci/run; no example database (each CI run is a fresh clone: it would only write
@@ -28,6 +45,51 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
-# A test that starts a child process must carry @pytest.mark.process (tests/spawn_guard.py);
-# pytester runs small test files (tests/test_spawn_guard.py).
-pytest_plugins = ("tests.spawn_guard", "pytester")
+#: The markers of the tests handed out first to the xdist workers (each runs for tens of
+#: seconds): started last, one of them would be the whole run's tail.
+HEAVY_FIRST = ("real_agent", "sdist")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """
+    ``PYTEST_ADDOPTS`` was read: the pytest runs that tests start as child processes must
+    not inherit it (.ci/run passes ``-n``, ``--basetemp`` and coverage options through it:
+    a child pytest would start its own workers and empty this run's temporary directory).
+
+    Before any xdist worker starts: bring Twisted's plugin cache up to date. ``twistd``
+    (bob's tests) rewrites ``twisted/plugins/dropin.cache`` when it is stale; several
+    workers starting bob at once would write it at the same time.
+    """
+    os.environ.pop("PYTEST_ADDOPTS", None)
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
+        return
+    from twisted.plugin import IPlugin, getPlugins
+
+    list(getPlugins(IPlugin))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The heavy tests (``real_agent``, ``sdist``) first, the rest in file order: with
+    xdist the long ones start at once, and the run ends on short tests."""
+    items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in HEAVY_FIRST))
+
+
+@pytest.fixture(autouse=True)
+def _trial_mktemp_under_tmp_path(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A trial ``TestCase``'s ``self.mktemp()`` gives a path under the test's
+    ``tmp_path`` (not under the current directory, the checkout), unique per call."""
+    case = request.instance
+    if not isinstance(case, SynchronousTestCase):
+        yield
+        return
+    base: Path = request.getfixturevalue("tmp_path")
+    counter = itertools.count()
+
+    def mktemp() -> str:
+        directory = base / f"mktemp{next(counter)}"
+        directory.mkdir()
+        return str(directory / "temp")
+
+    case.mktemp = mktemp  # type: ignore[method-assign]
+    yield

@@ -24,7 +24,9 @@ from acpkit.conformance.rules import RULES
 from acpkit.remote.security import tls_serving_problem
 from tests.helpers import child_env
 
-pytestmark = pytest.mark.process
+# One xdist worker runs this file's tests: its module-scoped fixtures (acpkit's and
+# bob's servers) then run once, not once per worker.
+pytestmark = [pytest.mark.process, pytest.mark.xdist_group("conformance_remote")]
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

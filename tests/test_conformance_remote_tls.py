@@ -28,7 +28,9 @@ from acpkit.remote.security import tls_serving_problem
 from acpkit.tls_errors import ssl_error_text
 from tests.helpers import child_env
 
-pytestmark = pytest.mark.process
+# One xdist worker runs this file's tests: its module-scoped fixture (the TLS servers) then
+# runs once, not once per worker.
+pytestmark = [pytest.mark.process, pytest.mark.xdist_group("conformance_remote_tls")]
 
 ROOT = Path(__file__).resolve().parent.parent
 INTEROP = Path(__file__).resolve().parent / "fixtures" / "interop"

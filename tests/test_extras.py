@@ -14,12 +14,13 @@ here, whatever the package is.
 from __future__ import annotations
 
 import configparser
+import functools
 import json
 import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -84,10 +85,17 @@ def closure(requirements: list[Requirement]) -> set[str]:
     return {key.split("[", 1)[0] for key in seen}
 
 
+@functools.cache
+def _packages_distributions() -> Mapping[str, list[str]]:
+    """``importlib.metadata.packages_distributions()``, read once: it reads every
+    installed distribution's file list (seconds), and the environment does not change."""
+    return metadata.packages_distributions()
+
+
 def top_level_modules(distributions: Collection[str]) -> set[str]:
     """The importable top-level names those distributions install."""
     modules = set()
-    for module, owners in metadata.packages_distributions().items():
+    for module, owners in _packages_distributions().items():
         if any(canonicalize_name(owner) in distributions for owner in owners):
             modules.add(module)
     return modules
