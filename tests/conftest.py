@@ -52,27 +52,57 @@ HEAVY_FIRST = ("real_agent", "sdist")
 
 def pytest_configure(config: pytest.Config) -> None:
     """
-    ``PYTEST_ADDOPTS`` was read: the pytest runs that tests start as child processes must
-    not inherit it (.ci/run passes ``-n``, ``--basetemp`` and coverage options through it:
-    a child pytest would start its own workers and empty this run's temporary directory).
+    In the process that runs the tests, ``PYTEST_ADDOPTS`` has been read: the pytest runs
+    that tests start as child processes must not inherit it (.ci/run passes ``-n``,
+    ``--basetemp`` and coverage options through it: a child pytest would start its own
+    workers and empty this run's temporary directory). An xdist controller keeps it: its
+    workers read it as they start (pytest-cov starts measuring there).
 
     Before any xdist worker starts: bring Twisted's plugin cache up to date. ``twistd``
     (bob's tests) rewrites ``twisted/plugins/dropin.cache`` when it is stale; several
     workers starting bob at once would write it at the same time.
     """
-    os.environ.pop("PYTEST_ADDOPTS", None)
-    if hasattr(config, "workerinput"):  # an xdist worker: the controller did it
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller did the cache
+        os.environ.pop("PYTEST_ADDOPTS", None)
         return
+    if not getattr(config.option, "numprocesses", None):  # no workers: tests run here
+        os.environ.pop("PYTEST_ADDOPTS", None)
     from twisted.plugin import IPlugin, getPlugins
 
     list(getPlugins(IPlugin))
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The heavy tests (``real_agent``, ``sdist``) first, the rest in file order: with
-    xdist the long ones start at once, and the run ends on short tests."""
+    xdist the long ones start at once, and the run ends on short tests.
+
+    And, in an xdist worker with ``--dist loadgroup``, each ``xdist_group`` test's node id
+    ends with ``@<group>``, which is how the controller keeps a group on one worker.
+    pytest-xdist 3.8 writes that suffix into an attribute pytest 9.2 no longer reads, so
+    groups are silently ignored (pytest-dev/pytest-xdist#1386); this puts it where pytest
+    reads node ids now. It does nothing where xdist's own suffix took (older pytest, a
+    fixed xdist).
+    """
     items.sort(key=lambda item: not any(item.get_closest_marker(m) for m in HEAVY_FIRST))
+    if hasattr(config, "workerinput") and config.getvalue("loadgroup"):
+        for item in items:
+            _group_node_id(item)
+
+
+def _group_node_id(item: pytest.Item) -> None:
+    names = sorted(
+        str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        for mark in item.iter_markers("xdist_group")
+    )
+    if not names:
+        return
+    suffix = "@" + "_".join(dict.fromkeys(names))
+    if item.nodeid.endswith(suffix) or not hasattr(item, "_id"):
+        return
+    from _pytest.nodeid import NodeId  # pytest >= 9.2: the structured node id
+
+    item._id = NodeId.parse(item.nodeid + suffix)
 
 
 @pytest.fixture(autouse=True)

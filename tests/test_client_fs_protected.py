@@ -15,8 +15,11 @@ from tests.helpers import write_through
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    project = tmp_path / "p"
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # A short path: the refusal's reason is clipped at 200 characters, path included, and
+    # the tests look for its last words (a test-named directory under an xdist worker's
+    # temporary directory made the path long enough to cut them).
+    project = tmp_path_factory.mktemp("p")
     (project / ".git" / "hooks").mkdir(parents=True)
     (project / ".acpkit").mkdir()
     (project / ".acpkit" / "acp.toml").write_text("[agents]\n", encoding="utf-8")
