@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import attrs
 import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, ensureDeferred
@@ -107,6 +108,12 @@ class LspToolTurnTests(TestCase):
         answers: list[str] | None = None,
     ) -> RecordingClient:
         """Serve bob with ``server`` configured, run one prompt whose model calls ``turns``."""
+        # jedi (under pylsp and jedi-language-server) writes its cache under HOME: a
+        # temporary one for the server, not ours.
+        home = os.path.abspath(self.mktemp())
+        os.makedirs(home)
+        cache = os.path.join(home, ".cache")
+        server = attrs.evolve(server, env={**server.env, "HOME": home, "XDG_CACHE_HOME": cache})
         model = ScriptedModelServer(parse_script({"turn": turns}), reactor=reactor)
         base = await model.start()
         self.addCleanup(model.stop)
