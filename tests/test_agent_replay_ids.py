@@ -32,7 +32,7 @@ from acpkit_agent.session import (
 )
 from acpkit_agent.store import session_to_document
 from tests.fixtures.agent.harness import Harness, make_harness, scripted
-from tests.test_agent_process import wait_until
+from tests.helpers import wait_until
 
 SESSIONS = Path(".acpkit") / "sessions"
 

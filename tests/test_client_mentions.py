@@ -21,6 +21,7 @@ from acpkit_client import cli
 from acpkit_client.completion import walk_project
 from acpkit_client.project_files import ProjectFiles, list_project_files
 from acpkit_client.prompt import build_prompt, unlisted_mentions, unresolved_mentions
+from tests.helpers import write
 from tests.test_tui_window import Harness
 
 NEEDS_GIT = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -28,19 +29,13 @@ NEEDS_GIT = pytest.mark.skipif(shutil.which("git") is None, reason="git is not i
 BUTTON = "src/components/Button.tsx"
 
 
-def write(root: Path, path: str, text: str = "x\n") -> None:
-    target = root / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
-
-
 def node_project(root: Path) -> None:
     """A project whose ignored ``node_modules`` holds 6,000 files, more than the old
     walk's 5,000 limit, and sorts before ``src``."""
-    write(root, ".gitignore", "node_modules/\n*.log\n")
-    write(root, "README.md", "# app\n")
-    write(root, BUTTON, "export const Button = () => null;\n")
-    write(root, "debug.log")
+    write(root / ".gitignore", "node_modules/\n*.log\n")
+    write(root / "README.md", "# app\n")
+    write(root / BUTTON, "export const Button = () => null;\n")
+    write(root / "debug.log")
     for package in range(60):
         folder = root / "node_modules" / f"pkg{package:02d}"
         folder.mkdir(parents=True)
@@ -58,13 +53,14 @@ def git(root: Path, *args: str) -> None:
     )
 
 
+@pytest.mark.process
 @NEEDS_GIT
 def test_in_a_git_repository_the_list_is_what_git_sees(tmp_path: Path) -> None:
     """In a git work tree the list holds tracked files and untracked ones that are not
     ignored; an ignored node_modules of 6,000 files does not hide the project's own files;
     a tracked file deleted from the disk is left out."""
     node_project(tmp_path)
-    write(tmp_path, "gone.txt")
+    write(tmp_path / "gone.txt")
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", "README.md", ".gitignore", "gone.txt")
     (tmp_path / "gone.txt").unlink()
@@ -73,6 +69,7 @@ def test_in_a_git_repository_the_list_is_what_git_sees(tmp_path: Path) -> None:
     assert set(listing.files) == {".gitignore", "README.md", BUTTON}
 
 
+@pytest.mark.process
 @NEEDS_GIT
 def test_in_a_subdirectory_of_a_repository_paths_are_relative_to_it(tmp_path: Path) -> None:
     """A project root inside a repository lists its own files, relative to itself."""
@@ -82,14 +79,15 @@ def test_in_a_subdirectory_of_a_repository_paths_are_relative_to_it(tmp_path: Pa
     assert listing.source == "git" and listing.files == ("components/Button.tsx",)
 
 
+@pytest.mark.process
 def test_without_git_the_gitignore_files_are_honoured(tmp_path: Path) -> None:
     """Outside a git work tree (or with git missing) the walk honours each directory's
     .gitignore with git's rules: ignored directories are not entered, a deeper file's
     negation wins."""
     node_project(tmp_path)
-    write(tmp_path, "src/gen/out.js")
-    write(tmp_path, "src/gen/keep.js")
-    write(tmp_path, "src/.gitignore", "gen/*\n!gen/keep.js\n")
+    write(tmp_path / "src/gen/out.js")
+    write(tmp_path / "src/gen/keep.js")
+    write(tmp_path / "src/.gitignore", "gen/*\n!gen/keep.js\n")
     for git_command in (None, str(tmp_path / "no-such-git"), "git"):
         listing = list_project_files(str(tmp_path), git=git_command)
         assert listing.source == "walk"
@@ -106,8 +104,8 @@ def test_without_git_the_gitignore_files_are_honoured(tmp_path: Path) -> None:
 def test_a_cut_list_says_so_and_keeps_the_files_nearest_the_root(tmp_path: Path) -> None:
     """Past the limit the list is cut, the shallow files kept, and it says it was cut."""
     for number in range(30):
-        write(tmp_path, f"deep/f{number:02d}.txt")
-    write(tmp_path, "top.txt")
+        write(tmp_path / f"deep/f{number:02d}.txt")
+    write(tmp_path / "top.txt")
     listing = list_project_files(str(tmp_path), max_files=10, git=None)
     assert listing.cut and len(listing.files) == 10 and listing.files[0] == "top.txt"
     assert not list_project_files(str(tmp_path), max_files=31, git=None).cut
@@ -117,7 +115,7 @@ def test_unresolved_mentions_are_the_path_like_words_naming_no_file(tmp_path: Pa
     """``@`` words that look like paths but name no file are unresolved; files on the disk
     (ignored ones too), decorators, e-mail addresses and names are not."""
     node_project(tmp_path)
-    write(tmp_path, "node_modules/pkg00/index.js")
+    write(tmp_path / "node_modules/pkg00/index.js")
     text = (
         "fix @src/components/Buton.tsx, see @README.md. and @node_modules/pkg00/index.js; "
         "ping @bob about @property, mail bob@example.com, and @docs/missing.md"
@@ -144,6 +142,7 @@ def ui(tmp_path: Path) -> Harness:
     return Harness(tmp_path)
 
 
+@pytest.mark.process
 def test_the_window_refuses_an_unresolved_mention_and_sends_on_a_second_enter(
     ui: Harness,
 ) -> None:
@@ -161,6 +160,7 @@ def test_the_window_refuses_an_unresolved_mention_and_sends_on_a_second_enter(
     ]
 
 
+@pytest.mark.process
 def test_the_window_sends_a_resolved_mention_as_a_file(ui: Harness) -> None:
     """A typed path to a project file (no list taken) is sent as a file block at once."""
     ui.open()

@@ -26,7 +26,7 @@ from acpkit_client import cli
 from acpkit_client.agents import AgentRun, AgentStartError, AgentState
 from acpkit_client.config import AgentsFileError, parse_agents_text
 from acpkit_client.status import agent_lines
-from tests.test_remote_connect import free_port
+from tests.helpers import refused_port
 from tests.test_remote_http_client import FakeAcpServer, scripted_agent, start_sdk_server
 
 ROOT = Path(__file__).parent.parent
@@ -156,7 +156,7 @@ class UnreachableTests(TestCase):
 
     async def test_http_agent_unreachable(self) -> None:
         """Over HTTP the failure comes with initialize: the URL and the reason."""
-        port = free_port()
+        port = refused_port(self.addCleanup)
         (entry,) = parse_agents_text(
             FILE, f'[[agent]]\nname = "far"\nurl = "http://127.0.0.1:{port}/acp"\n'
         )
@@ -171,7 +171,7 @@ class UnreachableTests(TestCase):
 
     async def test_ws_agent_unreachable(self) -> None:
         """Over WebSocket connecting fails: 'cannot connect to <url>: <why>', said once."""
-        port = free_port()
+        port = refused_port(self.addCleanup)
         (entry,) = parse_agents_text(
             FILE, f'[[agent]]\nname = "far"\nurl = "ws://127.0.0.1:{port}/acp"\n'
         )

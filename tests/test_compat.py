@@ -127,6 +127,7 @@ def test_flush_writer_without_the_internals_leaves_it_to_the_reactor() -> None:
 # -- Process.pipes ------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_process_has_pipes() -> None:
     """``twisted.internet.process.Process`` still keeps its descriptors in ``pipes``."""
     from twisted.internet import reactor
@@ -266,6 +267,7 @@ def test_no_private_twisted_import_outside_compat() -> None:
     assert offenders == []
 
 
+@pytest.mark.process
 def test_compat_imports_no_pygments() -> None:
     """``acpkit.compat`` is part of the core: importing it does not import Pygments."""
     done = subprocess.run(

@@ -18,58 +18,24 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.interfaces import IListeningPort
-from twisted.internet.protocol import ProcessProtocol
 from twisted.internet.task import Clock
 from twisted.logger import ILogObserver, formatEvent, globalLogPublisher
-from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
 from acpkit import schema
-from acpkit.connection import Client, ClientConnection
+from acpkit.connection import ClientConnection
 from acpkit.errors import ConnectionLost, RPCError
 from acpkit.remote.http_client import HTTP_TRANSPORT_ERROR, HTTPClientTransport, connect_http
 from acpkit.sse import encode_event
+from tests.helpers import InteropClient, start_port_server
 from tests.real_peers import NODE22, TS_SDK_MODULES, require_peer
 
 ROOT = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "remote"
 TOKEN = "Bearer s3cret-token-value"
-
-
-class RecordingClient(Client):
-    """Allows every permission, serves fs from disk, records the agent's chunks."""
-
-    def __init__(self) -> None:
-        self.chunks: list[str] = []
-        self.permissions: list[str] = []
-        self.waiting: Deferred[None] = Deferred()
-
-    def session_update(self, params: schema.SessionNotification) -> None:
-        update = params.update
-        if isinstance(update, schema.AgentMessageChunk) and isinstance(
-            update.content, schema.TextContentBlock
-        ):
-            self.chunks.append(update.content.text)
-            if update.content.text == "waiting" and not self.waiting.called:
-                self.waiting.callback(None)
-
-    def request_permission(
-        self, params: schema.RequestPermissionRequest
-    ) -> schema.RequestPermissionResponse:
-        self.permissions.append(params.tool_call.title or "")
-        return schema.RequestPermissionResponse(
-            outcome=schema.SelectedPermissionOutcome(option_id="allow")
-        )
-
-    def read_text_file(self, params: schema.ReadTextFileRequest) -> schema.ReadTextFileResponse:
-        return schema.ReadTextFileResponse(content=Path(params.path).read_text())
-
-    def write_text_file(self, params: schema.WriteTextFileRequest) -> schema.WriteTextFileResponse:
-        Path(params.path).write_text(params.content)
-        return schema.WriteTextFileResponse()
 
 
 # -- a scripted loopback server -----------------------------------------------------------
@@ -248,8 +214,8 @@ class LoopbackTests(TestCase):
         d: Deferred[Any] = TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(site)
         return d.addCallback(listening)
 
-    async def connect(self, **kwargs: Any) -> tuple[ClientConnection, RecordingClient]:
-        client = RecordingClient()
+    async def connect(self, **kwargs: Any) -> tuple[ClientConnection, InteropClient]:
+        client = InteropClient()
         conn = await connect_http(reactor, self.url, client, **kwargs)
 
         def close() -> Deferred[None]:
@@ -261,7 +227,7 @@ class LoopbackTests(TestCase):
         self.addCleanup(close)
         return conn, client
 
-    async def session(self, **kwargs: Any) -> tuple[ClientConnection, RecordingClient, str]:
+    async def session(self, **kwargs: Any) -> tuple[ClientConnection, InteropClient, str]:
         conn, client = await self.connect(**kwargs)
         await conn.initialize()
         new = await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
@@ -579,7 +545,7 @@ class LoopbackTests(TestCase):
         ValueError; nothing is sent."""
         for url in ("ws://127.0.0.1/acp", "http:///acp", "http://u:p@127.0.0.1/acp"):
             with self.assertRaises(ValueError):
-                await connect_http(reactor, url, RecordingClient())
+                await connect_http(reactor, url, InteropClient())
         self.assertEqual(self.server.requests, [])
 
     async def test_unreachable_server_fails_initialize(self) -> None:
@@ -592,29 +558,6 @@ class LoopbackTests(TestCase):
 
 
 # -- interop with the official Python SDK's server -----------------------------------------
-
-
-class _Server(ProcessProtocol):
-    def __init__(self) -> None:
-        self.port: Deferred[int] = Deferred()
-        self.ended: Deferred[None] = Deferred()
-        self.out = b""
-        self.err = b""
-
-    def outReceived(self, data: bytes) -> None:
-        self.out += data
-        if not self.port.called and b"\n" in self.out:
-            line = self.out.split(b"\n", 1)[0]
-            if line.startswith(b"PORT "):
-                self.port.callback(int(line.split()[1]))
-
-    def errReceived(self, data: bytes) -> None:
-        self.err += data
-
-    def processEnded(self, reason: Failure) -> None:
-        if not self.port.called:
-            self.port.errback(RuntimeError(f"the server exited: {self.err.decode()[-2000:]}"))
-        self.ended.callback(None)
 
 
 def _sdk_server_available() -> bool:
@@ -642,18 +585,7 @@ async def start_ts_server(case: TestCase) -> str:
 
 async def start_server(case: TestCase, argv: list[str]) -> str:
     """Run ``argv`` (a server printing ``PORT n``), killed at cleanup; return its URL."""
-    proto = _Server()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    process = reactor.spawnProcess(proto, argv[0], argv, env=env)
-
-    def stop() -> Deferred[None]:
-        if not proto.ended.called:
-            process.signalProcess("KILL")
-        return proto.ended
-
-    case.addCleanup(stop)
-    port = await proto.port
+    port, _, _ = await start_port_server(case.addCleanup, argv)
     return f"http://127.0.0.1:{port}/acp"
 
 
@@ -664,7 +596,7 @@ async def run_scenario(case: TestCase, url: str, session_id: str) -> None:
     tmp.mkdir()
     target = tmp / "note.txt"
     target.write_text("hello")
-    client = RecordingClient()
+    client = InteropClient()
     conn = await connect_http(reactor, url, client)
     init = await conn.initialize(
         client_capabilities=schema.ClientCapabilities(

@@ -962,7 +962,28 @@ def test_every_row_has_a_check_and_every_check_a_row() -> None:
     assert sorted(set(CHECKS) - documented) == [], "checks whose row left the page"
 
 
-@pytest.mark.parametrize(("section", "row"), PAGE_ROWS, ids=[f"{s}: {r[0]}" for s, r in PAGE_ROWS])
+#: The rows whose check opens the @ list, which asks git for the project's files: a child
+#: process, so these rows carry the process marker.
+ASK_GIT = {
+    ("With the input area in front", "`@`"),
+    ("With a list open", "`↑` `↓`"),
+    ("With a list open", "`PgUp` `PgDn`"),
+    ("With a list open", "`Tab`"),
+}
+
+
+@pytest.mark.parametrize(
+    ("section", "row"),
+    [
+        pytest.param(
+            s,
+            r,
+            id=f"{s}: {r[0]}",
+            marks=[pytest.mark.process] if (s, r[0]) in ASK_GIT else [],
+        )
+        for s, r in PAGE_ROWS
+    ],
+)
 def test_documented_row_does_what_it_says(
     section: str, row: list[str], ui: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:

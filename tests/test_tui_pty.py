@@ -17,6 +17,8 @@ import pexpect
 import pyte
 import pytest
 
+pytestmark = pytest.mark.process  # every test here starts a child process
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY_AGENT = ROOT / "tests" / "fixtures" / "client" / "tiny_agent.py"
 COLUMNS, ROWS = 100, 30

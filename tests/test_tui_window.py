@@ -7,15 +7,11 @@ in-memory pair: it announces ``/web <query>`` and ``/help``, asks permission, an
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, AnyStr, cast
 
 import pytest
-from twisted.internet.interfaces import IProcessProtocol, IProcessTransport, IReactorProcess
 from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport
-from zope.interface import implementer
 
 from acpkit import schema
 from acpkit.connection import AgentConnection
@@ -30,6 +26,7 @@ from acpkit_client.tui.permission_modal import ModalPermissionPrompt
 from acpkit_client.tui.rule import spinner_frame
 from acpkit_client.tui.statusbar import MESSAGE_SECONDS
 from tests.fixtures.client.tiny_agent import TinyAgent
+from tests.helpers import MemoryAgentReactor
 
 SIZE = (80, 24)
 ENTRY = AgentEntry(name="tiny", command="python", source="test")
@@ -167,6 +164,7 @@ def test_typing_while_the_conversation_has_focus_goes_to_the_input(tmp_path: Pat
     assert harness.input_text == "fix it é"
 
 
+@pytest.mark.process
 def test_at_list_narrows_and_completes_a_project_file(ui: Harness) -> None:
     """``@`` lists project files; typing narrows; Tab completes with a space."""
     ui.open()
@@ -180,6 +178,7 @@ def test_at_list_narrows_and_completes_a_project_file(ui: Harness) -> None:
     assert ui.input_text == "see @docs/guide.md "
 
 
+@pytest.mark.process
 def test_at_list_moves_with_arrows_and_enter_takes(ui: Harness) -> None:
     """Down moves the highlight; Enter takes the highlighted file."""
     ui.open()
@@ -188,6 +187,7 @@ def test_at_list_moves_with_arrows_and_enter_takes(ui: Harness) -> None:
     assert ui.input_text == "@docs/guide.md "
 
 
+@pytest.mark.process
 def test_at_list_walks_again_when_it_reopens(ui: Harness) -> None:
     """A file created after the list closed appears when ``@`` opens it again."""
     ui.open()
@@ -546,48 +546,6 @@ def test_an_agent_that_cannot_start_says_why_in_its_window(ui: Harness) -> None:
     assert "ghost could not start (see Agent status)" in screen
 
 
-class _SilentProcess(StringTransport):
-    """A started agent process that never writes a byte; records being stopped."""
-
-    pid = 4242
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.signals: list[str] = []
-
-    def closeStdin(self) -> None:
-        self.loseConnection()
-
-    def signalProcess(self, signal: Any) -> None:
-        self.signals.append(str(signal))
-
-
-@implementer(IReactorProcess)
-class _SilentAgentReactor(Clock):
-    """A clock whose spawned agents start and never answer."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.processes: list[_SilentProcess] = []
-
-    def spawnProcess(
-        self,
-        processProtocol: IProcessProtocol,
-        executable: bytes | str,
-        args: Sequence[bytes | str] = (),
-        env: Mapping[AnyStr, AnyStr] | None = None,
-        path: bytes | str | None = None,
-        uid: int | None = None,
-        gid: int | None = None,
-        usePTY: bool = False,
-        childFDs: Mapping[int, int | str] | None = None,
-    ) -> Any:  # a stand-in process transport, not a full IProcessTransport
-        process = _SilentProcess()
-        self.processes.append(process)
-        processProtocol.makeConnection(cast(IProcessTransport, process))  # enough of one
-        return process
-
-
 def test_an_agent_that_never_answers_is_given_up_after_the_handshake_timeout(
     tmp_path: Path,
 ) -> None:
@@ -595,7 +553,7 @@ def test_an_agent_that_never_answers_is_given_up_after_the_handshake_timeout(
     The window shows "starting" while the agent has not answered; after the handshake
     timeout it says which request went unanswered and the agent is stopped.
     """
-    clock = _SilentAgentReactor()
+    clock = MemoryAgentReactor()  # its agents never answer
     app = App(str(tmp_path), clock, environ={"ACPKIT_DIR": str(tmp_path / "none")})
     assert app.handshake_timeout == DEFAULT_HANDSHAKE_TIMEOUT
     widget = app.start_agent(AgentEntry(name="mute", command="sh", source="test"))
@@ -613,7 +571,7 @@ def test_an_agent_that_never_answers_is_given_up_after_the_handshake_timeout(
 
 def test_closing_a_starting_window_gives_up_on_the_agent(tmp_path: Path) -> None:
     """Closing the window of an agent still starting stops it, without waiting."""
-    clock = _SilentAgentReactor()
+    clock = MemoryAgentReactor()  # its agents never answer
     app = App(str(tmp_path), clock, environ={"ACPKIT_DIR": str(tmp_path / "none")})
     app.start_agent(AgentEntry(name="mute", command="sh", source="test"))
     app.close_window()
