@@ -186,7 +186,7 @@ def test_the_list_is_filled_when_the_listing_arrives(ui: Harness) -> None:
 def test_a_text_file_of_unknown_type_is_sent_as_text_plain(tmp_path: Path) -> None:
     """A mentioned file whose name says nothing of its type gets ``text/plain`` when its
     content is text, and no type when it is not (as a link and embedded alike)."""
-    write(tmp_path, "settings.cfg", "answer = 42\n")
+    write(tmp_path / "settings.cfg", "answer = 42\n")
     (tmp_path / "blob.dat").write_bytes(b"\x00\x01\xff")
     link = build_prompt("@settings.cfg and @blob.dat", str(tmp_path), [])[0]
     assert isinstance(link, schema.ResourceLinkContentBlock)
@@ -204,19 +204,20 @@ def test_a_text_file_of_unknown_type_is_sent_as_text_plain(tmp_path: Path) -> No
 
 def test_unlisted_mentions_are_files_on_the_disk_outside_the_list(tmp_path: Path) -> None:
     """A typed ``@.env`` that the @ list (what git sees) does not hold is unlisted."""
-    write(tmp_path, ".gitignore", ".env\n")
-    write(tmp_path, ".env", "TOKEN=secret\n")
-    write(tmp_path, "README.md", "# app\n")
+    write(tmp_path / ".gitignore", ".env\n")
+    write(tmp_path / ".env", "TOKEN=secret\n")
+    write(tmp_path / "README.md", "# app\n")
     files = walk_project(str(tmp_path))
     assert ".env" not in files
     assert unlisted_mentions("see @.env and @README.md", str(tmp_path), files) == ["@.env"]
 
 
+@pytest.mark.process
 def test_the_window_asks_before_sending_an_ignored_file(ui: Harness) -> None:
     """Enter on a prompt naming an ignored file (``.env``) sends nothing: a notice says the
     whole file would go to the agent; Enter again sends it."""
-    write(ui.root, ".env", "TOKEN=secret\n")
-    write(ui.root, ".gitignore", "node_modules/\n*.log\n.env\n")
+    write(ui.root / ".env", "TOKEN=secret\n")
+    write(ui.root / ".gitignore", "node_modules/\n*.log\n.env\n")
     ui.open()
     ui.type("read @.env")
     ui.press("esc", "enter")
@@ -229,10 +230,11 @@ def test_the_window_asks_before_sending_an_ignored_file(ui: Harness) -> None:
     assert blocks[1].resource.uri.endswith("/.env")
 
 
+@pytest.mark.process
 def test_ask_says_when_it_sends_an_ignored_file(tmp_path: Path) -> None:
     """``ask`` names on stderr a mentioned file that git ignores (its text is sent)."""
-    write(tmp_path, ".gitignore", ".env\n")
-    write(tmp_path, ".env", "TOKEN=secret\n")
+    write(tmp_path / ".gitignore", ".env\n")
+    write(tmp_path / ".env", "TOKEN=secret\n")
     err = io.StringIO()
     cli._note_unlisted_mentions("read @.env", str(tmp_path), err)
     assert err.getvalue() == (

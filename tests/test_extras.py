@@ -410,6 +410,7 @@ _INTERRUPT_ON_IMPORT = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 def test_a_ctrl_c_while_importing_is_one_line_and_status_130() -> None:
     """Ctrl-C before the command handles signals: one line, exit 130, no traceback."""
     done = subprocess.run(

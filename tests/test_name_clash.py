@@ -152,6 +152,7 @@ def test_python_m_acpkit_client_reports_the_clash(tmp_path: Path) -> None:
     assert_clash_reported(result, "acpkit-client")
 
 
+@pytest.mark.process
 def test_python_m_acpkit_agent_reports_the_clash(tmp_path: Path) -> None:
     """``python -m acpkit_agent`` reports it too."""
     argv = [sys.executable, "-m", "acpkit_agent", "--help"]
