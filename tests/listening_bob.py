@@ -5,7 +5,8 @@ stderr lines (read by a thread, so that bob never blocks on a full pipe).
 
 ``start_bob(tmp_path, "--listen", "http:tcp:0")`` gives a :class:`ListeningBob` once bob
 said where it listens; ``XDG_RUNTIME_DIR`` points into ``tmp_path`` so that the token bob
-makes never lands in the real home.  ``stop()`` ends it (SIGTERM, then SIGKILL).
+makes never lands in the real home.  ``stop()`` ends it (SIGTERM, which drains, SIGTERM
+again, then SIGKILL).
 """
 
 from __future__ import annotations
@@ -69,10 +70,18 @@ class ListeningBob:
         """Until bob said where it listens or ended (at most ``timeout`` s): whether it did."""
         return self._ready.wait(timeout)
 
-    def stop(self, timeout: float = 30) -> int:
-        """SIGTERM, then SIGKILL after ``timeout``; the exit status."""
+    def stop(self, timeout: float = 30, drain: float = 2) -> int:
+        """
+        SIGTERM (bob drains: its running turns may finish), SIGTERM again after ``drain``
+        seconds (bob exits now, running turns cancelled), then SIGKILL after ``timeout``;
+        the exit status.
+        """
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(drain)
+            except subprocess.TimeoutExpired:
+                self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:

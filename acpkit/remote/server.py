@@ -44,6 +44,7 @@ from acpkit.admission import Admission, AdmissionLimits, GuardedProtocol, Ticket
 from acpkit.bind_policy import speaks_proxy_protocol
 from acpkit.compat import http_request_path
 from acpkit.connection import AgentConnection
+from acpkit.drain import end_when_answered
 from acpkit.endpoints import _attach_tracer
 from acpkit.framing_messages import MessageFraming
 from acpkit.interfaces import IAgent
@@ -533,29 +534,6 @@ def _requires_session_header(message: dict[str, Any]) -> str | None:
 def _ender(connection: RemoteConnection) -> Callable[[], None]:
     """What ends ``connection`` once drained."""
     return lambda: connection.end(ConnectionDone("the server is draining"))
-
-
-def end_when_answered(protocol: JSONRPCProtocol, end: Callable[[], None]) -> Deferred[None]:
-    """
-    Call ``end`` once no request of ``protocol``'s peer is in progress (at once when none
-    is); fires once that happened or the connection ended by itself.
-    """
-    done: Deferred[None] = Deferred()
-
-    def settled(_: object) -> None:
-        if done.called:
-            return
-        if protocol.closed_reason is None:
-            if protocol.requests_in_progress:
-                protocol.when_requests_answered().addCallback(settled)
-                return
-            end()
-        if not done.called:  # ending it may have fired it already
-            done.callback(None)
-
-    protocol.when_closed().addErrback(lambda _: None if done.called else done.callback(None))
-    protocol.when_requests_answered().addCallback(settled)
-    return done
 
 
 class ACPResource(Resource):
