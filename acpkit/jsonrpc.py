@@ -908,6 +908,17 @@ class JSONRPCEngine(Protocol):
         """Fail every pending outgoing request with ``reason``."""
         self._outgoing.fail_all(reason)
 
+    def fail_outgoing(self, request_id: int, reason: Exception) -> bool:
+        """
+        Fail one pending outgoing request now with ``reason`` (a transport that knows
+        what became of it, e.g. that it was never delivered); False when it is not
+        pending (answered, given up, never sent).
+        """
+        if request_id not in self._outgoing:
+            return False
+        self._outgoing.fail(request_id, reason)
+        return True
+
     def _give_up(self, request_id: int) -> None:
         """Our caller cancelled: tell the peer; the Deferred fails with CancelledError."""
         if self._outgoing.give_up(request_id) is None:
