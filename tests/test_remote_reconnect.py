@@ -83,9 +83,9 @@ class World:
             self.clock.advance(min(0.05, target - self.clock.seconds()))
             self.settle()
 
-    def drop(self) -> None:
-        """The last connection is lost (its instance died)."""
-        p = self.pairs[-1]
+    def drop(self, p: ConnectedPair | None = None) -> None:
+        """The last connection (or ``p``) is lost (its instance died)."""
+        p = p if p is not None else self.pairs[-1]
         p.agent_transport.loseConnection()
         p.pump()
 
@@ -434,3 +434,86 @@ def test_connect_resumable_gives_up_at_once_on_a_url_that_cannot_work() -> None:
     assert failures and failures[0].check(ReconnectFailed)
     assert "ws://, wss://, http:// or https://" in str(failures[0].value)
     assert events.kinds() == ["gave_up"]
+
+
+def test_a_turn_sent_again_at_once_waits_for_the_resume() -> None:
+    """
+    The client sends the interrupted turn again from its error handler, before the
+    engine has reported the end: it is not sent to the dead connection (interrupted
+    again) but waits, and is answered once resumed.
+    """
+    world = World()
+    connection, _, _, sid = opened(world)
+    running = prompt(connection, sid, "hang")
+    again: list[Deferred[Any]] = []
+
+    def resend(failure: Any) -> None:
+        failure.trap(TurnInterrupted)
+        again.append(prompt(connection, sid, "again"))
+
+    running.addErrback(resend)
+    world.settle()
+    world.drop()
+    world.settle()
+    assert len(again) == 1
+    assert world.result(again[0]).stop_reason == "end_turn"
+    assert world.prompts == ["hang", "again"]
+
+
+def test_a_prompt_that_never_reached_the_agent_is_sent_again() -> None:
+    """
+    The prompt's POST was refused 404 (NotDelivered: the instance had just ended the
+    connection, e.g. draining): it is not reported interrupted but sent again once the
+    connection is resumed, and runs once.
+    """
+    import json
+
+    from acpkit.errors import NotDelivered
+
+    world = World()
+    connection, events, _, sid = opened(world)
+    first = world.pairs[-1]
+    sent = prompt(connection, sid, "only once")
+    written = first.client_transport.value()
+    first.client_transport.clear()  # never delivered to the agent
+    request_id = json.loads(written.splitlines()[-1])["id"]
+    assert first.client.protocol.fail_outgoing(request_id, NotDelivered("404: unknown connection"))
+    world.drop(first)
+    assert world.result(sent).stop_reason == "end_turn"
+    assert world.prompts == ["only once"]
+    assert "interrupted" not in events.kinds()
+    assert events.kinds().count("resumed") == 1
+
+
+def test_a_prompt_whose_post_failed_at_a_gateway_is_interrupted() -> None:
+    """
+    The prompt's POST answered 502 by a balancer (the instance died mid-answer: it may
+    have run the turn): TurnInterrupted; the suspect connection is closed (so a live
+    instance lets the session go) and resumed.  The agent's own errors stay errors.
+    """
+    import json
+
+    from acpkit.http_transport import HTTP_TRANSPORT_ERROR
+
+    world = World()
+    connection, events, _, sid = opened(world)
+    first = world.pairs[-1]
+    sent = prompt(connection, sid, "maybe ran")
+    request_id = json.loads(first.client_transport.value().splitlines()[-1])["id"]
+    first.client_transport.clear()
+    bad_gateway = RPCError(HTTP_TRANSPORT_ERROR, "HTTP 502", {"status": 502})
+    first.client.protocol.fail_outgoing(request_id, bad_gateway)
+    with pytest.raises(TurnInterrupted, match="HTTP 502"):
+        world.result(sent)
+    world.settle()
+    assert first.client.closed_reason is not None  # closed by us: the agent saw it end
+    assert events.kinds()[-1] == "resumed"
+    refused = RPCError(HTTP_TRANSPORT_ERROR, "HTTP 413", {"status": 413})
+    second = world.pairs[-1]
+    sent = prompt(connection, sid, "too big")
+    request_id = json.loads(second.client_transport.value().splitlines()[-1])["id"]
+    second.client_transport.clear()
+    second.client.protocol.fail_outgoing(request_id, refused)
+    with pytest.raises(RPCError, match="HTTP 413"):
+        world.result(sent)
+    assert connection.connection is second.client

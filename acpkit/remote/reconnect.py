@@ -14,11 +14,17 @@ the connection ends other than by           :meth:`IReconnectObserver.connection
 :meth:`ResumableConnection.close` (the      the resume starts at once (see below)
 agent died or drained, the balancer or
 the network dropped it)
-a ``prompt()`` in flight then               fails at once with :class:`TurnInterrupted`
+a ``prompt()`` in flight then, or whose     fails at once with :class:`TurnInterrupted`
+POST failed on the way (a balancer's        (the suspect connection is closed and
+``502``/``503``/``504``, the network)       resumed)
                                             (and ``turn_interrupted`` is told): never
                                             reported as answered, never lost silently;
                                             whether the agent saved it is unknown (the
                                             load's replay shows what was saved)
+a request that never reached the agent      sent again once resumed (it cannot run
+(:class:`~acpkit.errors.NotDelivered`: a    twice): a drained instance ending the
+POST answered ``404``)                      connection just as the next prompt goes
+                                            out interrupts nothing
 an attempt                                  ``connect()``, ``initialize`` with the first
                                             one's parameters, then ``session/load`` of
                                             every session opened through this object, in
@@ -60,7 +66,8 @@ from zope.interface import Interface, implementer
 
 from acpkit import schema
 from acpkit.connection import ClientConnection, ProtocolVersionError
-from acpkit.errors import ConnectionLost, ResourceNotFound, RPCError
+from acpkit.errors import ConnectionLost, NotDelivered, ResourceNotFound, RPCError
+from acpkit.http_transport import HTTP_TRANSPORT_ERROR
 
 __all__ = [
     "IReconnectObserver",
@@ -70,6 +77,7 @@ __all__ = [
     "RetryPolicy",
     "TurnInterrupted",
     "attached_elsewhere",
+    "gateway_failure",
 ]
 
 _log = Logger(namespace="acpkit.remote.reconnect")
@@ -134,6 +142,18 @@ class TurnInterrupted(Exception):
 
 class ReconnectFailed(Exception):
     """The connection could not be made again (or was closed); ``str()`` says why."""
+
+
+def gateway_failure(error: BaseException) -> bool:
+    """
+    True for a request whose POST failed on the way (no answer from the agent: the
+    network, or a balancer's ``502``, ``503``, ``504``): whether the agent got it is
+    unknown, and the connection is suspect.
+    """
+    if not (isinstance(error, RPCError) and error.code == HTTP_TRANSPORT_ERROR):
+        return False
+    status = error.data.get("status") if isinstance(error.data, dict) else None
+    return status is None or status in (502, 503, 504)
 
 
 def attached_elsewhere(error: BaseException) -> bool:
@@ -310,8 +330,12 @@ class ResumableConnection:
         while True:
             if self._failed is not None:
                 raise ReconnectFailed(self._failed)
-            if self.connection is not None:
-                return self.connection
+            connection = self.connection
+            if connection is not None:
+                if connection.closed_reason is None:
+                    return connection
+                self._ended(connection, connection.closed_reason)
+                continue
             if not self._resuming:
                 raise ReconnectFailed("not connected: call open() first")
             waiter: Deferred[None] = Deferred()
@@ -320,31 +344,61 @@ class ResumableConnection:
 
     async def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
         """``session/new``; the session is resumed after a loss."""
-        connection = await self.ready()
-        response = await connection.new_session(params)
+        response = await self._delivered(lambda connection: connection.new_session(params))
         self._sessions[response.session_id] = _Session(params.cwd, list(params.mcp_servers or []))
         return response
 
     async def load_session(self, params: schema.LoadSessionRequest) -> schema.LoadSessionResponse:
         """``session/load``; the session is resumed after a loss."""
-        connection = await self.ready()
-        response = await connection.load_session(params)
+        response = await self._delivered(lambda connection: connection.load_session(params))
         self._sessions[params.session_id] = _Session(params.cwd, list(params.mcp_servers or []))
         return response
 
     async def prompt(
         self, params: schema.PromptRequest, *, timeout: float | None = None
     ) -> schema.PromptResponse:
-        """``session/prompt``; :class:`TurnInterrupted` when the connection is lost meanwhile."""
-        connection = await self.ready()
+        """
+        ``session/prompt``; :class:`TurnInterrupted` when the connection is lost while
+        the turn may have run.  A prompt that never reached the agent
+        (:class:`~acpkit.errors.NotDelivered`) is sent again once resumed.
+        """
+        holder: list[ClientConnection] = []
+
+        def send(connection: ClientConnection) -> Deferred[schema.PromptResponse]:
+            holder[:] = [connection]
+            return connection.prompt(params, timeout=timeout)
+
         try:
-            return await connection.prompt(params, timeout=timeout)
-        except ConnectionLost as error:
-            if self._closing:
+            return await self._delivered(send)
+        except (ConnectionLost, RPCError) as error:
+            if self._closing or isinstance(error, NotDelivered):
                 raise
+            if isinstance(error, RPCError) and not gateway_failure(error):
+                raise  # the agent's own answer
+            # The engine fails pending requests before it reports the end (and a
+            # balancer's 502 comes before the stream drops): the next call must not go
+            # to this connection.
+            self._ended(holder[0], error)
             reason = _reason(error)
             self._tell("turn_interrupted", params.session_id, reason)
             raise TurnInterrupted(params.session_id, reason) from None
+
+    async def _delivered(self, send: Callable[[ClientConnection], Deferred[_T]]) -> _T:
+        """
+        ``send`` on the connection in use; when the request was not delivered (the
+        connection was gone), again on the next one, up to the policy's attempts.
+        """
+        for _ in range(self.policy.attempts):
+            connection = await self.ready()
+            try:
+                return await send(connection)
+            except NotDelivered as error:
+                if self._closing:
+                    raise
+                self._ended(connection, error)
+        raise ReconnectFailed(
+            f"a request was not delivered on {self.policy.attempts} connections in a row"
+        )
 
     def cancel(self, session_id: str) -> None:
         """``session/cancel`` on the connection in use (nothing while there is none)."""
@@ -375,18 +429,25 @@ class ResumableConnection:
             _log.failure("reconnect observer {observer!r} failed", observer=self.observer)
 
     def _watch(self, connection: ClientConnection) -> None:
-        def ended(result: object) -> None:
-            if connection is not self.connection or self._closing:
-                return
-            self.connection = None
-            reason = _reason(result if isinstance(result, Failure) else None)
-            self._tell("connection_lost", reason)
-            if not self._sessions or self._can_load():
-                self._start(reason)
-            else:
-                self._give_up(f"{reason}; the agent offers no session/load to resume with")
+        connection.closed.addBoth(
+            lambda result: self._ended(connection, result if isinstance(result, Failure) else None)
+        )
 
-        connection.closed.addBoth(ended)
+    def _ended(self, connection: ClientConnection, why: BaseException | Failure | None) -> None:
+        """
+        ``connection`` is gone or unusable (told once, by whoever notices first): close
+        it (should it still be open, its instance then lets the session go) and resume.
+        """
+        if connection is not self.connection or self._closing:
+            return
+        self.connection = None
+        connection.close()
+        reason = _reason(why)
+        self._tell("connection_lost", reason)
+        if not self._sessions or self._can_load():
+            self._start(reason)
+        else:
+            self._give_up(f"{reason}; the agent offers no session/load to resume with")
 
     def _can_load(self) -> bool:
         response = self.initialize_response
