@@ -583,7 +583,8 @@ class BobAgent(Agent):
         try:
             attached, self._attached = self._attached, {}
             for session_id, key in attached.items():
-                if self.runtime.attachments.detach(key, self):
+                if self.runtime.attachments.owner(key) is self:
+                    # said while still attached: another process may attach it next
                     _log.info(
                         "[acp] session {sid}: detached from connection {connection} (pid {pid})",
                         sid=session_id,
@@ -591,6 +592,7 @@ class BobAgent(Agent):
                         pid=os.getpid(),
                         session_file=key,
                     )
+                self.runtime.attachments.detach(key, self)
         finally:
             lock.release()
 

@@ -11,7 +11,9 @@ SIGTERM (``--listen``)                 draining: remote ACP keeps listening but 
                                        listening.  Each open connection ends as soon as
                                        no request of its client is in progress (a
                                        running turn is answered and saved first); bob
-                                       exits once every connection has ended
+                                       exits once every connection has ended (and
+                                       :data:`LINGER` more seconds: a request already
+                                       on its way is answered ``404``, not cut)
 ``--drain-timeout`` seconds later      the connections still open are closed, their
                                        running turns cancelled (answered
                                        ``cancelled``); bob exits
@@ -38,12 +40,17 @@ from twisted.logger import Logger
 from acpkit.connection import AgentConnection
 from acpkit.drain import end_when_answered
 
-__all__ = ["DEFAULT_DRAIN_TIMEOUT", "Drain", "Drainable", "RawConnections"]
+__all__ = ["DEFAULT_DRAIN_TIMEOUT", "LINGER", "Drain", "Drainable", "RawConnections"]
 
 _log = Logger()
 
 DEFAULT_DRAIN_TIMEOUT = 30.0
 """Seconds bob waits, after SIGTERM, for its connections' running turns (``--drain-timeout``)."""
+
+LINGER = 1.0
+"""Seconds bob still answers once drained (``503`` to new connections, ``404`` to requests
+of ended ones) before it stops: a request already on its way through a balancer gets an
+answer that says it was not handled, not a connection cut mid-request."""
 
 
 class Drainable(Protocol):
@@ -86,7 +93,8 @@ class RawConnections:
 class Drain:
     """
     SIGTERM's drain (see the module docstring): ``target`` is drained, ``stop_listening``
-    (raw NDJSON) called first, and ``stop()`` once done or after ``timeout`` seconds.
+    (raw NDJSON) called first, and ``stop()`` ``linger`` seconds after it is done, or
+    after ``timeout`` seconds.
     """
 
     def __init__(
@@ -97,6 +105,7 @@ class Drain:
         *,
         stop: Callable[[], object],
         stop_listening: Callable[[], object] | None = None,
+        linger: float = LINGER,
     ) -> None:
         self.reactor = reactor
         self.target = target
@@ -105,7 +114,10 @@ class Drain:
         self._stop_listening = stop_listening
         #: True once draining started.
         self.started = False
+        #: Seconds answered still once drained (:data:`LINGER`).
+        self.linger = linger
         self._timer: IDelayedCall | None = None
+        self._linger: IDelayedCall | None = None
         self._done = False
 
     def install(self) -> None:
@@ -145,7 +157,7 @@ class Drain:
         if self._done:
             return
         _log.info("[acp] drained: every connection ended; exiting")
-        self._finish()
+        self._linger = self.reactor.callLater(self.linger, self._finish)
 
     def _timed_out(self) -> None:
         self._timer = None
@@ -160,9 +172,12 @@ class Drain:
         self._finish()
 
     def _finish(self) -> None:
+        if self._done:
+            return
         self._done = True
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
+        for call in (self._timer, self._linger):
+            if call is not None and call.active():
+                call.cancel()
+        self._timer = self._linger = None
         self.target.close_all()
         self._stop()

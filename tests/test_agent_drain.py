@@ -25,7 +25,7 @@ from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, ClientConnection
 from acpkit.remote.connect import connect_remote
 from acpkit.testing.pair import connected_pair
-from acpkit_agent.draining import Drain, RawConnections
+from acpkit_agent.draining import LINGER, Drain, RawConnections
 from tests.listening_bob import ListeningBob, start_bob
 from tests.test_attack_soak import alive, descendants_of
 
@@ -65,13 +65,18 @@ def drain_on_clock(timeout: float = 30.0) -> tuple[Drain, Target, list[str], Clo
 
 
 def test_the_drain_stops_once_every_connection_ended() -> None:
-    """begin: listening stops, the target drains; once drained, the reactor is stopped."""
+    """
+    begin: listening stops, the target drains; once drained, the reactor is stopped
+    LINGER seconds later (requests already on their way get an answer).
+    """
     drain, target, stops, clock = drain_on_clock()
     drain.begin()
     assert stops == ["stop_listening"] and target.calls == ["start_draining"]
     clock.advance(10)
     assert stops == ["stop_listening"]
     target.drained.callback(None)
+    assert stops == ["stop_listening"]  # still answering, for LINGER seconds
+    clock.advance(LINGER)
     assert stops == ["stop_listening", "stop"]
     clock.advance(30)  # the bound is gone with the drain
     assert stops == ["stop_listening", "stop"]
