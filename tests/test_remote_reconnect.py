@@ -517,3 +517,33 @@ def test_a_prompt_whose_post_failed_at_a_gateway_is_interrupted() -> None:
     with pytest.raises(RPCError, match="HTTP 413"):
         world.result(sent)
     assert connection.connection is second.client
+
+
+def test_an_adopted_connection_is_resumed_with_its_tracked_sessions() -> None:
+    """
+    A connection made and initialized elsewhere (adopt) with a session opened
+    elsewhere (track_session): lost, it is made again, initialized with the same
+    arguments, and the session loaded.
+    """
+    world = World()
+    client = Recording()
+    events = Events()
+    first = world.result(world.connect(client))
+    info = schema.Implementation(name="editor", version="1")
+    answer = world.result(first.initialize(client_info=info))
+    sid = world.result(
+        first.new_session(schema.NewSessionRequest(cwd="/w", mcp_servers=[]))
+    ).session_id
+    connection = ResumableConnection(
+        lambda: world.connect(client), clock=world.clock, policy=POLICY, observer=events
+    )
+    connection.adopt(first, answer, client_info=info)
+    connection.track_session(sid, "/w")
+    assert connection.connection is first
+    world.drop()
+    world.settle()
+    assert events.kinds()[-1] == "resumed"
+    assert world.loads == [sid]
+    assert world.result(prompt(connection, sid, "after")).stop_reason == "end_turn"
+    with pytest.raises(RuntimeError):
+        connection.adopt(world.pairs[0].client, answer)

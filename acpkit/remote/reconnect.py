@@ -54,7 +54,7 @@ with the same retries: a balancer may answer ``503`` while an instance starts.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -324,6 +324,35 @@ class ResumableConnection:
         await self.ready()
         assert self.initialize_response is not None
         return self.initialize_response
+
+    def adopt(
+        self,
+        connection: ClientConnection,
+        initialize_response: schema.InitializeResponse,
+        params: schema.InitializeRequest | None = None,
+        *,
+        client_capabilities: schema.ClientCapabilities | None = None,
+        client_info: schema.Implementation | None = None,
+    ) -> None:
+        """
+        Take over a connection other code made and initialized (with its own time
+        limits, say) instead of :meth:`open`: from now on it is watched and made again
+        like one :meth:`open` made, initialized with the same arguments.
+        """
+        if self._resuming or self.connection is not None or self._failed is not None:
+            raise RuntimeError("this resumable connection is open already")
+        self._initialize = {
+            "params": params,
+            "client_capabilities": client_capabilities,
+            "client_info": client_info,
+        }
+        self.initialize_response = initialize_response
+        self.connection = connection
+        self._watch(connection)
+
+    def track_session(self, session_id: str, cwd: str, mcp_servers: Sequence[Any] = ()) -> None:
+        """Resume this session too (opened by other code on the connection)."""
+        self._sessions[session_id] = _Session(cwd, list(mcp_servers))
 
     async def ready(self) -> ClientConnection:
         """The connection, once there is one (waits for a resume); :class:`ReconnectFailed`."""
