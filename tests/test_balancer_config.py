@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,35 @@ def test_haproxy_accepts_the_configuration() -> None:
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "Configuration file is valid" in checked.stdout + checked.stderr
+
+
+@pytest.mark.process
+def test_a_proxy_protocol_listener_wants_the_header(tmp_path: Path) -> None:
+    """
+    bob on ``http:haproxy:tcp:0``: on loopback, with a token it made (as for
+    ``tcp:0``); a connection that starts without a PROXY header is closed unanswered,
+    one that starts with it (v1 here) is served: ``GET /healthz`` answers 200.
+    """
+    import socket
+
+    from tests.listening_bob import start_bob
+
+    bob = start_bob(tmp_path, "--listen", "http:haproxy:tcp:0")
+    try:
+        assert bob.port is not None and bob.token is not None, bob.stderr()
+        assert "host='127.0.0.1'" in bob.stderr()
+        request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+
+        def exchange(data: bytes) -> bytes:
+            with socket.create_connection(("127.0.0.1", bob.port), timeout=30) as sock:
+                sock.sendall(data)
+                answer = b""
+                while chunk := sock.recv(65536):
+                    answer += chunk
+                return answer
+
+        assert exchange(request) == b""
+        header = b"PROXY TCP4 203.0.113.7 127.0.0.1 40000 8080\r\n"
+        assert exchange(header + request).startswith(b"HTTP/1.1 200 ")
+    finally:
+        bob.stop()

@@ -154,3 +154,87 @@ def test_close_all_ends_what_the_drain_left_with_cancelled_turns() -> None:
     assert stream.events()[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}
     assert drained.called
     assert server.resource.connections == {}
+
+
+# -- WebSocket connections, on a real loopback listener -----------------------------------------
+
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+
+from twisted.internet import reactor  # noqa: E402
+from twisted.internet.defer import Deferred  # noqa: E402
+from twisted.internet.task import deferLater  # noqa: E402
+from twisted.trial.unittest import TestCase  # noqa: E402
+
+from acpkit import schema  # noqa: E402
+from acpkit.connection import Agent, AgentConnection, Client  # noqa: E402
+from acpkit.remote.server import serve_remote  # noqa: E402
+
+
+class Gated(Agent):
+    """Its turns wait for the class's gate."""
+
+    gate: Deferred[None] = Deferred()
+    running = 0
+
+    def __init__(self, conn: AgentConnection) -> None:
+        self.conn = conn
+
+    def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
+        return schema.InitializeResponse(protocol_version=1)
+
+    def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+        return schema.NewSessionResponse(session_id="ws")
+
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        Gated.running += 1
+        await Gated.gate
+        return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await deferLater(reactor, 0.02, lambda: None)
+
+
+class WebSocketDrainTests(TestCase):
+    timeout = 30
+
+    async def test_websockets_are_drained_too(self) -> None:
+        """
+        Draining with two WebSocket connections: the idle one is closed at once, the one
+        running a turn once that turn is answered end_turn; the drain then fires, and a
+        new upgrade is refused.
+        """
+        from acpkit.remote.websocket import WebSocketConnectError, connect_websocket
+
+        Gated.gate = Deferred()
+        Gated.running = 0
+        port: Any = await serve_remote(reactor, "tcp:0", Gated, token=TOKEN)
+        self.addCleanup(port.stopListening)
+        address: Any = port.getHost()
+        url = f"ws://127.0.0.1:{address.port}/acp"
+        busy = await connect_websocket(reactor, url, Client(), headers=AUTH)
+        idle = await connect_websocket(reactor, url, Client(), headers=AUTH)
+        for connection in (busy, idle):
+            await connection.initialize()
+        sid = (await busy.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))).session_id
+        turn = busy.prompt(
+            schema.PromptRequest(session_id=sid, prompt=[schema.TextContentBlock(text="x")])
+        )
+        resource = port.factory.acp
+        await until(lambda: resource.open_websockets() == 2, "two WebSockets")
+        await until(lambda: Gated.running == 1, "the turn to run")
+        drained = resource.start_draining()
+        await until(lambda: idle.closed_reason is not None, "the idle WebSocket to close")
+        self.assertIsNone(busy.closed_reason)
+        self.assertFalse(drained.called)
+        Gated.gate.callback(None)
+        self.assertEqual((await turn).stop_reason, schema.StopReason.END_TURN)
+        await drained
+        await until(lambda: busy.closed_reason is not None, "the busy WebSocket to close")
+        with self.assertRaises(WebSocketConnectError):
+            await connect_websocket(reactor, url, Client(), headers=AUTH)
