@@ -6,10 +6,15 @@ connection it made), then :meth:`AgentWindow.send_prompt` / :meth:`AgentWindow.c
 / :meth:`AgentWindow.close`, and watches :attr:`AgentWindow.conversation` and
 :attr:`AgentWindow.run` through their observers.
 
+A remote agent's connection, once its session is open, comes back when lost
+(:meth:`acpkit_client.agents.AgentRun.resume_when_lost`): a turn it cut short fails with
+:class:`TurnError` saying it was interrupted.
+
 What the agent may call:
 
 =============================  =============================================================
-``session/update``             folded into the conversation (undecodable ones are counted)
+``session/update``             folded into the conversation (undecodable ones are counted;
+                               not the history a remote agent's resume replays)
 ``session/request_permission`` the window's :class:`~acpkit_client.interfaces.
                                IPermissionPrompt` (default: reject), given the tool call
                                completed with what the agent announced for its id

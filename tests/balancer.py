@@ -158,13 +158,10 @@ def start_haproxy(
     return balancer
 
 
-def start_bob_behind(
-    tmp: Path, name: str, token_file: Path, *args: str, project: Path | None = None
-) -> ListeningBob:
+def start_bob_behind(tmp: Path, name: str, token_file: Path, *args: str) -> ListeningBob:
     """
     A bob for the balancer (``http:haproxy:tcp:0``, the shared token file, sessions on),
-    its files in ``tmp/name``, its JSON log ``tmp/name/log.jsonl``; started in
-    ``project`` when given (where its relative paths resolve).
+    its files in ``tmp/name``, its JSON log ``tmp/name/log.jsonl``.
     """
     home = tmp / name
     home.mkdir()
