@@ -46,6 +46,7 @@ __all__ = [
     "TwistedInternalsChanged",
     "endpoint_arguments",
     "flush_writer",
+    "http_request_path",
     "process_pipe",
     "quiet_http_pool",
     "regex_lexer_states",
@@ -118,6 +119,19 @@ def regex_lexer_states(lexer: object) -> dict[str, Any] | None:
     """
     tokens = getattr(lexer, "_tokens", None)
     return tokens if isinstance(tokens, dict) else None
+
+
+def http_request_path(channel: object) -> bytes | None:
+    """
+    The path (the query cut off) of the HTTP/1.x request whose head an
+    ``HTTPChannel`` is reading (``HTTPChannel._path``, set from the request line until
+    the request is complete), or ``None`` when it has none (another channel, or a
+    Twisted without it: the caller then treats the request like any other).
+    """
+    target = getattr(channel, "_path", None)
+    if not isinstance(target, bytes):
+        return None
+    return target.split(b"?", 1)[0]
 
 
 def endpoint_arguments(description: str) -> tuple[list[str], dict[str, str]]:

@@ -200,7 +200,7 @@ def serve(
     """
     from twisted.internet.defer import fail
 
-    from acpkit.bind_policy import BindAuthentication, check_bind
+    from acpkit.bind_policy import BindAuthentication, check_bind, speaks_proxy_protocol
 
     auth = BindAuthentication(client_certificate=client_ca is not None, no_token=no_token)
     try:
@@ -215,7 +215,7 @@ def serve(
             endpoint = server_endpoint(reactor, description, client_ca=Path(client_ca).expanduser())
     except Exception as e:  # the policy's refusal, whatever the endpoint parser raises
         return fail(e)
-    admission = Admission(limits, clock=reactor)
+    admission = Admission(limits, clock=reactor, proxied=speaks_proxy_protocol(description))
     return endpoint.listen(AdmittedFactory(factory, admission, accept_on=b"\n"))
 
 

@@ -186,6 +186,7 @@ from typing import Any, Never
 import attrs
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import (
+    IDelayedCall,
     IHalfCloseableProtocol,
     IPushProducer,
     IReactorTime,
@@ -527,6 +528,8 @@ class JSONRPCEngine(Protocol):
         self._written_while_paused = 0
         self._reading_paused = False
         self._writable_waiters: list[Deferred[None]] = []
+        self._settled_waiters: list[Deferred[None]] = []
+        self._settled_call: IDelayedCall | None = None
         self._oversized_dropped = 0
         self._undecodable_dropped = 0
         #: How many incoming messages were not UTF-8 and were read with each invalid
@@ -538,6 +541,37 @@ class JSONRPCEngine(Protocol):
         #: The first of those lines as received (its first ``JUNK_LINE_KEPT`` bytes), or
         #: None: a client shows it in the errors it reports without ``-v``.
         self.first_junk_line: bytes | None = None
+
+    @property
+    def requests_in_progress(self) -> int:
+        """The peer's requests received and not answered yet (waiting or running)."""
+        return len(self._dispatch.inbound)
+
+    def when_requests_answered(self) -> Deferred[None]:
+        """
+        A Deferred that fires once no request of the peer is in progress: at once when
+        none is, else on a later reactor turn where every request received so far is
+        answered and no other came meanwhile (or the connection ended).  What drains
+        a connection before closing it: the callback may close it.
+        """
+        if not self._dispatch.inbound or self._closed_reason is not None:
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._settled_waiters.append(d)
+        return d
+
+    def _requests_settled(self) -> None:
+        """The dispatcher answered (or dropped) its last request in progress."""
+        if self._settled_waiters and self._settled_call is None:
+            self._settled_call = self._clock.callLater(0, self._fire_settled)
+
+    def _fire_settled(self) -> None:
+        self._settled_call = None
+        if self._dispatch.inbound and self._closed_reason is None:
+            return  # another request came meanwhile: its answer settles it again
+        waiters, self._settled_waiters = self._settled_waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
 
     @property
     def undecodable_dropped(self) -> int:
@@ -883,6 +917,17 @@ class JSONRPCEngine(Protocol):
     def fail_all_outgoing(self, reason: Exception) -> None:
         """Fail every pending outgoing request with ``reason``."""
         self._outgoing.fail_all(reason)
+
+    def fail_outgoing(self, request_id: int, reason: Exception) -> bool:
+        """
+        Fail one pending outgoing request now with ``reason`` (a transport that knows
+        what became of it, e.g. that it was never delivered); False when it is not
+        pending (answered, given up, never sent).
+        """
+        if request_id not in self._outgoing:
+            return False
+        self._outgoing.fail(request_id, reason)
+        return True
 
     def _give_up(self, request_id: int) -> None:
         """Our caller cancelled: tell the peer; the Deferred fails with CancelledError."""

@@ -297,13 +297,17 @@ class BobAgent(Agent):
             except BaseException:
                 self._undo_attach(params.session_id, key, previous)
                 raise
-            self._attached_now(params.session_id, key)
             if previous is not None:
+                label = previous._connection_label() if isinstance(previous, BobAgent) else "?"
                 _log.info(
-                    "[acp] session {sid}: taken over from another connection, which can "
-                    "no longer use it",
+                    "[acp] session {sid}: taken over from another connection ({connection}),"
+                    " which can no longer use it",
                     sid=params.session_id,
+                    connection=label,
+                    pid=os.getpid(),
+                    session_file=key,
                 )
+            self._attached_now(params.session_id, key)
             session.config = config
             self._skip_replayed_call_ids(session)
             mcp = self._client_servers(session.id, params.cwd, params.mcp_servers or [])
@@ -570,11 +574,32 @@ class BobAgent(Agent):
         elif self._attached.get(session_id) != key:
             attachments.detach(key, self)
 
+    def _connection_label(self) -> str:
+        """This connection in the log: its remote connection id (8 characters), else a
+        name unique in this process."""
+        transport = getattr(getattr(self.conn, "protocol", None), "transport", None)
+        try:
+            peer = transport.getPeer() if transport is not None else None
+        except Exception:
+            peer = None
+        connection_id = getattr(peer, "connection_id", None)
+        if isinstance(connection_id, str):
+            return connection_id[:8]
+        return f"local-{id(self.conn):x}"
+
     def _attached_now(self, session_id: str, key: str) -> None:
         """Record the attachment; detached when the connection ends."""
         old = self._attached.get(session_id)
         if old is not None and old != key:  # the same id, loaded from another directory
             self.runtime.attachments.detach(old, self)
+        if old != key:
+            _log.info(
+                "[acp] session {sid}: attached to connection {connection} (pid {pid})",
+                sid=session_id,
+                connection=self._connection_label(),
+                pid=os.getpid(),
+                session_file=key,
+            )
         self._attached[session_id] = key
         if not self._watching_close:
             self._watching_close = True
@@ -595,7 +620,16 @@ class BobAgent(Agent):
         await lock.acquire()
         try:
             attached, self._attached = self._attached, {}
-            for key in attached.values():
+            for session_id, key in attached.items():
+                if self.runtime.attachments.owner(key) is self:
+                    # said while still attached: another process may attach it next
+                    _log.info(
+                        "[acp] session {sid}: detached from connection {connection} (pid {pid})",
+                        sid=session_id,
+                        connection=self._connection_label(),
+                        pid=os.getpid(),
+                        session_file=key,
+                    )
                 self.runtime.attachments.detach(key, self)
         finally:
             lock.release()

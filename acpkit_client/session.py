@@ -6,10 +6,15 @@ connection it made), then :meth:`AgentWindow.send_prompt` / :meth:`AgentWindow.c
 / :meth:`AgentWindow.close`, and watches :attr:`AgentWindow.conversation` and
 :attr:`AgentWindow.run` through their observers.
 
+A remote agent's connection, once its session is open, comes back when lost
+(:meth:`acpkit_client.agents.AgentRun.resume_when_lost`): a turn it cut short fails with
+:class:`TurnError` saying it was interrupted.
+
 What the agent may call:
 
 =============================  =============================================================
-``session/update``             folded into the conversation (undecodable ones are counted)
+``session/update``             folded into the conversation (undecodable ones are counted;
+                               not the history a remote agent's resume replays)
 ``session/request_permission`` the window's :class:`~acpkit_client.interfaces.
                                IPermissionPrompt` (default: reject), given the tool call
                                completed with what the agent announced for its id
@@ -42,6 +47,7 @@ from acpkit.connection import Client, ClientConnection
 from acpkit.endpoints import AgentExited
 from acpkit.errors import AuthRequired, ConnectionLost, InvalidParams, RPCError
 from acpkit.interfaces import IClient
+from acpkit.remote.reconnect import ReconnectFailed, TurnInterrupted
 from acpkit_client.agents import AgentRun, AgentStartError, describe_rpc_error
 from acpkit_client.config import AgentEntry
 from acpkit_client.conversation import ENTRY_TEXT_CAP, Conversation
@@ -135,12 +141,18 @@ class AgentWindow(Client):
         """
         self._reactor = reactor
         if self.run.entry.url is not None:
-            return self.run.connect(reactor, self).addCallback(self.open_on)
+            opened = self.run.connect(reactor, self).addCallback(self.open_on)
+            return opened.addCallback(self._resume_when_lost)
         try:
             connection = self.run.spawn(reactor, self)
         except AgentStartError:
             return fail()
         return self.open_on(connection)
+
+    def _resume_when_lost(self, session_id: str) -> str:
+        """A remote agent's session is open: a lost connection is made again from now on."""
+        self.run.resume_when_lost(self._reactor, self)
+        return session_id
 
     def open_on(self, connection: ClientConnection, clock: Any = None) -> Deferred[str]:
         """
@@ -266,7 +278,14 @@ class AgentWindow(Client):
         )
         self.conversation.start_turn(text)
         self._cancel_sent = False
-        self._turn = connection.prompt(schema.PromptRequest(session_id=session_id, prompt=blocks))
+        request = schema.PromptRequest(session_id=session_id, prompt=blocks)
+        resumable = self.run.resumable
+        if resumable is not None:
+            # A remote agent: the prompt waits for a connection being made again, and a
+            # turn the loss of the connection interrupted says so.
+            self._turn = Deferred.fromCoroutine(resumable.prompt(request))
+        else:
+            self._turn = connection.prompt(request)
         try:
             response = await self._turn
         except Exception as e:
@@ -274,6 +293,14 @@ class AgentWindow(Client):
                 await self._wait_for_exit()
             if isinstance(e, CancelledError):
                 message = "the turn was abandoned without an answer from the agent"
+            elif isinstance(e, TurnInterrupted):
+                message = (
+                    f"the turn was interrupted: the connection was lost ({e.reason}); it may"
+                    " or may not have been saved: reconnecting to load the session again,"
+                    " then send it again if needed"
+                )
+            elif isinstance(e, ReconnectFailed):
+                message = f"the connection to the agent could not be made again: {e}"
             else:
                 message = self._with_junk(self._error_text(e))
             self.conversation.end_turn(f"error: {message}")
@@ -359,7 +386,10 @@ class AgentWindow(Client):
             raise InvalidParams("$.params.sessionId", f"unknown session {session_id!r}")
 
     def session_update(self, params: schema.SessionNotification) -> None:
-        """Fold the update into the conversation."""
+        """Fold the update into the conversation (not the history a resume replays)."""
+        resumable = self.run.resumable
+        if resumable is not None and resumable.replaying:
+            return
         if self.run.session_id is not None and params.session_id != self.run.session_id:
             self.conversation.ignore(
                 codec.encode(params), f"update for another session {params.session_id!r}"

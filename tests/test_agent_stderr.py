@@ -27,7 +27,7 @@ from acpkit.endpoints import AgentProcess, spawn_agent
 from acpkit.testing.modelserver import ScriptedModelServer
 from acpkit.testing.script import parse_script
 from tests.fixtures.agent.harness import RecordingClient
-from tests.test_agent_process import wait_until
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.process
 

@@ -244,6 +244,30 @@ def test_quiet_http_pool_without_the_attribute_is_the_stock_pool(monkeypatch: An
     assert isinstance(pool, Bare) and not hasattr(pool, "_factory")
 
 
+def test_an_http_channel_knows_the_path_of_the_request_it_reads() -> None:
+    """``HTTPChannel._path`` holds the request line's target while the head is read."""
+    from twisted.internet.testing import StringTransport
+    from twisted.web.http import HTTPChannel, Request
+
+    seen: list[bytes | None] = []
+
+    class Recording(Request):
+        def gotLength(self, length: int | None) -> None:
+            seen.append(compat.http_request_path(self.channel))
+            super().gotLength(length)
+
+    channel = HTTPChannel()
+    channel.requestFactory = Recording
+    channel.makeConnection(StringTransport())
+    channel.dataReceived(b"GET /healthz?x=1 HTTP/1.1\r\nHost: h\r\n\r\n")
+    assert seen == [b"/healthz"]
+
+
+def test_http_request_path_without_the_attribute_is_none() -> None:
+    """Another channel (HTTP/2's, a test's): no path, no guess."""
+    assert compat.http_request_path(object()) is None
+
+
 def test_no_private_twisted_import_outside_compat() -> None:
     """Only ``acpkit/compat.py`` names a private Twisted module or attribute."""
     private = (
@@ -256,6 +280,7 @@ def test_no_private_twisted_import_outside_compat() -> None:
         "endpoints._parse",
         "._factory",
         "_HTTP11ClientFactory",
+        '"_path"',
     )
     offenders = []
     for package in ("acpkit", "acpkit_agent", "acpkit_client"):

@@ -18,7 +18,7 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.interfaces import IListeningPort
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.logger import ILogObserver, formatEvent, globalLogPublisher
 from twisted.trial.unittest import TestCase
 from twisted.web.resource import Resource
@@ -27,7 +27,7 @@ from zope.interface import implementer
 
 from acpkit import schema
 from acpkit.connection import ClientConnection
-from acpkit.errors import ConnectionLost, RPCError
+from acpkit.errors import ConnectionLost, NotDelivered, RPCError
 from acpkit.remote.http_client import HTTP_TRANSPORT_ERROR, HTTPClientTransport, connect_http
 from acpkit.sse import encode_event
 from tests.helpers import InteropClient, start_port_server
@@ -36,6 +36,24 @@ from tests.real_peers import NODE22, TS_SDK_MODULES, require_peer
 ROOT = Path(__file__).parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "remote"
 TOKEN = "Bearer s3cret-token-value"
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Let the reactor turn until ``condition()``; fail after ``timeout`` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await deferLater(reactor, 0.01, lambda: None)
+
+
+def _text_of(message: Any) -> str | None:
+    """The text of a session/prompt message's first block, else None."""
+    if isinstance(message, dict) and message.get("method") == "session/prompt":
+        return str(message["params"]["prompt"][0].get("text"))
+    return None
 
 
 # -- a scripted loopback server -----------------------------------------------------------
@@ -438,6 +456,74 @@ class LoopbackTests(TestCase):
         self.assertIn("does not know this connection", str(caught.exception))
         with self.assertRaises(ConnectionLost):
             await self.prompt(conn, sid)
+
+    async def test_the_request_a_404_refused_was_not_delivered(self) -> None:
+        """
+        A 404 to a prompt's POST: that prompt fails with NotDelivered (a ConnectionLost:
+        it never ran, sending it again is safe); a prompt the server had taken (202)
+        and not answered fails with a plain ConnectionLost (it may have run).
+        """
+        conn, _, sid = await self.session()
+        answer = self.server.answer
+        self.server.answer = lambda m: [] if _text_of(m) == "taken" else answer(m)
+        taken = self.prompt(conn, sid, "taken")
+        await until(lambda: len(self.posts("session/prompt")) == 1, "the first prompt's 202")
+        self.server.known = False
+        with self.assertRaises(NotDelivered) as refused:
+            await self.prompt(conn, sid, "refused")
+        self.assertIn("does not know this connection", str(refused.exception))
+        with self.assertRaises(ConnectionLost) as lost:
+            await taken
+        self.assertNotIsInstance(lost.exception, NotDelivered)
+
+    async def _stream_ends_with_a_post_in_flight(
+        self, status: int
+    ) -> tuple[Deferred[Any], Deferred[Any]]:
+        """A prompt's POST held by the server, a cancel queued behind it, then the
+        server ends the stream (it drains) and answers the prompt's POST ``status``."""
+        self.server.hold = lambda m: m.get("method") == "session/prompt"
+        self.server.answer = lambda m: (
+            [] if m.get("method") == "session/prompt" else scripted_agent(m)
+        )
+        conn, _, sid = await self.session()
+        posted = self.server.next_post()
+        running = self.prompt(conn, sid, "in flight")
+        await posted
+        queued = conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+        assert self.server.stream is not None
+        self.server.stream.finish()
+        await deferLater(reactor, 0.05, lambda: None)
+        self.assertIsNone(conn.closed_reason)  # not before the POST in flight is answered
+        (prompt,) = self.server.held
+        prompt.setResponseCode(status)
+        if status == 404:
+            prompt.write(b'{"error": "Unknown connection id"}')
+        prompt.finish()
+        return running, queued
+
+    async def test_a_post_refused_after_the_stream_ended_was_not_delivered(self) -> None:
+        """
+        The server ends the stream (draining) as a prompt's POST is on its way, then
+        answers it 404: the prompt fails NotDelivered, and so does the request queued
+        behind it (never sent); the connection is lost then.
+        """
+        running, queued = await self._stream_ends_with_a_post_in_flight(404)
+        with self.assertRaises(NotDelivered):
+            await running
+        with self.assertRaises(NotDelivered) as unsent:
+            await queued
+        self.assertIn("before it was sent", str(unsent.exception))
+
+    async def test_a_post_taken_before_the_stream_ended_was_delivered(self) -> None:
+        """The same POST answered 202: it reached the agent, so its request fails with a
+        plain ConnectionLost (it may have run)."""
+        running, queued = await self._stream_ends_with_a_post_in_flight(202)
+        with self.assertRaises(ConnectionLost) as lost:
+            await running
+        self.assertNotIsInstance(lost.exception, NotDelivered)
+        self.assertIn("SSE stream", str(lost.exception))
+        with self.assertRaises(NotDelivered):  # queued behind it: never sent
+            await queued
 
     async def test_initialize_refused_says_why(self) -> None:
         """An initialize answered 401 fails with the status and a hint at the headers."""
