@@ -33,6 +33,7 @@ class Host:
         self.on_request_received = None
         self.answers: list[dict[str, Any]] = []
         self.idle_checks = 0
+        self.settled = 0
         self.closed = False
 
     def _output_over_budget(self) -> bool:
@@ -40,6 +41,9 @@ class Host:
 
     def _check_eof(self) -> None:
         self.idle_checks += 1
+
+    def _requests_settled(self) -> None:
+        self.settled += 1
 
     def _write_reply(
         self, request: InboundRequest, message: dict[str, Any], is_error: bool
