@@ -3,7 +3,7 @@ Transports for ACP connections: stdio, child-process agents, Twisted endpoint st
 
 Every function here works with any :class:`~twisted.internet.interfaces.IProtocol`;
 the framings (:class:`acpkit.framing.NDJSONProtocol`,
-:class:`acpkit.framing_headers.ContentLengthProtocol`) and the JSON-RPC protocols that
+:class:`acpkit.framing.ContentLengthProtocol`) and the JSON-RPC protocols that
 hold them additionally get half-close handling (they provide ``IHalfCloseableProtocol``)
 and, when ``ACPKIT_TRACE`` is set, a tracer (they provide :class:`acpkit.framing.ITraced`).
 

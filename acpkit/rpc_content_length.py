@@ -3,7 +3,7 @@ JSON-RPC 2.0 over ``Content-Length`` framing (the LSP base protocol).
 
 :class:`ContentLengthJSONRPCProtocol` is the same engine as
 :class:`acpkit.jsonrpc.JSONRPCProtocol` (ordering, bounded concurrency, cancellation,
-back-pressure, error answers) holding a :class:`acpkit.framing_headers.ContentLengthProtocol`
+back-pressure, error answers) holding a :class:`acpkit.framing.ContentLengthProtocol`
 instead of a newline framing, cancelling with LSP's ``$/cancelRequest`` by default
 (:data:`acpkit.rpc_cancel.LSP_CANCELLATION`; pass ``cancellation=`` for another dialect).
 
@@ -14,7 +14,7 @@ and closes the connection once that is written.
 
 from __future__ import annotations
 
-from acpkit.framing_headers import ContentLengthProtocol
+from acpkit.framing import ContentLengthProtocol
 from acpkit.jsonrpc import JSONRPCEngine
 from acpkit.rpc_cancel import LSP_CANCELLATION
 
@@ -30,5 +30,5 @@ class ContentLengthJSONRPCProtocol(JSONRPCEngine):
     cancellation = LSP_CANCELLATION
 
     def make_framing(self) -> ContentLengthProtocol:
-        """A new :class:`~acpkit.framing_headers.ContentLengthProtocol`."""
+        """A new :class:`~acpkit.framing.ContentLengthProtocol`."""
         return ContentLengthProtocol()

@@ -29,8 +29,7 @@ from zope.interface import implementer
 from acpkit import jsonbytes, schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
 from acpkit.errors import InvalidRequest, RPCError
-from acpkit.framing import NDJSONProtocol
-from acpkit.framing_messages import MessageFraming
+from acpkit.framing import MessageFraming, NDJSONProtocol
 from acpkit.jsonbytes import (
     MAX_NESTING_DEPTH,
     NOT_PARSED,

@@ -1,4 +1,4 @@
-"""Tests for acpkit.framing_headers: linear, bounded Content-Length framing (LSP)."""
+"""Tests for acpkit.framing: linear, bounded Content-Length framing (LSP)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.testing import StringTransport
 
-from acpkit.framing import OVERSIZED_HEAD
-from acpkit.framing_headers import (
+from acpkit.framing import (
     DEFAULT_MAX_HEADER_LENGTH,
+    OVERSIZED_HEAD,
     ContentLengthProtocol,
     HeaderError,
     parse_headers,

@@ -132,8 +132,7 @@ def test_oversized_body_answered_with_its_id() -> None:
 
 def test_both_framings_provide_the_message_sender_interface() -> None:
     """NDJSON and Content-Length framings (and the engine over each) are IMessageSenders."""
-    from acpkit.framing import IMessageSender, NDJSONProtocol
-    from acpkit.framing_headers import ContentLengthProtocol
+    from acpkit.framing import ContentLengthProtocol, IMessageSender, NDJSONProtocol
     from acpkit.jsonrpc import JSONRPCProtocol
 
     for cls in (NDJSONProtocol, ContentLengthProtocol, JSONRPCProtocol):

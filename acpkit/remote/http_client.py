@@ -3,7 +3,7 @@ ACP over Streamable HTTP, client side (the RFD "Streamable HTTP & WebSocket Tran
 
 :func:`connect_http` gives a :class:`~acpkit.connection.ClientConnection` whose engine
 runs over :class:`HTTPClientTransport`: the same JSON-RPC engine as over stdio, on
-:class:`~acpkit.framing_messages.MessageFraming` (one message per ``write`` and per
+:class:`~acpkit.framing.MessageFraming` (one message per ``write`` and per
 ``dataReceived``).  The transport only looks at a message's ``method``, ``id`` and
 ``params.sessionId`` to know how to send it; nothing of ACP is re-implemented here.
 
@@ -76,8 +76,7 @@ from acpkit import http_transport, jsonbytes
 from acpkit.connection import ClientConnection
 from acpkit.endpoints import _attach_tracer
 from acpkit.errors import clip
-from acpkit.framing import DEFAULT_MAX_LENGTH
-from acpkit.framing_messages import MessageFraming
+from acpkit.framing import DEFAULT_MAX_LENGTH, MessageFraming
 from acpkit.http2_agent import HTTP2Mode
 from acpkit.http_responses import (
     BodyReader,

@@ -43,7 +43,7 @@ from zope.interface import implementer
 from acpkit.admission import Admission, AdmissionLimits, GuardedProtocol, Ticket
 from acpkit.connection import AgentConnection
 from acpkit.endpoints import _attach_tracer
-from acpkit.framing_messages import MessageFraming
+from acpkit.framing import MessageFraming
 from acpkit.interfaces import IAgent
 from acpkit.jsonbytes import NestingTooDeep, loads
 from acpkit.jsonrpc import JSONRPCProtocol

@@ -9,7 +9,7 @@ are ignored; the client still sends ``initialize`` first; on disconnect the serv
 the connection and its sessions.  Clients keep the cookies the server sets (§5).
 
 Nothing ACP-specific lives here: each WebSocket carries one
-:class:`~acpkit.jsonrpc.JSONRPCProtocol` over :class:`~acpkit.framing_messages.MessageFraming`
+:class:`~acpkit.jsonrpc.JSONRPCProtocol` over :class:`~acpkit.framing.MessageFraming`
 (one message per frame), under an :class:`~acpkit.connection.AgentConnection` (server) or a
 :class:`~acpkit.connection.ClientConnection` (client), exactly as over stdio.
 
@@ -92,8 +92,7 @@ from txaio.tx import make_logger  # noqa: E402
 from zope.interface import implementer  # noqa: E402
 
 from acpkit.connection import AgentConnection, ClientConnection  # noqa: E402
-from acpkit.framing import DEFAULT_MAX_LENGTH  # noqa: E402
-from acpkit.framing_messages import MessageFraming  # noqa: E402
+from acpkit.framing import DEFAULT_MAX_LENGTH, MessageFraming  # noqa: E402
 from acpkit.interfaces import IClient  # noqa: E402
 from acpkit.jsonrpc import JSONRPCProtocol  # noqa: E402
 from acpkit.remote.tls import ClientTLS  # noqa: E402

@@ -34,7 +34,7 @@ from twisted.internet.protocol import connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from acpkit.framing import (
+from acpkit.framing.interfaces import (
     DEFAULT_MAX_LENGTH,
     OVERSIZED_HEAD,
     IFramedMessageReceiver,

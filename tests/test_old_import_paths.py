@@ -1,0 +1,59 @@
+"""
+The module paths of the 0.1.0 release keep working for one minor release.
+
+Each module that moved when the layers became packages is still importable at its old
+path, and every name its 0.1.0 ``__all__`` listed is the very object now defined at the
+new home.  The one-line modules left at the old paths say where the code went and until
+which release they stay.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+
+#: Release until which (excluded) the old paths are kept.
+UNTIL = "0.3.0"
+
+#: Old module path -> (its new home, the names of its 0.1.0 ``__all__``).
+MOVED: dict[str, tuple[str, list[str]]] = {
+    "acpkit.framing": (
+        "acpkit.framing",
+        [
+            "DEFAULT_MAX_LENGTH",
+            "IFramedMessageReceiver",
+            "IMessageSender",
+            "LineTracer",
+            "NDJSONProtocol",
+        ],
+    ),
+    "acpkit.framing_headers": (
+        "acpkit.framing.content_length",
+        ["DEFAULT_MAX_HEADER_LENGTH", "ContentLengthProtocol", "HeaderError", "parse_headers"],
+    ),
+}
+
+#: The old paths left as modules of their own (a package of the same name needs none).
+SHIMS = sorted(old for old, (new, _) in MOVED.items() if old != new)
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_old_path_gives_the_same_objects(old: str) -> None:
+    """Each 0.1.0 module path imports, and each name of its 0.1.0 ``__all__`` is the
+    object defined at its new home."""
+    new, names = MOVED[old]
+    old_module = importlib.import_module(old)
+    new_module = importlib.import_module(new)
+    for name in names:
+        assert getattr(old_module, name) is getattr(new_module, name), (old, name)
+
+
+@pytest.mark.parametrize("old", SHIMS)
+def test_old_module_says_where_it_moved_and_until_when(old: str) -> None:
+    """A module left at an old path names the new module and the release that drops it."""
+    new, _ = MOVED[old]
+    doc = importlib.import_module(old).__doc__ or ""
+    assert re.search(rf":mod:`{re.escape(new)}`", doc), doc
+    assert UNTIL in doc, doc
