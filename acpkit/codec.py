@@ -75,7 +75,7 @@ override's hook, never a step beside the converter):
   wrong types and missing required fields, with a JSON path.
 
 Hooks are generated lazily, on first use of each class, so importing this module is cheap.
-orjson (:mod:`acpkit.jsonbytes`) does bytes <-> builtins.
+orjson (:mod:`acpkit.jsonrpc.jsonbytes`) does bytes <-> builtins.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ from cattrs.gen import (
     override,
 )
 
-from acpkit.jsonbytes import dumps, loads
+from acpkit.jsonrpc.jsonbytes import dumps, loads
 from acpkit.schema import ABSENT, AbsentType, OpenIntEnum, OpenStrEnum
 
 __all__ = [
@@ -1505,7 +1505,7 @@ def encode(value: object) -> Any:
 
 # ------------------------------------------------------------------ bytes <-> builtins
 # loads / dumps: orjson with json fallbacks, shared with the JSON-RPC engine
-# (acpkit.jsonbytes); re-exported here as the codec's bytes layer.
+# (acpkit.jsonrpc.jsonbytes); re-exported here as the codec's bytes layer.
 
 
 def encode_json(value: object) -> bytes:

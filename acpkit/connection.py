@@ -47,7 +47,7 @@ hand to a transport) and does three things the untyped layer does not:
       * - an ``async def`` handler on the asyncio reactor
         - runs as an asyncio task: it may await asyncio libraries (``httpx``, the
           ``openai`` SDK) and the connection's Deferreds in one body; see
-          ``acpkit.asyncio_support``
+          ``acpkit.jsonrpc.asyncio_bridge``
       * - the connection ends
         - ``closed`` fires: ``None`` for a clean end (the peer's EOF, ``close()``, an
           agent process exiting 0), the reason's failure otherwise
@@ -68,7 +68,6 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit import codec, schema
-from acpkit.asyncio_support import coroutine_deferred, task_awaitable
 from acpkit.errors import (
     CapabilityError,
     ConnectionLost,
@@ -85,6 +84,7 @@ from acpkit.interfaces import (
     MaybeAsync,
 )
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol
+from acpkit.jsonrpc.asyncio_bridge import coroutine_deferred, task_awaitable
 
 if TYPE_CHECKING:  # annotations only: the unstable models load when a program uses them
     from acpkit import unstable
@@ -158,7 +158,7 @@ def _as_deferred(result: Any) -> Deferred[Any]:
     if isinstance(result, Deferred):
         return result
     if inspect.iscoroutine(result):
-        # An asyncio task on the asyncio reactor (see acpkit.asyncio_support).
+        # An asyncio task on the asyncio reactor (see acpkit.jsonrpc.asyncio_bridge).
         return coroutine_deferred(cast(Coroutine[Any, Any, Any], result))
     if inspect.isawaitable(result):
 

@@ -3,7 +3,7 @@ One call to run an ACP program: :func:`run_agent` serves an agent on stdin/stdou
 :func:`run_client` starts an agent and runs a client's ``main`` against it.
 
 Both choose and install the reactor (``reactor="asyncio"`` for asyncio libraries in
-handlers, see :mod:`acpkit.asyncio_support`), run it until the work is done, and exit
+handlers, see :mod:`acpkit.jsonrpc.asyncio_bridge`), run it until the work is done, and exit
 the process with a status that says how it ended:
 
 .. list-table::
@@ -52,11 +52,11 @@ from twisted.logger import (
 )
 from twisted.python.failure import Failure
 
-from acpkit.asyncio_support import coroutine_deferred
 from acpkit.connection import AgentConnection, ClientConnection
 from acpkit.errors import RPCError
 from acpkit.framing import LineTracer
 from acpkit.interfaces import IAgent, IClient
+from acpkit.jsonrpc.asyncio_bridge import coroutine_deferred
 
 __all__ = ["ReactorChoiceError", "run_agent", "run_client", "select_reactor"]
 

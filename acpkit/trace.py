@@ -37,7 +37,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit.framing import NDJSONProtocol
-from acpkit.jsonbytes import NestingTooDeep, loads
+from acpkit.jsonrpc.jsonbytes import NestingTooDeep, loads
 
 __all__ = [
     "TRACE_VARIABLE",
@@ -225,7 +225,7 @@ class TraceRecord:
 
     def json(self) -> Any:
         """The message parsed as JSON (raises ``ValueError`` if it is not JSON, or is
-        nested deeper than :data:`acpkit.jsonbytes.MAX_NESTING_DEPTH`)."""
+        nested deeper than :data:`acpkit.jsonrpc.jsonbytes.MAX_NESTING_DEPTH`)."""
         return loads(self.message)
 
     def to_bytes(self) -> bytes:

@@ -27,7 +27,7 @@ from zope.interface import implementer
 from acpkit.endpoints import AgentExited, AgentNotFoundError
 from acpkit.errors import InvalidParams, RPCError
 from acpkit.jsonrpc import InboundRequest, MethodRegistry
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 from acpkit_agent.lsp import (
     LanguageServer,
     LanguageServerCrashed,

@@ -31,6 +31,7 @@ from zope.interface import implementer
 
 from acpkit.errors import ConnectionLost, MessageTooLarge, RPCError
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+from acpkit.jsonrpc.cancel import MCP_CANCELLATION
 from acpkit.mcp.client import (
     SUPPORTED_VERSIONS,
     McpClient,
@@ -45,7 +46,6 @@ from acpkit.mcp.http import (
     StreamableHTTPTransport,
     connect_http,
 )
-from acpkit.rpc_cancel import MCP_CANCELLATION
 from acpkit.sse import SSEEvent, SSEEventTooLarge, SSEParser
 from tests.real_peers import MCP_EVERYTHING, require_peer
 

@@ -33,6 +33,56 @@ MOVED: dict[str, tuple[str, list[str]]] = {
         "acpkit.framing.content_length",
         ["DEFAULT_MAX_HEADER_LENGTH", "ContentLengthProtocol", "HeaderError", "parse_headers"],
     ),
+    "acpkit.jsonrpc": (
+        "acpkit.jsonrpc",
+        [
+            "CANCEL_REQUEST",
+            "DEFAULT_MAX_BUFFERED_OUTPUT",
+            "InboundRequest",
+            "JSONRPCEngine",
+            "JSONRPCProtocol",
+            "MethodRegistry",
+            "RequestId",
+            "encode_message",
+        ],
+    ),
+    "acpkit.rpc_cancel": (
+        "acpkit.jsonrpc.cancel",
+        [
+            "ACP_CANCELLATION",
+            "LSP_CANCELLATION",
+            "MCP_CANCELLATION",
+            "ICancellationPolicy",
+            "NotificationCancellation",
+        ],
+    ),
+    "acpkit.rpc_classify": (
+        "acpkit.jsonrpc.classify",
+        [
+            "Invalid",
+            "Notification",
+            "Request",
+            "RequestId",
+            "Response",
+            "Unparsable",
+            "classify",
+            "decode_message",
+            "encode_message",
+            "error_message",
+            "is_valid_id",
+            "parse_decimal_id",
+            "result_message",
+        ],
+    ),
+    "acpkit.rpc_content_length": (
+        "acpkit.jsonrpc.content_length",
+        ["ContentLengthJSONRPCProtocol"],
+    ),
+    "acpkit.rpc_dispatch": ("acpkit.jsonrpc.dispatch", ["InboundDispatcher", "InboundRequest"]),
+    "acpkit.rpc_outgoing": (
+        "acpkit.jsonrpc.outgoing",
+        ["FORGOTTEN_IDS", "OutgoingRequest", "OutgoingRequests"],
+    ),
 }
 
 #: The old paths left as modules of their own (a package of the same name needs none).

@@ -11,7 +11,7 @@ from twisted.internet.testing import StringTransport
 from twisted.test.iosim import FakeTransport, connect
 
 from acpkit.jsonrpc import InboundRequest, MethodRegistry
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 
 
 def registry(log: list[str]) -> MethodRegistry:

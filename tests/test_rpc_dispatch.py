@@ -1,4 +1,4 @@
-"""Tests for acpkit.rpc_dispatch: inbound requests' slots, queue, cancellation, answers."""
+"""Tests for acpkit.jsonrpc.dispatch: inbound requests' slots, queue, cancellation, answers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from twisted.logger import Logger
 
 from acpkit.errors import InvalidParams
 from acpkit.jsonrpc import MethodRegistry
-from acpkit.rpc_cancel import ACP_CANCELLATION, MCP_CANCELLATION, NotificationCancellation
-from acpkit.rpc_dispatch import InboundDispatcher, InboundRequest
+from acpkit.jsonrpc.cancel import ACP_CANCELLATION, MCP_CANCELLATION, NotificationCancellation
+from acpkit.jsonrpc.dispatch import InboundDispatcher, InboundRequest
 
 
 class Host:

@@ -30,8 +30,8 @@ from acpkit.framing import (
     NDJSONProtocol,
 )
 from acpkit.jsonrpc import JSONRPCEngine, JSONRPCProtocol, MethodRegistry
-from acpkit.rpc_cancel import ACP_CANCELLATION, MCP_CANCELLATION
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.cancel import ACP_CANCELLATION, MCP_CANCELLATION
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 
 
 @implementer(IFraming)

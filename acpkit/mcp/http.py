@@ -3,7 +3,7 @@ MCP's Streamable HTTP transport, client side (MCP 2025-11-25, "Transports").
 
 The JSON-RPC engine and MCP's cancellation policy are the same as over stdio
 (:class:`acpkit.jsonrpc.JSONRPCProtocol` with
-:data:`acpkit.rpc_cancel.MCP_CANCELLATION`): :class:`StreamableHTTPTransport` is the
+:data:`acpkit.jsonrpc.cancel.MCP_CANCELLATION`): :class:`StreamableHTTPTransport` is the
 engine's transport.  Each message the engine writes becomes one HTTP POST to the MCP
 endpoint, and every message the server sends back (a JSON body, or the events of an SSE
 stream) is fed into the engine as if it had been read from a pipe.  Nothing of MCP
@@ -93,12 +93,12 @@ from acpkit.http_transport import (
     pop_request,
     status_line,
 )
-from acpkit.jsonbytes import NestingTooDeep, loads
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+from acpkit.jsonrpc.cancel import MCP_CANCELLATION
+from acpkit.jsonrpc.classify import read_envelope
+from acpkit.jsonrpc.jsonbytes import NestingTooDeep, loads
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient
 from acpkit.mcp.schema import Implementation
-from acpkit.rpc_cancel import MCP_CANCELLATION
-from acpkit.rpc_classify import read_envelope
 from acpkit.sse import SSEParser
 
 if TYPE_CHECKING:

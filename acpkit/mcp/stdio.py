@@ -3,7 +3,7 @@ MCP over stdio: start a server as a child process and hand back a started :class
 
 The server runs in its own process group (:func:`acpkit.endpoints.spawn_agent`), one
 JSON-RPC message per line on its stdin/stdout (:class:`acpkit.jsonrpc.JSONRPCProtocol`
-with :data:`acpkit.rpc_cancel.MCP_CANCELLATION`); its stderr is drained, logged and its
+with :data:`acpkit.jsonrpc.cancel.MCP_CANCELLATION`); its stderr is drained, logged and its
 tail kept for the errors.  Shutdown follows the MCP spec's stdio section: close the
 server's stdin, wait for it to exit, then SIGTERM, then SIGKILL (its whole group).
 
@@ -31,10 +31,10 @@ from twisted.python.failure import Failure
 
 from acpkit.endpoints import AgentNotFoundError, AgentProcess, spawn_agent
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+from acpkit.jsonrpc.cancel import MCP_CANCELLATION
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient, McpError
 from acpkit.mcp.schema import Implementation
 from acpkit.process_groups import ChildGroups
-from acpkit.rpc_cancel import MCP_CANCELLATION
 
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",

@@ -72,7 +72,7 @@ from twisted.internet.error import ConnectError, DNSLookupError
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
-from acpkit import http_transport, jsonbytes
+from acpkit import http_transport
 from acpkit.connection import ClientConnection
 from acpkit.endpoints import _attach_tracer
 from acpkit.errors import clip
@@ -87,7 +87,7 @@ from acpkit.http_responses import (
 )
 from acpkit.http_transport import HTTPTransportBase, hashable_id, pop_request, status_line
 from acpkit.interfaces import IClient
-from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.jsonrpc import JSONRPCProtocol, jsonbytes
 from acpkit.remote.tls import ClientTLS
 from acpkit.sse import SSEParser
 

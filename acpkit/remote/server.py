@@ -45,8 +45,9 @@ from acpkit.connection import AgentConnection
 from acpkit.endpoints import _attach_tracer
 from acpkit.framing import MessageFraming
 from acpkit.interfaces import IAgent
-from acpkit.jsonbytes import NestingTooDeep, loads
 from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.jsonrpc.classify import read_envelope
+from acpkit.jsonrpc.jsonbytes import NestingTooDeep, loads
 from acpkit.remote.h2_reads import H2FrameReads
 from acpkit.remote.security import (
     RequestCheck,
@@ -55,7 +56,6 @@ from acpkit.remote.security import (
     tls_serving_problem,
 )
 from acpkit.remote.tokens import TokenSet
-from acpkit.rpc_classify import read_envelope
 
 __all__ = [
     "CONNECTION_ID_HEADER",

@@ -48,8 +48,8 @@ from twisted.python.failure import Failure
 
 from acpkit.endpoints import AgentNotFoundError, spawn_agent
 from acpkit.jsonrpc import MethodRegistry
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 from acpkit.process_groups import ChildGroups, child_groups
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
 from acpkit_agent.lsp.capabilities import client_capabilities
 from acpkit_agent.lsp.client import DEFAULT_REQUEST_TIMEOUT, LanguageServer
 from acpkit_agent.lsp.errors import LanguageServerError, NoLanguageServer

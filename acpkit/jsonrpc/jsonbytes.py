@@ -2,7 +2,7 @@
 
 orjson parses ACP lines 2-4x faster than :func:`json.loads` and writes them ~10x faster
 than :class:`json.JSONEncoder`; both the codec (:func:`acpkit.codec.loads` /
-:func:`acpkit.codec.dumps`) and the JSON-RPC engine (:mod:`acpkit.rpc_classify`) use it,
+:func:`acpkit.codec.dumps`) and the JSON-RPC engine (:mod:`acpkit.jsonrpc.classify`) use it,
 with the standard library for what orjson does differently:
 
 - integers past 64 bits: orjson reads them as floats (lossy) and cannot write them. A text

@@ -2,11 +2,11 @@
 The JSON-RPC 2.0 engine, untyped: params and results are JSON builtins.
 
 :class:`JSONRPCEngine` takes whole messages from a framing and classifies each once by
-its keys (:mod:`acpkit.rpc_classify`: ``id`` + ``method``: request; ``id`` + ``result``
+its keys (:mod:`acpkit.jsonrpc.classify`: ``id`` + ``method``: request; ``id`` + ``result``
 xor ``error``: response; ``method`` alone: notification), correlates our outgoing
-requests with their responses (:mod:`acpkit.rpc_outgoing`), dispatches inbound requests
+requests with their responses (:mod:`acpkit.jsonrpc.outgoing`), dispatches inbound requests
 and notifications to a :class:`MethodRegistry`, and cancels both ways with its
-dialect's notification (:mod:`acpkit.rpc_cancel`).
+dialect's notification (:mod:`acpkit.jsonrpc.cancel`).
 
 The engine is the Twisted protocol connected to the transport, and it holds its framing
 (:class:`acpkit.framing.IFraming`, in ``framing``) instead of inheriting one: it hands
@@ -15,7 +15,7 @@ the framing every read, the framing calls it back with whole messages
 framing's ``sendMessage`` (:class:`acpkit.framing.IMessageSender`).  So one engine class
 runs over any framing, one with no byte stream included (see :class:`JSONRPCEngine`).
 :class:`JSONRPCProtocol` is the engine holding an :class:`acpkit.framing.NDJSONProtocol`
-with ACP's ``$/cancel_request``; :class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol`
+with ACP's ``$/cancel_request``; :class:`acpkit.jsonrpc.content_length.ContentLengthJSONRPCProtocol`
 the engine holding a ``Content-Length`` framing with LSP's ``$/cancelRequest``.  Below,
 "line" is one framed message.
 
@@ -43,7 +43,7 @@ Error replies
   one, else with id ``null``;
 - a malformed response: -32600 with id ``null`` (never the response's id, which names
   one of OUR requests); the pending request it names fails with :class:`InvalidRequest`;
-- a message nested deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH` (254) arrays
+- a message nested deeper than :data:`~acpkit.jsonrpc.jsonbytes.MAX_NESTING_DEPTH` (254) arrays
   and objects: see Messages nested too deep.
 
 Notifications are never answered, not even when invalid (they are logged).  Error
@@ -106,9 +106,9 @@ The failed request's late answer, if any, is dropped quietly.
 Messages nested too deep
 ========================
 
-A message nested deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH` (254 levels of
+A message nested deeper than :data:`~acpkit.jsonrpc.jsonbytes.MAX_NESTING_DEPTH` (254 levels of
 arrays and objects; any depth, 100,000 included) is not parsed past its first top-level
-member that is (:class:`acpkit.rpc_classify.TooDeep`); the members read before it (the
+member that is (:class:`acpkit.jsonrpc.classify.TooDeep`); the members read before it (the
 envelope: encoders write ``jsonrpc``, ``id`` and ``method`` first) decide the answer:
 
 - a request (``"jsonrpc": "2.0"``, a valid id not in progress, a string method): answered
@@ -123,7 +123,7 @@ envelope: encoders write ``jsonrpc``, ``id`` and ``method`` first) decide the an
 Each one is logged and counted in :attr:`JSONRPCEngine.undecodable_dropped`; the next
 message is read as usual.  Nothing recurses on the way (no ``repr`` of a deep value,
 no parser past its limit), and nothing deeper than the limit is ever sent:
-:meth:`request` fails and :meth:`notify` raises :class:`~acpkit.jsonbytes.NestingTooDeep`
+:meth:`request` fails and :meth:`notify` raises :class:`~acpkit.jsonrpc.jsonbytes.NestingTooDeep`
 (a ``ValueError``), and a result nested too deep is answered -32603.
 
 Cancellation
@@ -180,7 +180,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Never
 
 import attrs
@@ -214,10 +214,9 @@ from acpkit.framing import (
     IMessageSender,
     ITraced,
     LineTracer,
-    NDJSONProtocol,
 )
-from acpkit.rpc_cancel import ACP_CANCELLATION, ICancellationPolicy
-from acpkit.rpc_classify import (
+from acpkit.jsonrpc.cancel import ICancellationPolicy
+from acpkit.jsonrpc.classify import (
     HugeInt,
     Invalid,
     Notification,
@@ -232,22 +231,11 @@ from acpkit.rpc_classify import (
     error_message,
     is_valid_id,
 )
-from acpkit.rpc_dispatch import InboundDispatcher, InboundRequest, _as_deferred
-from acpkit.rpc_outgoing import OutgoingRequest, OutgoingRequests
+from acpkit.jsonrpc.dispatch import InboundDispatcher, InboundRequest, _as_deferred
+from acpkit.jsonrpc.outgoing import OutgoingRequest, OutgoingRequests
+from acpkit.jsonrpc.registry import MethodRegistry
 
-__all__ = [
-    "CANCEL_REQUEST",
-    "DEFAULT_MAX_BUFFERED_OUTPUT",
-    "InboundRequest",
-    "JSONRPCEngine",
-    "JSONRPCProtocol",
-    "MethodRegistry",
-    "RequestId",
-    "encode_message",
-]
-
-#: The ACP notification that cancels a request (:data:`acpkit.rpc_cancel.ACP_CANCELLATION`).
-CANCEL_REQUEST = ACP_CANCELLATION.method
+__all__ = ["DEFAULT_MAX_BUFFERED_OUTPUT", "JUNK_LINE_KEPT", "JSONRPCEngine"]
 
 #: How many bytes of the first junk line (not a JSON object) are kept for diagnostics.
 JUNK_LINE_KEPT = 1024
@@ -255,86 +243,6 @@ JUNK_LINE_KEPT = 1024
 #: Default for ``max_buffered_output``: how many bytes we write while the peer is not
 #: reading our output before new inbound requests stop being started (Back-pressure).
 DEFAULT_MAX_BUFFERED_OUTPUT = 16 * 1024 * 1024
-
-RequestHandler = Callable[["InboundRequest"], Any]
-NotificationHandler = Callable[[Any, "Mapping[str, Any] | None"], Any]
-CancelledResult = Callable[["InboundRequest"], Any]
-
-
-_valid_id = is_valid_id
-_HugeInt = HugeInt
-
-
-@attrs.define
-class _RequestMethod:
-    handler: RequestHandler
-    cancelled_result: CancelledResult | None
-    params_optional: bool
-
-
-@attrs.define
-class _NotificationMethod:
-    handler: NotificationHandler
-    params_optional: bool
-
-
-class MethodRegistry:
-    """
-    The methods one side handles.  Extension methods (``_vendor/...``) are registered
-    the same way as ACP methods.
-    """
-
-    def __init__(self) -> None:
-        self._requests: dict[str, _RequestMethod] = {}
-        self._notifications: dict[str, _NotificationMethod] = {}
-
-    def add_request(
-        self,
-        method: str,
-        handler: RequestHandler,
-        *,
-        cancelled_result: CancelledResult | None = None,
-        params_optional: bool = False,
-    ) -> None:
-        """
-        Handle requests for ``method`` with ``handler(request)``.
-
-        The handler returns a value, a Deferred or a coroutine; it raises (or fails
-        with) an :class:`RPCError` to answer with that error.  ``cancelled_result``:
-        when the request is cancelled (queued, or running and the handler ended with
-        ``CancelledError``) answer with ``cancelled_result(request)`` as the RESULT
-        instead of -32800.  ``params_optional``: accept a request without params
-        (``request.params is None``) instead of answering -32602.
-        """
-        self._requests[method] = _RequestMethod(handler, cancelled_result, params_optional)
-
-    def add_notification(
-        self, method: str, handler: NotificationHandler, *, params_optional: bool = False
-    ) -> None:
-        """
-        Handle notifications for ``method`` with ``handler(params, meta)``.
-
-        A returned unfired Deferred (or unfinished coroutine) holds the processing of
-        later messages until it fires.  Notifications without an object ``params`` are
-        dropped (logged) unless ``params_optional``.
-        """
-        self._notifications[method] = _NotificationMethod(handler, params_optional)
-
-    def request_method(self, method: str) -> _RequestMethod | None:
-        """The registration for request ``method``, if any."""
-        return self._requests.get(method)
-
-    def notification_method(self, method: str) -> _NotificationMethod | None:
-        """The registration for notification ``method``, if any."""
-        return self._notifications.get(method)
-
-    def request_methods(self) -> frozenset[str]:
-        """Names of the registered request methods."""
-        return frozenset(self._requests)
-
-    def notification_methods(self) -> frozenset[str]:
-        """Names of the registered notification methods."""
-        return frozenset(self._notifications)
 
 
 @attrs.define
@@ -349,7 +257,7 @@ class _Head:
     def request_id(self) -> RequestId | None:
         """The id of a request (``method`` and a whole, valid ``id`` seen), else None."""
         request_id = self.values.get("id")
-        if "method" in self.keys and _valid_id(request_id):
+        if "method" in self.keys and is_valid_id(request_id):
             return request_id  # type: ignore[return-value]
         return None
 
@@ -429,7 +337,7 @@ class JSONRPCEngine(Protocol):
     ``framing.sendMessage`` (:class:`acpkit.framing.IMessageSender`).  So the same class
     runs over any framing: ``JSONRPCEngine(registry, framing=NDJSONProtocol(),
     cancellation=MCP_CANCELLATION)`` is MCP over stdio.  :class:`JSONRPCProtocol`
-    (NDJSON, ACP) and :class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol`
+    (NDJSON, ACP) and :class:`acpkit.jsonrpc.content_length.ContentLengthJSONRPCProtocol`
     (``Content-Length``, LSP) only choose a framing and a policy.
 
     A framing that reads no byte stream (MCP's Streamable HTTP: a POST per message, the
@@ -443,7 +351,7 @@ class JSONRPCEngine(Protocol):
 
     ``registry`` holds the methods this side handles; ``clock`` drives timeouts
     (default: the global reactor); ``name`` labels log lines; ``cancellation`` is the
-    dialect's way to cancel requests (:mod:`acpkit.rpc_cancel`; default: the class's);
+    dialect's way to cancel requests (:mod:`acpkit.jsonrpc.cancel`; default: the class's);
     ``framing`` is an unconnected framing without a receiver (default: the class's
     :meth:`make_framing`); ``max_line_length`` sets its ``MAX_LENGTH``.
     """
@@ -476,7 +384,7 @@ class JSONRPCEngine(Protocol):
         if cancellation is not None:
             self.cancellation = cancellation
         elif getattr(self, "cancellation", None) is None:
-            raise ValueError("a cancellation policy is needed (see acpkit.rpc_cancel)")
+            raise ValueError("a cancellation policy is needed (see acpkit.jsonrpc.cancel)")
         if max_concurrent_requests < 1:
             raise ValueError("max_concurrent_requests must be at least 1")
         if max_queued_requests < 0:
@@ -1060,13 +968,13 @@ class JSONRPCEngine(Protocol):
         if self.first_junk_line is None:
             self.first_junk_line = line[:JUNK_LINE_KEPT]
 
-    def _refuse_huge_ints(self, obj: dict[str, Any], huge: list[_HugeInt]) -> bool:
+    def _refuse_huge_ints(self, obj: dict[str, Any], huge: list[HugeInt]) -> bool:
         """
         Answer a message holding integers too long to represent; False: process it as
         usual (it is invalid for another reason anyway).
         """
         request_id = obj.get("id")
-        if isinstance(request_id, _HugeInt):
+        if isinstance(request_id, HugeInt):
             self._invalid(
                 None,
                 f"the id is an integer of {request_id.digits} digits, too long to be "
@@ -1082,7 +990,7 @@ class JSONRPCEngine(Protocol):
                     "{peer}: notification dropped: {reason}", peer=self.name, reason=reason
                 )
                 return True
-            if not _valid_id(request_id) or obj.get("jsonrpc") != "2.0":
+            if not is_valid_id(request_id) or obj.get("jsonrpc") != "2.0":
                 return False
             if not isinstance(obj["method"], str) or request_id in self._dispatch.inbound:
                 return False
@@ -1359,19 +1267,3 @@ class JSONRPCEngine(Protocol):
             too_large = self._too_long_to_send(f"{what} (id {request.id!r})", len(line))
             line = encode_message(error_message(request.id, too_large))
         return self._write(line)
-
-
-class JSONRPCProtocol(JSONRPCEngine):
-    """
-    JSON-RPC 2.0 for ACP: the engine holding a newline-delimited framing (one message per
-    line, :class:`acpkit.framing.NDJSONProtocol`, in :attr:`framing`), cancelling with
-    ``$/cancel_request`` (:data:`acpkit.rpc_cancel.ACP_CANCELLATION`).  Pass
-    ``cancellation`` for another dialect over the same framing (MCP over stdio:
-    ``MCP_CANCELLATION``).
-    """
-
-    cancellation = ACP_CANCELLATION
-
-    def make_framing(self) -> NDJSONProtocol:
-        """A new :class:`~acpkit.framing.NDJSONProtocol`."""
-        return NDJSONProtocol()
