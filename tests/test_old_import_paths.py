@@ -2,9 +2,10 @@
 The module paths of the 0.1.0 release keep working for one minor release.
 
 Each module that moved when the layers became packages is still importable at its old
-path, and every name its 0.1.0 ``__all__`` listed is the very object now defined at the
-new home.  The one-line modules left at the old paths say where the code went and until
-which release they stay.
+path, and every public name it defined in 0.1.0 (its ``__all__`` and its other public
+top-level names, type variables aside) is the very object now defined at the new home.
+The one-line modules left at the old paths say where the code went and until which
+release they stay.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 #: Release until which (excluded) the old paths are kept.
 UNTIL = "0.3.0"
 
-#: Old module path -> (its new home, the names of its 0.1.0 ``__all__``).
+#: Old module path -> (its new home, the public names it defined in 0.1.0).
 MOVED: dict[str, tuple[str, list[str]]] = {
     "acpkit.framing": (
         "acpkit.framing",
@@ -27,6 +28,7 @@ MOVED: dict[str, tuple[str, list[str]]] = {
             "IMessageSender",
             "LineTracer",
             "NDJSONProtocol",
+            "OVERSIZED_HEAD",
         ],
     ),
     "acpkit.framing_headers": (
@@ -37,11 +39,15 @@ MOVED: dict[str, tuple[str, list[str]]] = {
         "acpkit.jsonrpc",
         [
             "CANCEL_REQUEST",
+            "CancelledResult",
             "DEFAULT_MAX_BUFFERED_OUTPUT",
             "InboundRequest",
             "JSONRPCEngine",
             "JSONRPCProtocol",
+            "JUNK_LINE_KEPT",
             "MethodRegistry",
+            "NotificationHandler",
+            "RequestHandler",
             "RequestId",
             "encode_message",
         ],
@@ -59,6 +65,8 @@ MOVED: dict[str, tuple[str, list[str]]] = {
     "acpkit.rpc_classify": (
         "acpkit.jsonrpc.classify",
         [
+            "Event",
+            "HugeInt",
             "Invalid",
             "Notification",
             "Request",
@@ -78,7 +86,10 @@ MOVED: dict[str, tuple[str, list[str]]] = {
         "acpkit.jsonrpc.content_length",
         ["ContentLengthJSONRPCProtocol"],
     ),
-    "acpkit.rpc_dispatch": ("acpkit.jsonrpc.dispatch", ["InboundDispatcher", "InboundRequest"]),
+    "acpkit.rpc_dispatch": (
+        "acpkit.jsonrpc.dispatch",
+        ["CancelledResult", "InboundDispatcher", "InboundRequest"],
+    ),
     "acpkit.rpc_outgoing": (
         "acpkit.jsonrpc.outgoing",
         ["FORGOTTEN_IDS", "OutgoingRequest", "OutgoingRequests"],

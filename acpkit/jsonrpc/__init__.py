@@ -14,6 +14,9 @@ module                                  its job
 :mod:`acpkit.jsonrpc.content_length`    :class:`ContentLengthJSONRPCProtocol`: the engine
                                         over ``Content-Length`` framing (LSP)
 :mod:`acpkit.jsonrpc.registry`          :class:`MethodRegistry`: the methods one side handles
+:mod:`acpkit.jsonrpc.receive`           the receive path: one message in, the answer, the
+                                        handler or the pending request it calls for
+:mod:`acpkit.jsonrpc.oversized`         what the head of an oversized message shows
 :mod:`acpkit.jsonrpc.classify`          pure: bytes to a JSON value to one event (request,
                                         notification, response, invalid)
 :mod:`acpkit.jsonrpc.dispatch`          inbound: wire order, handler slots, queue,
@@ -46,10 +49,11 @@ if TYPE_CHECKING:
     )
     from acpkit.jsonrpc.classify import RequestId, encode_message
     from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
-    from acpkit.jsonrpc.dispatch import InboundRequest
+    from acpkit.jsonrpc.dispatch import CancelledResult, InboundRequest, RequestHandler
     from acpkit.jsonrpc.engine import DEFAULT_MAX_BUFFERED_OUTPUT, JSONRPCEngine
     from acpkit.jsonrpc.protocol import CANCEL_REQUEST, JSONRPCProtocol
-    from acpkit.jsonrpc.registry import MethodRegistry
+    from acpkit.jsonrpc.receive import JUNK_LINE_KEPT
+    from acpkit.jsonrpc.registry import MethodRegistry, NotificationHandler
 
 #: Public name -> the module of this package that defines it.
 _WHERE = {
@@ -61,20 +65,26 @@ _WHERE = {
     "RequestId": "classify",
     "encode_message": "classify",
     "ContentLengthJSONRPCProtocol": "content_length",
+    "CancelledResult": "dispatch",
     "InboundRequest": "dispatch",
+    "RequestHandler": "dispatch",
     "DEFAULT_MAX_BUFFERED_OUTPUT": "engine",
     "JSONRPCEngine": "engine",
     "CANCEL_REQUEST": "protocol",
     "JSONRPCProtocol": "protocol",
+    "JUNK_LINE_KEPT": "receive",
     "MethodRegistry": "registry",
+    "NotificationHandler": "registry",
 }
 
 __all__ = [
     "ACP_CANCELLATION",
     "CANCEL_REQUEST",
     "DEFAULT_MAX_BUFFERED_OUTPUT",
+    "JUNK_LINE_KEPT",
     "LSP_CANCELLATION",
     "MCP_CANCELLATION",
+    "CancelledResult",
     "ContentLengthJSONRPCProtocol",
     "ICancellationPolicy",
     "InboundRequest",
@@ -82,6 +92,8 @@ __all__ = [
     "JSONRPCProtocol",
     "MethodRegistry",
     "NotificationCancellation",
+    "NotificationHandler",
+    "RequestHandler",
     "RequestId",
     "encode_message",
 ]

@@ -52,13 +52,14 @@ is called, which on Twisted is exactly "the reactor is the asyncio reactor".
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Generator
+import inspect
+from collections.abc import Awaitable, Coroutine, Generator
 from typing import Any, TypeVar
 
-from twisted.internet.defer import CancelledError, Deferred
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.python.failure import Failure
 
-__all__ = ["coroutine_deferred", "running_loop", "task_awaitable"]
+__all__ = ["as_deferred", "coroutine_deferred", "running_loop", "task_awaitable"]
 
 T = TypeVar("T")
 
@@ -88,6 +89,25 @@ def coroutine_deferred(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
     d = Deferred.fromFuture(task)
     d.addErrback(_as_twisted_cancel)
     return d
+
+
+def as_deferred(value: Any) -> Deferred[Any]:
+    """
+    What a handler returned, as a Deferred: a Deferred as it is, a coroutine run by
+    :func:`coroutine_deferred`, any other awaitable awaited the same way, anything else
+    a fired Deferred of that value.
+    """
+    if isinstance(value, Deferred):
+        return value
+    if inspect.iscoroutine(value):
+        return coroutine_deferred(value)
+    if inspect.isawaitable(value):
+        return coroutine_deferred(_awaited(value))
+    return succeed(value)
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 def task_awaitable(d: Deferred[T]) -> Deferred[T]:

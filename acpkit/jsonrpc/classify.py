@@ -46,6 +46,8 @@ from acpkit.jsonrpc.jsonbytes import (
 )
 
 __all__ = [
+    "Event",
+    "HugeInt",
     "Invalid",
     "Notification",
     "Request",

@@ -22,9 +22,10 @@ ends with ``CancelledError`` (cancelled)    the method's ``cancelled_result``, e
 ==========================================  =========================================
 
 A queued request that is cancelled is answered at once and never started.  The
-dispatcher writes nothing itself: it hands each answer to its host (the engine,
-:class:`acpkit.jsonrpc.JSONRPCEngine`), which encodes, bounds and writes it, and tells
-the host when the connection may have become idle (``_check_eof``).
+dispatcher writes nothing itself: it hands each answer to its host, which encodes,
+bounds and writes it, and tells the host when the connection may have become idle.  The
+host is a :class:`DispatchHost`, the engine (:class:`acpkit.jsonrpc.JSONRPCEngine`) in
+acpkit; the dispatcher knows it by that interface only.
 """
 
 from __future__ import annotations
@@ -33,44 +34,83 @@ import inspect
 from collections import deque
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import attrs
-from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.defer import CancelledError, Deferred
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit.errors import InternalError, RPCError
-from acpkit.jsonrpc.asyncio_bridge import coroutine_deferred
+from acpkit.jsonrpc.asyncio_bridge import as_deferred
+from acpkit.jsonrpc.cancel import ICancellationPolicy
 from acpkit.jsonrpc.classify import RequestId
 
-if TYPE_CHECKING:
-    from acpkit.jsonrpc.engine import JSONRPCEngine
+__all__ = [
+    "CancelledResult",
+    "DispatchHost",
+    "InboundDispatcher",
+    "InboundRequest",
+    "RequestHandler",
+    "RequestOwner",
+]
 
-__all__ = ["InboundDispatcher", "InboundRequest"]
-
+#: A request handler: called with the request, returns its result (a value, a Deferred,
+#: a coroutine or another awaitable) or raises an :class:`~acpkit.errors.RPCError`.
+RequestHandler = Callable[["InboundRequest"], Any]
+#: The result a cancelled request answers with instead of the policy's error.
 CancelledResult = Callable[["InboundRequest"], Any]
 
 
-class _Owner(Protocol):
-    """Who answers a request cancelled before it started (the engine, or a dispatcher)."""
+class RequestOwner(Protocol):
+    """Who answers a request cancelled before it started (the dispatcher)."""
 
-    def _answer_cancelled(self, request: InboundRequest) -> None: ...
-
-
-def _as_deferred(value: Any) -> Deferred[Any]:
-    """A handler's return value as a Deferred (coroutines are wrapped)."""
-    if isinstance(value, Deferred):
-        return value
-    if inspect.iscoroutine(value):
-        return coroutine_deferred(value)  # an asyncio task on the asyncio reactor
-    return succeed(value)
+    def answer_cancelled(self, request: InboundRequest, /) -> None:
+        """Answer ``request``, cancelled before its handler ran."""
 
 
-def _call_handler(fn: Callable[..., Any], *args: Any) -> Deferred[Any]:
-    try:
-        return _as_deferred(fn(*args))
-    except BaseException:
-        return fail()
+class DispatchHost(Protocol):
+    """
+    What an :class:`InboundDispatcher` needs from the engine that feeds it, and nothing
+    more: the engine (:class:`acpkit.jsonrpc.JSONRPCEngine`) provides it.
+    """
+
+    #: The peer's name, in log lines.
+    name: str
+    #: How many request handlers may run at once.
+    max_concurrent_requests: int
+    #: How many requests may wait for a handler slot.
+    max_queued_requests: int
+    #: Called with each accepted request before it may wait for a slot, or None.
+    on_request_received: Callable[[InboundRequest], None] | None
+
+    @property
+    def log(self) -> Logger:
+        """Where failures of handlers and callbacks are logged."""
+
+    @property
+    def cancellation(self) -> ICancellationPolicy:
+        """The dialect's cancellation: whether and how a cancelled request is answered."""
+
+    def process_message(self, data: bytes, /) -> None:
+        """Process one whole message now (its turn in wire order has come)."""
+
+    def process_oversized(self, head: bytes, /) -> None:
+        """Process the head of an oversized message now (its turn has come)."""
+
+    def update_reading(self) -> None:
+        """Whether the stream is held may have changed: pause or resume reading."""
+
+    def check_finished(self) -> None:
+        """Work may have ended: close the connection if the input ended and all is done."""
+
+    def output_over_budget(self) -> bool:
+        """True while the peer does not read and what we wrote since is over budget."""
+
+    def write_reply(
+        self, request: InboundRequest, message: dict[str, Any], is_error: bool, /
+    ) -> bool:
+        """Encode and write the answer to ``request``; False when it could not be written."""
 
 
 class _State(Enum):
@@ -87,7 +127,10 @@ class InboundRequest:
 
     ``params`` is exactly what was received (a dict, or ``None`` when absent, for
     methods registered with ``params_optional``); ``_meta`` stays inside it and is also
-    handed separately as ``meta`` (``None`` when absent or not an object).
+    handed separately as ``meta`` (``None`` when absent or not an object).  ``handler``
+    is what the dispatcher runs for it, ``cancelled_result`` what answers it when it is
+    cancelled (the registration's), ``protocol`` who answers it when it is cancelled
+    before it started (its dispatcher).
     """
 
     id: RequestId
@@ -96,11 +139,14 @@ class InboundRequest:
     meta: Mapping[str, Any] | None
     #: True once the request is answered (or abandoned because the connection was lost).
     answered: bool = False
-    _protocol: _Owner | None = attrs.field(default=None, repr=False, alias="protocol")
+    _protocol: RequestOwner | None = attrs.field(default=None, repr=False, alias="protocol")
+    _handler: RequestHandler | None = attrs.field(default=None, repr=False, alias="handler")
+    _cancelled_result: CancelledResult | None = attrs.field(
+        default=None, repr=False, alias="cancelled_result"
+    )
     _state: _State = attrs.field(default=_State.NEW, init=False)
     _deferred: Deferred[Any] | None = attrs.field(default=None, init=False, repr=False)
     _after: list[Callable[[], None]] = attrs.field(factory=list, init=False, repr=False)
-    _cancelled_result: CancelledResult | None = attrs.field(default=None, init=False, repr=False)
     #: True once cancel() was called.
     cancel_requested: bool = attrs.field(default=False, init=False)
 
@@ -117,7 +163,7 @@ class InboundRequest:
                 self._deferred.cancel()
             return
         if self._protocol is not None:
-            self._protocol._answer_cancelled(self)
+            self._protocol.answer_cancelled(self)
 
     def after_reply(self, fn: Callable[[], None]) -> None:
         """
@@ -134,7 +180,7 @@ class InboundRequest:
 class InboundDispatcher:
     """Inbound messages of one connection: wire order, request slots, queue, cancellation."""
 
-    def __init__(self, host: JSONRPCEngine) -> None:
+    def __init__(self, host: DispatchHost) -> None:
         self._host = host
         #: Requests in progress (queued or running) by id.
         self.inbound: dict[RequestId, InboundRequest] = {}
@@ -162,23 +208,23 @@ class InboundDispatcher:
             while backlog and self.held is None:
                 data, oversized = backlog.popleft()
                 if oversized:
-                    host._process_oversized(data)
+                    host.process_oversized(data)
                 else:
-                    host._process_line(data)
+                    host.process_message(data)
         finally:
             self._draining = False
-        host._update_reading()
-        host._check_eof()
+        host.update_reading()
+        host.check_finished()
 
     def hold(self, d: Deferred[Any], method: str) -> None:
         """A notification handler returned ``d``: later messages wait until it fires."""
         self.held = d
         host = self._host
-        host._update_reading()
+        host.update_reading()
 
         def release(result: object) -> None:
             if isinstance(result, Failure) and not isinstance(result.value, CancelledError):
-                host._log.failure(
+                host.log.failure(
                     "{peer}: notification handler for {method} failed",
                     result,
                     peer=host.name,
@@ -205,14 +251,10 @@ class InboundDispatcher:
 
     # -- requests ----------------------------------------------------------------------
 
-    def _answer_cancelled(self, request: InboundRequest) -> None:
-        """What :meth:`InboundRequest.cancel` calls for a request not running yet."""
-        self.answer_cancelled(request)
-
     def is_full(self) -> bool:
         """True when a new request could neither start nor wait in the queue."""
         host = self._host
-        return (self.running >= host.max_concurrent_requests or host._output_over_budget()) and (
+        return (self.running >= host.max_concurrent_requests or host.output_over_budget()) and (
             len(self.queue) >= host.max_queued_requests
         )
 
@@ -224,7 +266,7 @@ class InboundDispatcher:
             try:
                 callback(request)
             except Exception:
-                self._host._log.failure("{peer}: on_request_received failed", peer=self._host.name)
+                self._host.log.failure("{peer}: on_request_received failed", peer=self._host.name)
         if request.answered:
             return
         request._state = _State.QUEUED
@@ -252,27 +294,27 @@ class InboundDispatcher:
             while (
                 self.queue
                 and self.running < self._host.max_concurrent_requests
-                and not self._host._output_over_budget()
+                and not self._host.output_over_budget()
             ):
                 self._start(self.queue.popleft())
         finally:
             self._pumping = False
 
     def _start(self, request: InboundRequest) -> None:
-        registration = self._host.registry.request_method(request.method)
-        assert registration is not None
+        handler = request._handler
+        assert handler is not None, "a request is accepted with its handler"
         request._state = _State.RUNNING
         self.running += 1
         try:
-            result = registration.handler(request)
+            result = handler(request)
         except BaseException:
             self._handler_done(Failure(), request)
             return
-        if not isinstance(result, Deferred) and not inspect.iscoroutine(result):
+        if not isinstance(result, Deferred) and not inspect.isawaitable(result):
             # A synchronous handler: answer now, no Deferred needed.
             self._handler_done(result, request)
             return
-        d = _as_deferred(result)
+        d = as_deferred(result)
         request._deferred = d
         d.addBoth(self._handler_done, request)
         if request.cancel_requested and not request.answered:
@@ -289,7 +331,7 @@ class InboundDispatcher:
         elif isinstance(result.value, RPCError):
             self.answer(request, error=result.value)
         else:
-            self._host._log.failure(
+            self._host.log.failure(
                 "{peer}: handler for {method} (id {id}) failed",
                 result,
                 peer=self._host.name,
@@ -307,7 +349,7 @@ class InboundDispatcher:
         if cancelled is None:
             self.finish(request)
             self.pump()
-            self._host._check_eof()
+            self._host.check_finished()
             return
         make = request._cancelled_result
         if make is None:
@@ -318,7 +360,7 @@ class InboundDispatcher:
         except RPCError as e:
             self.answer(request, error=e)
         except Exception:
-            self._host._log.failure(
+            self._host.log.failure(
                 "{peer}: cancelled_result for {method} failed",
                 peer=self._host.name,
                 method=request.method,
@@ -337,7 +379,7 @@ class InboundDispatcher:
             message = {"jsonrpc": "2.0", "id": request.id, "error": error.to_json()}
         else:
             message = {"jsonrpc": "2.0", "id": request.id, "result": result}
-        written = self._host._write_reply(request, message, error is not None)
+        written = self._host.write_reply(request, message, error is not None)
         self.finish(request)
         if written:
             after, request._after = request._after, []
@@ -345,11 +387,11 @@ class InboundDispatcher:
                 try:
                     fn()
                 except Exception:
-                    self._host._log.failure(
+                    self._host.log.failure(
                         "{peer}: after_reply callback failed", peer=self._host.name
                     )
         self.pump()
-        self._host._check_eof()
+        self._host.check_finished()
 
     def finish(self, request: InboundRequest) -> None:
         """Mark ``request`` answered and free its slot (no reply written here)."""

@@ -1,22 +1,29 @@
 """
 The JSON-RPC 2.0 engine, untyped: params and results are JSON builtins.
 
-:class:`JSONRPCEngine` takes whole messages from a framing and classifies each once by
-its keys (:mod:`acpkit.jsonrpc.classify`: ``id`` + ``method``: request; ``id`` + ``result``
-xor ``error``: response; ``method`` alone: notification), correlates our outgoing
-requests with their responses (:mod:`acpkit.jsonrpc.outgoing`), dispatches inbound requests
-and notifications to a :class:`MethodRegistry`, and cancels both ways with its
-dialect's notification (:mod:`acpkit.jsonrpc.cancel`).
-
-The engine is the Twisted protocol connected to the transport, and it holds its framing
-(:class:`acpkit.framing.IFraming`, in ``framing``) instead of inheriting one: it hands
-the framing every read, the framing calls it back with whole messages
+:class:`JSONRPCEngine` is the Twisted protocol connected to the transport.  It holds its
+framing (:class:`acpkit.framing.IFraming`, in ``framing``) instead of inheriting one: it
+hands the framing every read, the framing calls it back with whole messages
 (:class:`acpkit.framing.IFramedMessageReceiver`), and it writes each message with the
 framing's ``sendMessage`` (:class:`acpkit.framing.IMessageSender`).  So one engine class
 runs over any framing, one with no byte stream included (see :class:`JSONRPCEngine`).
-:class:`JSONRPCProtocol` is the engine holding an :class:`acpkit.framing.NDJSONProtocol`
-with ACP's ``$/cancel_request``; :class:`acpkit.jsonrpc.content_length.ContentLengthJSONRPCProtocol`
-the engine holding a ``Content-Length`` framing with LSP's ``$/cancelRequest``.  Below,
+:class:`acpkit.jsonrpc.JSONRPCProtocol` is the engine holding an
+:class:`acpkit.framing.NDJSONProtocol` with ACP's ``$/cancel_request``;
+:class:`acpkit.jsonrpc.ContentLengthJSONRPCProtocol` the engine holding a
+``Content-Length`` framing with LSP's ``$/cancelRequest``.
+
+The engine joins pieces that know one another only by small interfaces: each message
+waits its turn in the dispatcher (:mod:`acpkit.jsonrpc.dispatch`, wire order), is read
+by the reader (:mod:`acpkit.jsonrpc.receive`), which classifies it once by its keys
+(:mod:`acpkit.jsonrpc.classify`: ``id`` + ``method``: request; ``id`` + ``result`` xor
+``error``: response; ``method`` alone: notification), hands requests to the dispatcher
+(handler slots, queue, one answer each), notifications to their handlers in a
+:class:`~acpkit.jsonrpc.MethodRegistry`, and responses to the table of our pending
+requests (:mod:`acpkit.jsonrpc.outgoing`); both ways, requests are cancelled with the
+dialect's notification (:mod:`acpkit.jsonrpc.cancel`).  The engine itself writes, bounds
+sizes, applies back-pressure, and handles the end of input and of the connection; it is
+the dispatcher's :class:`~acpkit.jsonrpc.dispatch.DispatchHost` and the reader's
+:class:`~acpkit.jsonrpc.receive.ReaderHost`.  Below,
 "line" is one framed message.
 
 Error replies
@@ -178,12 +185,10 @@ fail at once.
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Never
 
-import attrs
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import (
     IHalfCloseableProtocol,
@@ -199,13 +204,8 @@ from zope.interface import implementer
 from acpkit.errors import (
     ConnectionLost,
     InternalError,
-    InvalidParams,
-    InvalidRequest,
     MessageTooLarge,
-    MethodNotFound,
-    ParseError,
     RequestTimeout,
-    RPCError,
     clip,
 )
 from acpkit.framing import (
@@ -216,109 +216,17 @@ from acpkit.framing import (
     LineTracer,
 )
 from acpkit.jsonrpc.cancel import ICancellationPolicy
-from acpkit.jsonrpc.classify import (
-    HugeInt,
-    Invalid,
-    Notification,
-    Request,
-    RequestId,
-    Response,
-    TooDeep,
-    Unparsable,
-    classify,
-    decode_message,
-    encode_message,
-    error_message,
-    is_valid_id,
-)
-from acpkit.jsonrpc.dispatch import InboundDispatcher, InboundRequest, _as_deferred
-from acpkit.jsonrpc.outgoing import OutgoingRequest, OutgoingRequests
+from acpkit.jsonrpc.classify import RequestId, encode_message, error_message
+from acpkit.jsonrpc.dispatch import InboundDispatcher, InboundRequest
+from acpkit.jsonrpc.outgoing import OutgoingRequests
+from acpkit.jsonrpc.receive import JUNK_LINE_KEPT, MessageReader
 from acpkit.jsonrpc.registry import MethodRegistry
 
 __all__ = ["DEFAULT_MAX_BUFFERED_OUTPUT", "JUNK_LINE_KEPT", "JSONRPCEngine"]
 
-#: How many bytes of the first junk line (not a JSON object) are kept for diagnostics.
-JUNK_LINE_KEPT = 1024
-
 #: Default for ``max_buffered_output``: how many bytes we write while the peer is not
 #: reading our output before new inbound requests stop being started (Back-pressure).
 DEFAULT_MAX_BUFFERED_OUTPUT = 16 * 1024 * 1024
-
-
-@attrs.define
-class _Head:
-    """What the first bytes of an oversized line show of its top-level object."""
-
-    #: The top-level keys seen, in order, including the one whose value was cut off.
-    keys: list[str] = attrs.Factory(list)
-    #: The top-level values read whole (a value cut off by the head is absent).
-    values: dict[str, object] = attrs.Factory(dict)
-
-    def request_id(self) -> RequestId | None:
-        """The id of a request (``method`` and a whole, valid ``id`` seen), else None."""
-        request_id = self.values.get("id")
-        if "method" in self.keys and is_valid_id(request_id):
-            return request_id  # type: ignore[return-value]
-        return None
-
-    def method(self) -> str | None:
-        """The ``method`` when it was read whole, else None."""
-        method = self.values.get("method")
-        return method if isinstance(method, str) else None
-
-    def kind(self) -> str:
-        """request, notification (as far as the head shows), response, or unknown."""
-        if "method" in self.keys:
-            return "request" if "id" in self.keys else "notification"
-        if "result" in self.keys or "error" in self.keys:
-            return "response"
-        return "unknown"
-
-
-def _scan_head(head: bytes) -> _Head:
-    """
-    Read the top-level keys and values at the start of a truncated JSON object.
-
-    Values are decoded only when they are complete within ``head``; a long value (the
-    params that made the line too long) stops the scan, so keys after it are not seen.
-    """
-    text = head.decode("utf-8", errors="replace")
-    decoder = json.JSONDecoder()
-    found = _Head()
-    pos = 0
-    n = len(text)
-
-    def skip(p: int) -> int:
-        while p < n and text[p] in " \t\r\n":
-            p += 1
-        return p
-
-    pos = skip(pos)
-    if pos >= n or text[pos] != "{":
-        return found
-    pos += 1
-    while True:
-        pos = skip(pos)
-        if pos >= n or text[pos] != '"':
-            return found
-        try:
-            key, pos = decoder.raw_decode(text, pos)
-        except ValueError:
-            return found
-        pos = skip(pos)
-        if pos >= n or text[pos] != ":":
-            return found
-        found.keys.append(key)
-        pos = skip(pos + 1)
-        try:
-            value, pos = decoder.raw_decode(text, pos)
-        except (ValueError, RecursionError):
-            return found
-        found.values[key] = value
-        pos = skip(pos)
-        if pos >= n or text[pos] != ",":
-            return found
-        pos += 1
 
 
 @implementer(IPushProducer, IHalfCloseableProtocol, IFramedMessageReceiver, IMessageSender, ITraced)
@@ -422,8 +330,9 @@ class JSONRPCEngine(Protocol):
         self.connected = False
         # outgoing
         self._outgoing = OutgoingRequests()
-        # inbound
+        # inbound: wire order and request slots, then what each message calls for
         self._dispatch = InboundDispatcher(self)
+        self._reader = MessageReader(self, self._dispatch, self._outgoing)
         # input end, flow control, close
         self._eof = False
         self._eof_handled = False
@@ -435,14 +344,6 @@ class JSONRPCEngine(Protocol):
         self._written_while_paused = 0
         self._reading_paused = False
         self._writable_waiters: list[Deferred[None]] = []
-        self._oversized_dropped = 0
-        self._undecodable_dropped = 0
-        #: How many incoming lines were not a JSON object at all (not UTF-8, not JSON,
-        #: or another JSON value): junk such as a banner or a print on the peer's stdout.
-        self.junk_lines = 0
-        #: The first of those lines as received (its first ``JUNK_LINE_KEPT`` bytes), or
-        #: None: a client shows it in the errors it reports without ``-v``.
-        self.first_junk_line: bytes | None = None
 
     @property
     def undecodable_dropped(self) -> int:
@@ -452,7 +353,23 @@ class JSONRPCEngine(Protocol):
         notification or response, since the connection started.  Each one is also
         logged (a client shows the count: its agent's updates may be among them).
         """
-        return self._undecodable_dropped
+        return self._reader.undecodable_dropped
+
+    @property
+    def junk_lines(self) -> int:
+        """
+        How many incoming lines were not a JSON object at all (not UTF-8, not JSON, or
+        another JSON value): junk such as a banner or a print on the peer's stdout.
+        """
+        return self._reader.junk_lines
+
+    @property
+    def first_junk_line(self) -> bytes | None:
+        """
+        The first of those lines as received (its first ``JUNK_LINE_KEPT`` bytes), or
+        None: a client shows it in the errors it reports without ``-v``.
+        """
+        return self._reader.first_junk_line
 
     #: A subclass's ``MAX_LENGTH = n`` class attribute (see ``__init_subclass__``).
     _class_max_length: int | None = None
@@ -534,7 +451,7 @@ class JSONRPCEngine(Protocol):
         (requests, notifications, responses or anything else), since the connection
         started.  Each one is also logged with its method when its head shows it.
         """
-        return self._oversized_dropped
+        return self._reader.oversized_dropped
 
     # -- connection ---------------------------------------------------------------
 
@@ -630,7 +547,7 @@ class JSONRPCEngine(Protocol):
         self._written_while_paused = 0
         self.paused = False
         self.dataReceived(b"")
-        self._update_reading()
+        self.update_reading()
         self._dispatch.pump()
         waiters, self._writable_waiters = self._writable_waiters, []
         for w in waiters:
@@ -652,25 +569,10 @@ class JSONRPCEngine(Protocol):
         self._writable_waiters.append(d)
         return d
 
-    def _output_over_budget(self) -> bool:
-        """True while the peer is not reading and we wrote ``max_buffered_output`` since."""
-        return self._write_paused and self._written_while_paused >= self.max_buffered_output
-
-    def _update_reading(self) -> None:
-        # Only a held notification handler stops reading; write pressure never does.
-        want = self._dispatch.held is not None
-        if want == self._reading_paused or not self.connected or self.transport is None:
-            return
-        if getattr(self.transport, "disconnecting", False):
-            return
-        self._reading_paused = want
-        toggle = getattr(self.transport, "pauseProducing" if want else "resumeProducing", None)
-        if toggle is not None:
-            toggle()
-
     # -- writing ------------------------------------------------------------------
 
-    def _write(self, line: bytes) -> bool:
+    def write(self, line: bytes, /) -> bool:
+        """Write one encoded message, as is (False, and logged, when not connected)."""
         if not self.connected or self.transport is None:
             self._log.debug(
                 "{peer}: not connected, dropped {line!r}", peer=self.name, line=line[:80]
@@ -741,7 +643,7 @@ class JSONRPCEngine(Protocol):
         _, outgoing = self._outgoing.add(method, d, len(line))
         if timeout is not None:
             outgoing.timer = self._clock.callLater(timeout, self._timed_out, request_id, timeout)
-        self._write(line)
+        self.write(line)
         return d
 
     def notify(self, method: str, params: Any = None) -> None:
@@ -760,7 +662,7 @@ class JSONRPCEngine(Protocol):
         if len(line) > self.framing.MAX_LENGTH:
             self._too_long_to_send(f"the {method} notification", len(line))
             return
-        self._write(line)
+        self.write(line)
 
     def _too_long_to_send(self, what: str, size: int) -> MessageTooLarge:
         """The error for a line of ours longer than our own limit (it is not sent)."""
@@ -831,8 +733,7 @@ class JSONRPCEngine(Protocol):
         block): answer -32700 with id ``null`` and ``reason``, then close.
         """
         self._log.error("{peer}: {reason}; closing", peer=self.name, reason=reason)
-        self._undecodable_dropped += 1
-        self._send_error(None, ParseError(reason))
+        self._reader.framing_failed(reason)
         self.close()
 
     def inputEnded(self) -> None:
@@ -852,7 +753,51 @@ class JSONRPCEngine(Protocol):
     def writeConnectionLost(self) -> None:
         """The peer will read nothing more; nothing to do (``connectionLost`` follows)."""
 
-    def _check_eof(self) -> None:
+    # -- the host of the dispatcher and of the reader (DispatchHost, ReaderHost) --------
+    # What acpkit.jsonrpc.dispatch and acpkit.jsonrpc.receive call; not for applications.
+
+    @property
+    def log(self) -> Logger:
+        """This engine's logger (its pieces log through it)."""
+        return self._log
+
+    @property
+    def written_while_paused(self) -> int:
+        """Bytes written since the transport paused us (0 while it does not)."""
+        return self._written_while_paused
+
+    def process_message(self, data: bytes, /) -> None:
+        """Process one whole message now: its turn in wire order has come."""
+        self._reader.process_message(data)
+
+    def process_oversized(self, head: bytes, /) -> None:
+        """Process the head of an oversized message now: its turn has come."""
+        self._reader.process_oversized(head)
+
+    def output_over_budget(self) -> bool:
+        """True while the peer is not reading and we wrote ``max_buffered_output`` since."""
+        return self._write_paused and self._written_while_paused >= self.max_buffered_output
+
+    def update_reading(self) -> None:
+        """
+        Pause reading while a notification handler holds the stream, resume it after.
+        Only a held notification handler stops reading; write pressure never does.
+        """
+        want = self._dispatch.held is not None
+        if want == self._reading_paused or not self.connected or self.transport is None:
+            return
+        if getattr(self.transport, "disconnecting", False):
+            return
+        self._reading_paused = want
+        toggle = getattr(self.transport, "pauseProducing" if want else "resumeProducing", None)
+        if toggle is not None:
+            toggle()
+
+    def check_finished(self) -> None:
+        """
+        Once the input ended and every message read is processed: fail our pending
+        requests (no answer can come), and close when every inbound request is answered.
+        """
         if not self._eof or not self._dispatch.idle():
             return
         if not self._eof_handled:
@@ -867,386 +812,7 @@ class JSONRPCEngine(Protocol):
             self._closing = True
             self.transport.loseConnection()
 
-    # -- reading: classification ----------------------------------------------------------
-
-    def _process_line(self, line: bytes) -> None:
-        decoded = decode_message(line)
-        if decoded is None:
-            return
-        if type(decoded) is not tuple:
-            if type(decoded) is TooDeep:
-                self._process_too_deep(decoded)
-                return
-            assert type(decoded) is Unparsable
-            self._log.warn("{peer}: {detail}", peer=self.name, detail=decoded.detail)
-            self._junk(line[3:] if line.startswith(b"\xef\xbb\xbf") else line)
-            self._undecodable_dropped += 1
-            self._send_error(None, ParseError(decoded.error))
-            return
-        obj, huge = decoded
-        if huge and isinstance(obj, dict) and self._refuse_huge_ints(obj, huge):
-            return
-        event = classify(obj)
-        kind = type(event)
-        if kind is Notification:
-            self._process_notification(event)  # type: ignore[arg-type]
-        elif kind is Request:
-            self._process_request(event)  # type: ignore[arg-type]
-        elif kind is Response:
-            self._process_response(event)  # type: ignore[arg-type]
-        else:
-            self._process_invalid(event, line)  # type: ignore[arg-type]
-
-    def _process_invalid(self, event: Invalid, line: bytes) -> None:
-        if event.kind == "notification":
-            self._log.warn(
-                "{peer}: invalid notification dropped: {obj}",
-                peer=self.name,
-                obj=clip(repr(event.value), 200),
-            )
-            self._undecodable_dropped += 1
-            return
-        if event.kind != "response":
-            if event.junk:
-                self._junk(line[3:] if line.startswith(b"\xef\xbb\xbf") else line)
-            self._invalid(event.answer_id, event.reason, event.value)
-            return
-        outgoing, request_id = self._match(event.response_id)
-        self._invalid(None, event.reason, event.value)
-        if outgoing is not None:
-            self._outgoing.fail(request_id, InvalidRequest(event.reason))
-
-    def _process_too_deep(self, deep: TooDeep) -> None:
-        """A message nested deeper than the limit (see Messages nested too deep): answer from what
-        its envelope shows."""
-        self._undecodable_dropped += 1
-        members = deep.members
-        event = classify(members) if members is not None else None
-        reason = deep.reason
-        if (
-            type(event) is Request
-            and deep.member is not None
-            and event.id not in self._dispatch.inbound
-        ):
-            method = event.method
-            self._log.warn(
-                "{peer}: request {method} (id {id}) refused: {reason}",
-                peer=self.name,
-                method=clip(method, 80),
-                id=clip(repr(event.id), 80),
-                reason=reason,
-            )
-            error: RPCError
-            if self.registry.request_method(method) is None:
-                error = MethodNotFound(method)
-            elif deep.member == "params":
-                error = InvalidParams("$.params", reason)
-            else:
-                error = InvalidRequest(reason)
-            self._send_error(event.id, error)
-            return
-        if members is not None and deep.is_response():
-            self._log.warn("{peer}: malformed response ({reason})", peer=self.name, reason=reason)
-            problem = f"malformed response: {reason}"
-            self._send_error(None, InvalidRequest(problem))
-            if "id" in members:
-                outgoing, number = self._match(members["id"])
-                if outgoing is not None:
-                    self._outgoing.fail(number, InvalidRequest(problem))
-            return
-        self._log.warn(
-            "{peer}: message not parsed: {reason} (top-level members read: {keys})",
-            peer=self.name,
-            reason=reason,
-            keys=clip(", ".join(members or ()), 200) or "none",
-        )
-        self._send_error(None, ParseError(reason))
-
-    def _junk(self, line: bytes) -> None:
-        """Count a line that is not a JSON object; keep the first one."""
-        self.junk_lines += 1
-        if self.first_junk_line is None:
-            self.first_junk_line = line[:JUNK_LINE_KEPT]
-
-    def _refuse_huge_ints(self, obj: dict[str, Any], huge: list[HugeInt]) -> bool:
-        """
-        Answer a message holding integers too long to represent; False: process it as
-        usual (it is invalid for another reason anyway).
-        """
-        request_id = obj.get("id")
-        if isinstance(request_id, HugeInt):
-            self._invalid(
-                None,
-                f"the id is an integer of {request_id.digits} digits, too long to be "
-                "echoed exactly; use a string or a shorter integer",
-                obj,
-            )
-            return True
-        digits = max(h.digits for h in huge)
-        reason = f"an integer of {digits} digits is too long for this peer"
-        if "method" in obj:
-            if "id" not in obj:
-                self._log.warn(
-                    "{peer}: notification dropped: {reason}", peer=self.name, reason=reason
-                )
-                return True
-            if not is_valid_id(request_id) or obj.get("jsonrpc") != "2.0":
-                return False
-            if not isinstance(obj["method"], str) or request_id in self._dispatch.inbound:
-                return False
-            if self.registry.request_method(obj["method"]) is None:
-                return False
-            self._send_error(request_id, InvalidParams("$.params", reason))
-            return True
-        if "result" in obj or "error" in obj:
-            outgoing, number = self._match(request_id)
-            self._invalid(None, f"malformed response: {reason}", obj)
-            if outgoing is not None:
-                self._outgoing.fail(number, InvalidRequest(f"malformed response: {reason}"))
-            return True
-        return False
-
-    def _invalid(self, request_id: RequestId | None, reason: str, obj: object) -> None:
-        self._undecodable_dropped += 1
-        self._log.warn(
-            "{peer}: invalid message ({reason}): {obj}",
-            peer=self.name,
-            reason=reason,
-            obj=clip(repr(obj), 200),
-        )
-        self._send_error(request_id, InvalidRequest(reason))
-
-    def _send_error(self, request_id: RequestId | None, error: RPCError) -> None:
-        self._write(encode_message({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}))
-
-    def _process_request(self, event: Request) -> None:
-        request_id = event.id
-        method = event.method
-        dispatch = self._dispatch
-        if request_id in dispatch.inbound:
-            self._invalid(request_id, "this id belongs to a request still in progress", event.value)
-            return
-        registration = self.registry.request_method(method)
-        if registration is None:
-            self._log.info(
-                "{peer}: unknown method {method}", peer=self.name, method=clip(method, 80)
-            )
-            self._send_error(request_id, MethodNotFound(method))
-            return
-        params = event.params
-        if not isinstance(params, dict) and not (params is None and registration.params_optional):
-            self._send_error(request_id, InvalidParams("$.params", "must be an object"))
-            return
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        request = InboundRequest(
-            request_id,
-            method,
-            params,
-            meta if isinstance(meta, dict) else None,
-            protocol=self,
-        )
-        request._cancelled_result = registration.cancelled_result
-        if dispatch.is_full():
-            self._log.warn(
-                "{peer}: refused {method} (id {id}): {running} running, {queued} queued, "
-                "{buffered} bytes written since the peer stopped reading",
-                peer=self.name,
-                method=method,
-                id=request_id,
-                running=dispatch.running,
-                queued=len(dispatch.queue),
-                buffered=self._written_while_paused,
-            )
-            self._send_error(request_id, InternalError("too many concurrent requests"))
-            return
-        dispatch.accept(request)
-
-    def _process_notification(self, event: Notification) -> None:
-        method = event.method
-        params = event.params
-        if method == self.cancellation.method:
-            self._cancel_inbound(params)
-            return
-        registration = self.registry.notification_method(method)
-        if registration is None:
-            self._log.debug(
-                "{peer}: unknown notification {method} ignored",
-                peer=self.name,
-                method=clip(method, 80),
-            )
-            return
-        if not isinstance(params, dict) and not (params is None and registration.params_optional):
-            self._log.warn(
-                "{peer}: notification {method} dropped: params must be an object",
-                peer=self.name,
-                method=method,
-            )
-            self._undecodable_dropped += 1
-            return
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        try:
-            result = registration.handler(params, meta if isinstance(meta, dict) else None)
-        except Exception:
-            self._log.failure(
-                "{peer}: notification handler for {method} failed", peer=self.name, method=method
-            )
-            return
-        if result is None:  # the common case: a synchronous handler, nothing to wait for
-            return
-        d = _as_deferred(result)
-        if d.called:
-            d.addErrback(
-                lambda f: self._log.failure(
-                    "{peer}: notification handler for {method} failed",
-                    f,
-                    peer=self.name,
-                    method=method,
-                )
-            )
-        else:
-            self._dispatch.hold(d, method)
-
-    def _cancel_inbound(self, params: object) -> None:
-        policy = self.cancellation
-        request_id = policy.request_id(params)
-        if request_id is None:
-            self._log.warn(
-                "{peer}: {method} without a valid request id ignored",
-                peer=self.name,
-                method=policy.method,
-            )
-            return
-        request = self._dispatch.inbound.get(request_id)
-        if request is None:
-            self._log.debug(
-                "{peer}: {method} for unknown or answered id {id} ignored",
-                peer=self.name,
-                method=policy.method,
-                id=request_id,
-            )
-            return
-        request.cancel()
-
-    def _process_response(self, event: Response) -> None:
-        response_id = event.id
-        error = event.error
-        if response_id is None:
-            assert error is not None
-            self._null_id_error(error)
-            return
-        outgoing, request_id = self._match(response_id)
-        if outgoing is None:
-            if self._outgoing.was_given_up(response_id):
-                self._log.debug(
-                    "{peer}: late response to given-up request {id} dropped",
-                    peer=self.name,
-                    id=response_id,
-                )
-            else:
-                self._log.warn(
-                    "{peer}: response to unknown id {id} dropped",
-                    peer=self.name,
-                    id=clip(repr(response_id), 80),
-                )
-            return
-        self._outgoing.pop(request_id)
-        if error is not None:
-            outgoing.deferred.errback(RPCError.from_json(error))
-        else:
-            outgoing.deferred.callback(event.result)
-
-    def _match(self, response_id: object) -> tuple[OutgoingRequest | None, int]:
-        outgoing, number, from_string = self._outgoing.match(response_id)
-        if from_string:
-            self._log.warn(
-                "{peer}: response id {id!r} is a string; accepted for request {number}",
-                peer=self.name,
-                id=response_id,
-                number=number,
-            )
-        return outgoing, number
-
-    def _null_id_error(self, error: dict[str, Any]) -> None:
-        """
-        The peer answered with id ``null``: it could not read one of our lines.
-
-        Work out which of our pending requests it can only be about, and fail it now
-        rather than let it wait for an answer that will never come:
-
-        - -32600 with an integer ``data.limit`` (a line too long for the peer): every
-          pending request whose line was longer than that limit.  The peer discards
-          every such line, so each of them fails whichever line the error was about.
-        - -32700 (the peer could not parse a line; our lines are valid JSON, so it cut
-          a long one): the single pending request, if there is exactly one and its line
-          is the longest we wrote since the previous error with id ``null`` (so it is
-          at least as long as the line the error is about, whichever it was).
-        - anything else: nothing is failed (logged only).
-        """
-        failed = self._outgoing.unreadable(error)
-        if not failed:
-            self._log.warn(
-                "{peer}: the peer reported an error about a message it could not identify: {error}",
-                peer=self.name,
-                error=clip(repr(error), 300),
-            )
-            return
-        for request_id, outgoing, reason in failed:
-            self._log.warn(
-                "{peer}: request {id} ({method}) failed: the peer could not read it: {error}",
-                peer=self.name,
-                id=request_id,
-                method=outgoing.method,
-                error=clip(repr(error), 300),
-            )
-            self._outgoing.give_up(request_id)
-            outgoing.deferred.errback(reason)
-
-    def _process_oversized(self, head: bytes) -> None:
-        limit = self.framing.MAX_LENGTH
-        self._oversized_dropped += 1
-        found = _scan_head(head)
-        kind = found.kind()
-        request_id = found.request_id()
-        method = found.method()
-        self._log.warn(
-            "{peer}: discarded an incoming {kind}{method}{id} longer than {limit} bytes "
-            "({count} so far; starts {head!r})",
-            peer=self.name,
-            kind="line" if kind == "unknown" else kind,
-            method="" if method is None else f" {clip(method, 80)}",
-            id="" if request_id is None else f" (id {clip(repr(request_id), 80)})",
-            limit=limit,
-            count=self._oversized_dropped,
-            head=head[:80],
-        )
-        if request_id is not None and request_id not in self._dispatch.inbound:
-            # A request whose id we read: answer that id, so its sender stops waiting.
-            self._send_error(request_id, MessageTooLarge(limit))
-            return
-        self._send_error(None, MessageTooLarge(limit))
-        if kind != "response" or "id" not in found.values:
-            return
-        outgoing, number = self._match(found.values["id"])
-        if outgoing is None:
-            return
-        self._outgoing.pop(number)
-        outgoing.deferred.errback(
-            MessageTooLarge(
-                limit,
-                f"the response to request {number} ({outgoing.method}) exceeded the "
-                f"{limit}-byte message limit and was discarded",
-            )
-        )
-
-    # -- inbound requests: slots, answers ---------------------------------------------------
-
-    def _answer_cancelled(self, request: InboundRequest) -> None:
-        """Answer a cancelled request (see :meth:`InboundDispatcher.answer_cancelled`)."""
-        self._dispatch.answer_cancelled(request)
-
-    def _write_reply(
-        self, request: InboundRequest, message: dict[str, Any], is_error: bool
-    ) -> bool:
+    def write_reply(self, request: InboundRequest, message: dict[str, Any], is_error: bool) -> bool:
         """
         Encode and write the answer to ``request``: -32603 if it is not JSON, -32600
         (too large) if it is longer than ``MAX_LENGTH``.  False if not connected.
@@ -1266,4 +832,4 @@ class JSONRPCEngine(Protocol):
             what = f"the {'error' if is_error else 'result'} of {request.method}"
             too_large = self._too_long_to_send(f"{what} (id {request.id!r})", len(line))
             line = encode_message(error_message(request.id, too_large))
-        return self._write(line)
+        return self.write(line)

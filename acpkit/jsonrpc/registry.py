@@ -10,24 +10,12 @@ from typing import Any
 
 import attrs
 
-from acpkit.jsonrpc.dispatch import InboundRequest
+from acpkit.jsonrpc.dispatch import CancelledResult, RequestHandler
 
-__all__ = [
-    "CancelledResult",
-    "MethodRegistry",
-    "NotificationHandler",
-    "NotificationMethod",
-    "RequestHandler",
-    "RequestMethod",
-]
+__all__ = ["MethodRegistry", "NotificationHandler", "NotificationMethod", "RequestMethod"]
 
-#: A request handler: called with the request, returns its result (a value, a Deferred or
-#: a coroutine) or raises an :class:`~acpkit.errors.RPCError`.
-RequestHandler = Callable[[InboundRequest], Any]
 #: A notification handler: called with the params and their ``_meta``.
 NotificationHandler = Callable[[Any, Mapping[str, Any] | None], Any]
-#: The result a cancelled request answers with (see :meth:`MethodRegistry.add_request`).
-CancelledResult = Callable[[InboundRequest], Any]
 
 
 @attrs.define
