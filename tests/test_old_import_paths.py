@@ -20,6 +20,18 @@ UNTIL = "0.3.0"
 
 #: Old module path -> (its new home, the public names it defined in 0.1.0).
 MOVED: dict[str, tuple[str, list[str]]] = {
+    "acpkit.codec": (
+        "acpkit.codec",
+        [
+            "DecodeError",
+            "converter",
+            "decode",
+            "decode_json",
+            "encode",
+            "encode_json",
+            "wire_name",
+        ],
+    ),
     "acpkit.framing": (
         "acpkit.framing",
         [
