@@ -53,8 +53,8 @@ from zope.interface import implementer
 
 from acpkit.admission import Admission, AdmissionLimits, AdmittedFactory
 from acpkit.compat import StandardIO, flush_writer, process_pipe, stdio_writer
-from acpkit.framing import ITraced
 from acpkit.process_groups import kill_group
+from acpkit.trace import TRACE_VARIABLE, attach_tracer
 
 __all__ = [
     "AgentAddress",
@@ -106,18 +106,6 @@ def process_group_argv(executable: str, argv: Sequence[str]) -> tuple[str, list[
     ``spawnProcess`` cannot do this itself; a tiny Python shim execs the program.
     """
     return sys.executable, [sys.executable, "-I", "-S", "-c", _PGROUP_SHIM, executable, *argv]
-
-
-def _attach_tracer(protocol: IProtocol, name: str) -> None:
-    """
-    Give a traced protocol (:class:`acpkit.framing.ITraced`: a framing, or a JSON-RPC
-    protocol, which hands it to its framing) without a tracer the ``ACPKIT_TRACE``
-    tracer, if any.
-    """
-    if ITraced.providedBy(protocol) and protocol.tracer is None:
-        from acpkit.trace import tracer_from_environment
-
-        protocol.tracer = tracer_from_environment(name)
 
 
 # -- stdio and endpoint strings -------------------------------------------------------
@@ -173,7 +161,7 @@ def serve_stdio(
     ``connectionLost``, also when stdout was closed by the peer first.  ``name`` is the
     peer name used in traces.
     """
-    _attach_tracer(protocol, name)
+    attach_tracer(protocol, name)
     return _StandardIO(protocol, stdin=stdin, stdout=stdout, reactor=reactor)
 
 
@@ -676,14 +664,12 @@ def spawn_agent(
     # agent given ACPKIT_TRACE would write every message a second time (its records
     # named after its own peer, "client").  Callers often pass their whole environment
     # as ``env``, so it is removed from that too: no spawned agent traces.
-    from acpkit.trace import TRACE_VARIABLE
-
     child_env.pop(TRACE_VARIABLE, None)
     executable = _resolve_command(command, child_env.get("PATH"), cwd)
     if cwd is not None and not os.path.isdir(cwd):
         raise NotADirectoryError(f'agent working directory "{cwd}" is not a directory')
     agent_name = name if name is not None else os.path.basename(command)
-    _attach_tracer(protocol, agent_name)
+    attach_tracer(protocol, agent_name)
     agent = AgentProcess(reactor, protocol, agent_name, stderr_tail_lines)
     launcher, argv = process_group_argv(executable, [command, *args])
     reactor.spawnProcess(

@@ -36,7 +36,7 @@ from twisted.internet.protocol import connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from acpkit.framing import NDJSONProtocol
+from acpkit.framing import ITraced, NDJSONProtocol
 from acpkit.jsonrpc.jsonbytes import NestingTooDeep, loads
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "TraceFile",
     "TraceRecord",
     "Tracer",
+    "attach_tracer",
     "format_record",
     "main",
     "open_trace_file",
@@ -190,6 +191,20 @@ def tracer_from_environment(name: str, environ: Mapping[str, str] | None = None)
     if trace_file is None:
         return None
     return Tracer(name, trace_file)
+
+
+def attach_tracer(protocol: object, name: str, environ: Mapping[str, str] | None = None) -> None:
+    """
+    Give ``protocol`` the ``ACPKIT_TRACE`` tracer for peer ``name``, if it is traced
+    (:class:`acpkit.framing.ITraced`: a framing, or a JSON-RPC engine, which hands it to
+    its framing), has no tracer yet, and the variable names a usable file.  Every
+    transport of acpkit calls it on the protocol it connects (stdio, a spawned agent,
+    remote connections both sides).
+    """
+    if ITraced.providedBy(protocol):
+        traced: Any = protocol
+        if traced.tracer is None:
+            traced.tracer = tracer_from_environment(name, environ)
 
 
 # -- reading ---------------------------------------------------------------------------

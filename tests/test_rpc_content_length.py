@@ -142,9 +142,9 @@ def test_both_framings_provide_the_message_sender_interface() -> None:
 
 def test_acpkit_trace_reaches_content_length_protocols(tmp_path: Any, monkeypatch: Any) -> None:
     """ACPKIT_TRACE gives a Content-Length protocol a tracer, as it does an NDJSON one."""
-    from acpkit.endpoints import _attach_tracer
+    from acpkit.trace import attach_tracer
 
     monkeypatch.setenv("ACPKIT_TRACE", str(tmp_path / "trace.log"))
     proto = ContentLengthJSONRPCProtocol(MethodRegistry(), clock=Clock())
-    _attach_tracer(proto, "lsp")
+    attach_tracer(proto, "lsp")
     assert proto.tracer is not None

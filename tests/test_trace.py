@@ -25,6 +25,7 @@ from acpkit.framing import NDJSONProtocol
 from acpkit.trace import (
     MalformedTraceLine,
     Tracer,
+    attach_tracer,
     main,
     open_trace_file,
     read_trace,
@@ -116,6 +117,29 @@ class TracerTests(SynchronousTestCase):
                 (b"->", b"alice", b"{}"),
             ],
         )
+
+    def test_attach_tracer_gives_a_traced_protocol_one(self) -> None:
+        """attach_tracer gives a traced protocol without a tracer the ACPKIT_TRACE one; a
+        protocol that has one keeps it, and without the variable nothing changes."""
+        env = {"ACPKIT_TRACE": fresh_path()}
+        fresh, kept, untraced = Line(), Line(), Line()
+        mine = tracer_from_environment("mine", env)
+        kept.tracer = mine
+        attach_tracer(fresh, "bob", env)
+        attach_tracer(kept, "bob", env)
+        attach_tracer(untraced, "bob", {})
+        assert isinstance(fresh.tracer, Tracer)
+        self.assertEqual(fresh.tracer.name, "bob")
+        self.assertIs(kept.tracer, mine)
+        self.assertIsNone(untraced.tracer)
+
+    def test_attach_tracer_leaves_other_protocols_alone(self) -> None:
+        """A protocol that is not traced (no ITraced) gets no tracer attribute."""
+        from twisted.internet.protocol import Protocol
+
+        plain = Protocol()
+        attach_tracer(plain, "bob", {"ACPKIT_TRACE": fresh_path()})
+        self.assertFalse(hasattr(plain, "tracer"))
 
     def test_no_variable_no_tracer(self) -> None:
         """Without ACPKIT_TRACE (or with it empty) there is no tracer."""

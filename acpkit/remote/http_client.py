@@ -74,7 +74,6 @@ from twisted.python.failure import Failure
 
 from acpkit import http_transport
 from acpkit.connection import ClientConnection
-from acpkit.endpoints import _attach_tracer
 from acpkit.errors import clip
 from acpkit.framing import DEFAULT_MAX_LENGTH, MessageFraming
 from acpkit.http2_agent import HTTP2Mode
@@ -90,6 +89,7 @@ from acpkit.interfaces import IClient
 from acpkit.jsonrpc import JSONRPCProtocol, jsonbytes
 from acpkit.remote.tls import ClientTLS
 from acpkit.sse import SSEParser
+from acpkit.trace import attach_tracer
 
 if TYPE_CHECKING:
     from twisted.web.iweb import IResponse
@@ -601,7 +601,7 @@ def connect_http(
     protocol = JSONRPCProtocol(
         clock=reactor, name=name, framing=MessageFraming(), max_line_length=max_event_size
     )
-    _attach_tracer(protocol, name)
+    attach_tracer(protocol, name)
     connection = ClientConnection(client, protocol=protocol, strict=strict, name=name)
     transport.connect(protocol)
     return succeed(connection)

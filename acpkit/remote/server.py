@@ -42,7 +42,6 @@ from zope.interface import implementer
 
 from acpkit.admission import Admission, AdmissionLimits, GuardedProtocol, Ticket
 from acpkit.connection import AgentConnection
-from acpkit.endpoints import _attach_tracer
 from acpkit.framing import MessageFraming
 from acpkit.interfaces import IAgent
 from acpkit.jsonrpc import JSONRPCProtocol
@@ -56,6 +55,7 @@ from acpkit.remote.security import (
     tls_serving_problem,
 )
 from acpkit.remote.tokens import TokenSet
+from acpkit.trace import attach_tracer
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -258,7 +258,7 @@ class RemoteConnection:
         self.protocol = JSONRPCProtocol(
             framing=framing, clock=clock, name=f"remote {connection_id[:8]}"
         )
-        _attach_tracer(self.protocol, "client")
+        attach_tracer(self.protocol, "client")
         self.agent_connection = AgentConnection(agent_factory, protocol=self.protocol)
         self.protocol.makeConnection(_EngineTransport(self))
         self._start_grace()

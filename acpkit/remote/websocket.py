@@ -97,6 +97,7 @@ from acpkit.interfaces import IClient  # noqa: E402
 from acpkit.jsonrpc import JSONRPCProtocol  # noqa: E402
 from acpkit.remote.tls import ClientTLS  # noqa: E402
 from acpkit.tls_errors import tls_error_text  # noqa: E402
+from acpkit.trace import attach_tracer  # noqa: E402
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -243,13 +244,6 @@ def _engine(name: str, max_message_size: int) -> JSONRPCProtocol:
     return JSONRPCProtocol(name=name, framing=framing)
 
 
-def _attach_tracer(protocol: JSONRPCProtocol, name: str) -> None:
-    if protocol.tracer is None:
-        from acpkit.trace import tracer_from_environment
-
-        protocol.tracer = tracer_from_environment(name)
-
-
 #: Close codes that end a connection cleanly: ``1000`` (normal) and ``1001`` (going
 #: away: a browser tab closing, a server shutting down).
 CLEAN_CLOSE_CODES = frozenset(
@@ -367,7 +361,7 @@ class _ServerProtocol(WebSocketServerProtocol):
                 WebSocketProtocol.CLOSE_STATUS_CODE_INTERNAL_ERROR, "the agent could not start"
             )
             return
-        _attach_tracer(acp.protocol, "ws-server")
+        attach_tracer(acp.protocol, "ws-server")
         self.acp = acp
         self.factory.connections[self.connection_id] = acp
         acp.protocol.makeConnection(WebSocketMessageTransport(self, self.connection_id))
@@ -497,7 +491,7 @@ class _ClientProtocol(WebSocketClientProtocol):
             if failed is not None:
                 failed.errback()
             return
-        _attach_tracer(acp.protocol, factory.name)
+        attach_tracer(acp.protocol, factory.name)
         self.acp = acp
         transport = WebSocketMessageTransport(self, self._connection_id, self._response_headers)
         acp.protocol.makeConnection(transport)
