@@ -69,6 +69,7 @@ from zope.interface import implementer
 
 from acpkit import codec, schema
 from acpkit.errors import (
+    AgentExited,
     CapabilityError,
     ConnectionLost,
     InvalidParams,
@@ -173,8 +174,6 @@ def _clean_close(reason: Failure) -> bool:
     """Whether a connection ended cleanly: EOF or our close, or an agent's exit status 0."""
     if reason.check(ConnectionDone):
         return True
-    from acpkit.endpoints import AgentExited  # spawning agents is the endpoints' business
-
     value = reason.value
     return isinstance(value, AgentExited) and value.exit_code == 0 and value.signal is None
 
@@ -404,7 +403,7 @@ class _Role(Generic[H]):
         A new Deferred on each access that fires once the connection has ended: with
         ``None`` when it ended cleanly (the peer closed its end, we called
         :meth:`close`, or an agent process exited with status 0), and fails with the
-        reason otherwise (an :class:`~acpkit.endpoints.AgentExited` with another status
+        reason otherwise (an :class:`~acpkit.io.AgentExited` with another status
         or a signal, a broken pipe...).  Already fired once the connection is gone.
         (``protocol.when_closed()`` still fires with the reason, a ``Failure``, for
         callers written before this.)

@@ -2,8 +2,8 @@
 ACP traffic traces: record every line in both directions, read, print and replay them.
 
 Set ``ACPKIT_TRACE=<file>`` and every connection that has a tracer (agents spawned
-with :func:`acpkit.endpoints.spawn_agent`, protocols served with
-:func:`acpkit.endpoints.serve_stdio`) appends one record per line::
+with :func:`acpkit.io.spawn_agent`, protocols served with
+:func:`acpkit.io.serve_stdio`) appends one record per line::
 
     2026-11-29T19:45:01.123456Z -> bob {"jsonrpc":"2.0","id":0,"method":"initialize",...}
     2026-11-29T19:45:01.125002Z <- bob {"jsonrpc":"2.0","id":0,"result":{...}}
@@ -444,7 +444,7 @@ async def replay(
     Everything sent and received is printed to ``out`` in trace format.  At the end
     the remaining recorded responses are awaited, then the agent is stopped.
     """
-    from acpkit.endpoints import spawn_agent
+    from acpkit.io import spawn_agent
 
     output = out if out is not None else sys.stdout
     peer, steps, all_answered = _plan(records)

@@ -15,8 +15,8 @@ from twisted.logger import ILogObserver, LogEvent, Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from acpkit.endpoints import AgentExited
 from acpkit.errors import MethodNotFound, RequestTimeout, RPCError
+from acpkit.io import AgentExited
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol, MethodRegistry
 from acpkit.jsonrpc.cancel import MCP_CANCELLATION
 from acpkit.mcp import client as client_module

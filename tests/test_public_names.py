@@ -22,7 +22,7 @@ _MODULES_WITH_ALL = [
     "acpkit.builders",
     "acpkit.codec",
     "acpkit.connection",
-    "acpkit.endpoints",
+    "acpkit.io",
     "acpkit.errors",
     "acpkit.framing",
     "acpkit.jsonrpc",

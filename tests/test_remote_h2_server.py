@@ -42,8 +42,8 @@ from twisted.web._http2 import H2Connection  # the server under test
 from zope.interface import implementer
 
 from acpkit import schema
-from acpkit.admission import GuardedProtocol
 from acpkit.connection import Agent, AgentConnection, negotiate_version
+from acpkit.io.admission import GuardedProtocol
 from acpkit.remote.h2_reads import H2FrameReads
 from acpkit.remote.security import tls_serving_problem
 from acpkit.remote.server import ACPResource, RemoteSite, serve_remote

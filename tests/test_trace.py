@@ -362,7 +362,7 @@ class SpawnedTraceTests(TestCase):
         environment that way) is not passed on: a spawned acpkit agent's traffic is
         traced once, by the parent, under the agent's name (no records named ``client``).
         """
-        from acpkit.endpoints import spawn_agent
+        from acpkit.io import spawn_agent
 
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, PYTHONPATH=REPO_ROOT, ACPKIT_TRACE=path))
@@ -386,7 +386,7 @@ class SpawnedTraceTests(TestCase):
     @defer.inlineCallbacks
     def test_child_does_not_inherit_the_trace(self) -> Generator[defer.Deferred[Any], Any, None]:
         """By default the child does not inherit ACPKIT_TRACE: each message is traced once."""
-        from acpkit.endpoints import spawn_agent
+        from acpkit.io import spawn_agent
 
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, PYTHONPATH=REPO_ROOT, ACPKIT_TRACE=path))
@@ -441,7 +441,7 @@ class SpawnEnvironmentTests(SynchronousTestCase):
         ACPKIT_TRACE is removed from the spawned agent's environment, whether inherited
         from ours or given in ``env``; everything else in ``env`` is passed.
         """
-        from acpkit.endpoints import spawn_agent
+        from acpkit.io import spawn_agent
 
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, ACPKIT_TRACE=path))
@@ -455,7 +455,7 @@ class SpawnEnvironmentTests(SynchronousTestCase):
 
     def test_tracers_are_named_after_the_peer(self) -> None:
         """A spawned agent's tracer names the agent; serve_stdio's names its peer "client"."""
-        from acpkit.endpoints import serve_stdio, spawn_agent
+        from acpkit.io import serve_stdio, spawn_agent
 
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, ACPKIT_TRACE=path))

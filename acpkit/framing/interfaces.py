@@ -52,7 +52,7 @@ class LineTracer(TypingProtocol):
 class ITraced(Interface):
     """
     Something whose complete messages, both ways, are recorded by ``tracer`` when it is
-    set (``acpkit.endpoints`` gives one the ``ACPKIT_TRACE`` tracer): the framings, and
+    set (``acpkit.io`` gives one the ``ACPKIT_TRACE`` tracer): the framings, and
     the JSON-RPC protocols, which hand it to their framing.
     """
 

@@ -590,7 +590,7 @@ class JSONRPCEngine(Protocol):
     def _flush(self) -> None:
         """
         Ask the transport to write now, when it can (``flushNow``, offered by the
-        transports of ``acpkit.endpoints``).  Replies written while a read is being
+        transports of ``acpkit.io``).  Replies written while a read is being
         processed are flushed once, after the whole read: one write for a batch.
         """
         flush = getattr(self.transport, "flushNow", None)

@@ -106,7 +106,7 @@ DEFAULT_CLIENT_INFO = Implementation(name="acpkit", version=__version__)
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]
 
 if TYPE_CHECKING:
-    from acpkit.endpoints import AgentProcess
+    from acpkit.io import AgentProcess
 
 _log = Logger(namespace="acpkit.mcp.client")
 

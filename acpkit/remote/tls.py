@@ -34,89 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from acpkit.io.pem import read_certificates, read_private_key, require_twisted_tls
+
 if TYPE_CHECKING:
     from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
-    from twisted.internet.ssl import Certificate, KeyPair, PrivateCertificate
+    from twisted.internet.ssl import PrivateCertificate
 
 __all__ = ["ClientTLS", "read_certificates"]
-
-_BEGIN_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
-_END_CERTIFICATE = b"-----END CERTIFICATE-----"
-
-
-def _read(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        raise ValueError(f"cannot read the {what} {path}: {e.strerror or e}") from None
-
-
-def _twisted_ssl() -> None:
-    """Raise ``ImportError`` naming ``twisted[tls]`` when Twisted's TLS is not installed."""
-    try:
-        import OpenSSL  # noqa: F401
-        from twisted.internet import ssl  # noqa: F401
-    except ImportError as e:  # pragma: no cover - pyOpenSSL is in every extra
-        raise ImportError(
-            f"TLS needs Twisted's TLS support (pip install 'twisted[tls]'): {e}"
-        ) from e
-
-
-def _certificate_blocks(pem: bytes) -> list[bytes]:
-    """The ``CERTIFICATE`` blocks of a PEM text, in order (anything else is skipped)."""
-    blocks: list[bytes] = []
-    rest = pem
-    while True:
-        start = rest.find(_BEGIN_CERTIFICATE)
-        if start < 0:
-            return blocks
-        end = rest.find(_END_CERTIFICATE, start)
-        if end < 0:
-            return blocks
-        end += len(_END_CERTIFICATE)
-        blocks.append(rest[start:end] + b"\n")
-        rest = rest[end:]
-
-
-def read_certificates(path: Path, what: str) -> list[Certificate]:
-    """
-    Every certificate of the PEM file ``path`` (a bundle of one or more; other blocks
-    such as a private key are skipped).  ``ValueError`` naming ``what`` and the file
-    when it cannot be read, holds no certificate, or holds a damaged one.
-    """
-    _twisted_ssl()
-    from OpenSSL.crypto import Error as OpenSSLError
-    from twisted.internet.ssl import Certificate
-
-    blocks = _certificate_blocks(_read(path, what))
-    if not blocks:
-        raise ValueError(f"the {what} {path} holds no PEM certificate")
-    certificates = []
-    for number, block in enumerate(blocks, start=1):
-        try:
-            certificates.append(Certificate.loadPEM(block))
-        except OpenSSLError:
-            raise ValueError(
-                f"the {what} {path}: certificate {number} is not a valid PEM certificate"
-            ) from None
-    return certificates
-
-
-def _read_private_key(path: Path, what: str) -> KeyPair:
-    """The first private key of the PEM file ``path`` (a Twisted ``KeyPair``)."""
-    from OpenSSL.crypto import FILETYPE_PEM
-    from OpenSSL.crypto import Error as OpenSSLError
-    from twisted.internet.ssl import KeyPair
-
-    pem = _read(path, what)
-    if b"PRIVATE KEY-----" not in pem:
-        raise ValueError(f"the {what} {path} holds no PEM private key")
-    try:
-        return KeyPair.load(pem, FILETYPE_PEM)
-    except OpenSSLError:
-        raise ValueError(
-            f"the {what} {path} is not a valid PEM private key (an encrypted key is not supported)"
-        ) from None
 
 
 @attrs.frozen
@@ -156,7 +80,7 @@ class ClientTLS:
         key_file = self.private_key if self.private_key is not None else self.certificate
         key_what = "TLS private key" if self.private_key is not None else what
         try:
-            key = _read_private_key(key_file, key_what)
+            key = read_private_key(key_file, key_what)
         except ValueError as e:
             if self.private_key is None:
                 raise ValueError(
@@ -180,7 +104,7 @@ class ClientTLS:
         ``ValueError`` when a file cannot be read or parsed; ``ImportError`` naming
         ``twisted[tls]`` when Twisted's TLS support is not installed.
         """
-        _twisted_ssl()
+        require_twisted_tls()
         from twisted.internet.ssl import optionsForClientTLS
 
         return optionsForClientTLS(

@@ -4,7 +4,7 @@
 The agent is named as in the agents file of the reference client
 (:func:`acpkit_client.config.load_agents` on the session's cwd: ``$ACPKIT_DIR/acp.toml`` or
 ``~/.config/acpkit/acp.toml``, then ``<cwd>/.acpkit/acp.toml``).  Each call starts the agent
-(:class:`acpkit_client.agents.AgentRun`, i.e. :func:`acpkit.endpoints.spawn_agent`), sends
+(:class:`acpkit_client.agents.AgentRun`, i.e. :func:`acpkit.io.spawn_agent`), sends
 ``initialize`` announcing ``elicitation.form``, ``session/new`` in the entry's cwd and one
 ``session/prompt`` with the question; the answer is the text of its
 ``agent_message_chunk`` updates.  The asked agent's process is stopped when the call ends,

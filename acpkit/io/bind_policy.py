@@ -2,7 +2,7 @@
 The bind policy: where a listener may listen, and what authentication that needs.
 
 Every listener acpkit opens goes through :func:`check_bind` before it listens: raw NDJSON
-(:func:`acpkit.endpoints.serve`), remote ACP over Streamable HTTP and WebSocket
+(:func:`acpkit.io.serve`), remote ACP over Streamable HTTP and WebSocket
 (:func:`acpkit.remote.serve_remote`), on TCP, TLS or a unix socket, and bob's
 ``--listen`` in all its forms.  Whoever reaches an agent can make it run commands, so
 the policy refuses by default; a refusal is :class:`InsecureBindError` (or

@@ -82,7 +82,7 @@ __all__ = [
     "socket_budget",
 ]
 
-_log = Logger(namespace="acpkit.admission")
+_log = Logger(namespace="acpkit.io.admission")
 
 #: Peers whose evictions are remembered (the least recently evicted are forgotten first).
 REMEMBERED_PEERS = 4096

@@ -1,5 +1,6 @@
 """
-The listening endpoint of the remote ACP server, with TLS client authentication.
+A listening endpoint that requires TLS client certificates (the remote ACP server's,
+bob's raw ``ssl:`` listener).
 
 Twisted's ``ssl:`` endpoint string has no parameter for the certificate authorities a
 client certificate must be signed by, so :func:`server_endpoint` builds the endpoint
@@ -30,9 +31,9 @@ from typing import Any
 from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import IStreamServerEndpoint
 
-from acpkit.bind_policy import ClientAuthError
 from acpkit.compat import endpoint_arguments
-from acpkit.remote.tls import read_certificates
+from acpkit.io.bind_policy import ClientAuthError
+from acpkit.io.pem import read_certificates
 
 __all__ = ["CLIENT_CA", "server_endpoint"]
 
