@@ -579,7 +579,7 @@ def _tls_client_ca(options: Options | None) -> Path | None:
         return None
     if options is not None and options["listen"] == "stdio":
         _exit_with("--tls-client-ca applies only with --listen (an ssl: endpoint)")
-    from acpkit.remote.tls import read_certificates
+    from acpkit.io.pem import read_certificates
 
     path = Path(given).expanduser()
     try:

@@ -25,8 +25,8 @@ from acpkit.conformance.cli import main, run_suite
 from acpkit.conformance.report import SuiteResult
 from acpkit.conformance.rules import RULES
 from acpkit.conformance.tls import TLSSettings
+from acpkit.http.tls_errors import ssl_error_text
 from acpkit.remote.security import tls_serving_problem
-from acpkit.tls_errors import ssl_error_text
 
 pytestmark = pytest.mark.process
 
@@ -35,7 +35,7 @@ INTEROP = Path(__file__).resolve().parent / "fixtures" / "interop"
 HTTP_RULES = [r.id for r in RULES if r.id.startswith("HTTP-")]
 WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
 
-#: The words each refusal is explained with (acpkit.tls_errors).
+#: The words each refusal is explained with (acpkit.http.tls_errors).
 NO_CERTIFICATE = "the server requires a TLS client certificate and none was presented"
 OTHER_CA = "not signed by a certificate authority the server trusts"
 EXPIRED = "the server refused the TLS client certificate: it has expired"

@@ -30,6 +30,7 @@ from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
 from acpkit.errors import ConnectionLost, MessageTooLarge, RPCError
+from acpkit.http.sse import SSEEvent, SSEEventTooLarge, SSEParser
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 from acpkit.jsonrpc.cancel import MCP_CANCELLATION
 from acpkit.mcp.client import (
@@ -46,7 +47,6 @@ from acpkit.mcp.http import (
     StreamableHTTPTransport,
     connect_http,
 )
-from acpkit.sse import SSEEvent, SSEEventTooLarge, SSEParser
 from tests.real_peers import MCP_EVERYTHING, require_peer
 
 pytest.importorskip("treq")

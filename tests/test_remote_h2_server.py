@@ -548,8 +548,8 @@ class EndToEndTests(TestCase):
         time the session stream's GET and its reset reach the server in one read; the
         client's DELETE ends the server's connection at once, no failure is logged, and
         the process's sockets are back to the listening port's."""
+        from acpkit.http.tls import ClientTLS
         from acpkit.remote.http_client import connect_http
-        from acpkit.remote.tls import ClientTLS
         from tests.test_remote_faults import fd_links, open_fds, until
         from tests.test_remote_http2 import write_certificate
         from tests.test_remote_http_client import RecordingClient

@@ -30,8 +30,8 @@ from zope.interface import implementer
 from acpkit import schema
 from acpkit.connection import Client, ClientConnection
 from acpkit.errors import ConnectionLost, RPCError
+from acpkit.http.sse import encode_event
 from acpkit.remote.http_client import HTTP_TRANSPORT_ERROR, HTTPClientTransport, connect_http
-from acpkit.sse import encode_event
 from tests.real_peers import NODE22, TS_SDK_MODULES, require_peer
 
 ROOT = Path(__file__).parent.parent

@@ -78,16 +78,17 @@ from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.error import ConnectError, DNSLookupError
 from twisted.python.failure import Failure
 
-from acpkit import http_transport
 from acpkit.errors import clip
-from acpkit.http_responses import (
+from acpkit.http import transport as http_transport
+from acpkit.http.responses import (
     BodyReader,
     body_ended_cleanly,
     content_type,
     failure_text,
     visible_ascii,
 )
-from acpkit.http_transport import (
+from acpkit.http.sse import SSEParser
+from acpkit.http.transport import (
     HTTPTransportBase,
     hashable_id,
     pop_request,
@@ -99,7 +100,6 @@ from acpkit.jsonrpc.classify import read_envelope
 from acpkit.jsonrpc.jsonbytes import NestingTooDeep, loads
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient
 from acpkit.mcp.schema import Implementation
-from acpkit.sse import SSEParser
 
 if TYPE_CHECKING:
     from twisted.web.iweb import IResponse
@@ -165,7 +165,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
     ``headers`` are sent with every request (for example ``Authorization``) and never
     logged.  ``http_client``: a ``treq.client.HTTPClient`` to use instead of the one made
     here (its connection pool is then the caller's to close).  Requests go over HTTP/1.1
-    (MCP does not ask for HTTP/2; the agent is :class:`acpkit.http2_agent.HTTP2Agent`
+    (MCP does not ask for HTTP/2; the agent is :class:`acpkit.http.http2.HTTP2Agent`
     with ``http2="never"``, Twisted's own ``Agent``).
     """
 

@@ -93,10 +93,10 @@ from zope.interface import implementer  # noqa: E402
 
 from acpkit.connection import AgentConnection, ClientConnection  # noqa: E402
 from acpkit.framing import DEFAULT_MAX_LENGTH, MessageFraming  # noqa: E402
+from acpkit.http.tls import ClientTLS  # noqa: E402
+from acpkit.http.tls_errors import tls_error_text  # noqa: E402
 from acpkit.interfaces import IClient  # noqa: E402
 from acpkit.jsonrpc import JSONRPCProtocol  # noqa: E402
-from acpkit.remote.tls import ClientTLS  # noqa: E402
-from acpkit.tls_errors import tls_error_text  # noqa: E402
 from acpkit.trace import attach_tracer  # noqa: E402
 
 __all__ = [
@@ -569,7 +569,7 @@ def connect_websocket(
     ``cookies`` (a mapping you own, or a new one) is sent as ``Cookie`` and receives the
     ``Set-Cookie`` pairs of the ``101``: pass the same mapping to the next
     ``connect_websocket`` to the same server for session affinity.  ``tls``
-    (:class:`~acpkit.remote.tls.ClientTLS`: a private CA, a client certificate) is what
+    (:class:`~acpkit.http.tls.ClientTLS`: a private CA, a client certificate) is what
     a ``wss://`` connection trusts and authenticates with (default: the platform's
     CAs, no client certificate); its files are read before connecting (``ValueError``
     naming a bad one).  ``tls_options`` (a Twisted ``IOpenSSLClientConnectionCreator``)

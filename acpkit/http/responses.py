@@ -26,7 +26,7 @@ from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from acpkit.tls_errors import tls_error_text
+from acpkit.http.tls_errors import tls_error_text
 
 if TYPE_CHECKING:
     from twisted.web.iweb import IResponse

@@ -14,7 +14,7 @@ made                                        the URL checked (``http(s)://host``,
                                             info: ``ValueError``); with ``tls`` on
                                             ``https://`` its files read now
 requests                                    through treq on an
-                                            :class:`~acpkit.http2_agent.HTTP2Agent` over a
+                                            :class:`~acpkit.http.http2.HTTP2Agent` over a
                                             persistent pool whose idle connections are
                                             closed after 4 s, below servers' keep-alive
                                             (a POST is never retried on a connection the
@@ -63,16 +63,16 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit.errors import clip
-from acpkit.http_responses import BodyReader, body_ended_cleanly, failure_text, shown_url
-from acpkit.sse import SSEEventTooLarge, SSEParser
+from acpkit.http.responses import BodyReader, body_ended_cleanly, failure_text, shown_url
+from acpkit.http.sse import SSEEventTooLarge, SSEParser
 
 if TYPE_CHECKING:
     from http.cookiejar import CookieJar
 
     from twisted.web.iweb import IResponse
 
-    from acpkit.http2_agent import HTTP2Agent, HTTP2Mode
-    from acpkit.remote.tls import ClientTLS
+    from acpkit.http.http2 import HTTP2Agent, HTTP2Mode
+    from acpkit.http.tls import ClientTLS
 
 __all__ = [
     "ERROR_BODY_KEPT",
@@ -195,7 +195,7 @@ class HTTPTransportBase:
             from treq.client import HTTPClient
             from twisted.web.client import HTTPConnectionPool
 
-            from acpkit.http2_agent import HTTP2Agent
+            from acpkit.http.http2 import HTTP2Agent
 
             pool = HTTPConnectionPool(reactor, persistent=True)
             pool.cachedConnectionTimeout = POOL_IDLE_SECONDS

@@ -1,7 +1,7 @@
 """
-TLS settings of a remote ACP client: which certificates to trust, and the client's own
-certificate when the server asks for one (TLS client authentication); and the PEM
-reading both sides share (:func:`read_certificates`).
+TLS settings of a client (remote ACP, MCP over HTTP): which certificates to trust, and the
+client's own certificate when the server asks for one (TLS client authentication).  The
+PEM files are read by :mod:`acpkit.io.pem`.
 
 One :class:`ClientTLS` serves every remote transport (Streamable HTTP over HTTP/1.1 or
 HTTP/2, WebSocket): each asks it for a connection creator for a host name, with the
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
     from twisted.internet.ssl import PrivateCertificate
 
-__all__ = ["ClientTLS", "read_certificates"]
+__all__ = ["ClientTLS"]
 
 
 @attrs.frozen

@@ -5,7 +5,7 @@ The ``h2`` state machine (sans-IO) does the protocol; a small Twisted protocol m
 bytes.  Responses provide ``IResponse`` as Twisted's own client's do (``version`` is
 ``(b"HTTP", 2, 0)``; a body ends with ``ResponseDone``, or ``ResponseFailed``; a request
 with no response fails with ``ResponseNeverReceived``), so ``treq.client.HTTPClient`` and
-:class:`acpkit.http_responses.BodyReader` run over it unchanged.
+:class:`acpkit.http.responses.BodyReader` run over it unchanged.
 
 ==========================================  ============================================
 situation                                   what the agent does
@@ -93,7 +93,7 @@ if TYPE_CHECKING:
     from h2.connection import H2Connection
     from twisted.internet.interfaces import IProtocol
 
-    from acpkit.remote.tls import ClientTLS
+    from acpkit.http.tls import ClientTLS
 
 __all__ = [
     "CONNECTION_WINDOW",
@@ -287,7 +287,7 @@ class HTTP2Agent:
         else:
             endpoint = HostnameEndpoint(self._reactor, host, port, timeout=self._connect_timeout)
         if tls:
-            from acpkit.remote.tls import ClientTLS
+            from acpkit.http.tls import ClientTLS
 
             creator = (self._tls or ClientTLS()).creator(host, alpn=ALPN)
             endpoint = wrapClientTLS(creator, endpoint)

@@ -4,7 +4,7 @@ What a failed TLS handshake means, in words a user can act on.
 OpenSSL reports a refused handshake as a list of reason codes (``tlsv13 alert
 certificate required``, ``tlsv1 alert unknown ca``...).  :func:`tls_error_text` turns
 the ones about certificates into a sentence saying which side refused what, keeping
-OpenSSL's own reason in parentheses; the HTTP clients (:func:`acpkit.http_responses.
+OpenSSL's own reason in parentheses; the HTTP clients (:func:`acpkit.http.responses.
 failure_text`) and the WebSocket client use it.
 
 ==========================================  ==========================================
