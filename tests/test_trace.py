@@ -29,6 +29,7 @@ from acpkit.trace import (
     main,
     open_trace_file,
     read_trace,
+    recording,
     replay,
     tracer_from_environment,
 )
@@ -160,7 +161,7 @@ class TracerTests(SynchronousTestCase):
         if not os.path.exists("/dev/full"):
             self.skipTest("no /dev/full")
         events = warnings_during(self)
-        trace._open_files.pop("/dev/full", None)
+        recording._open_files.pop("/dev/full", None)
         tracer = tracer_from_environment("bob", {"ACPKIT_TRACE": "/dev/full"})
         assert tracer is not None
         proto = Line()
@@ -174,7 +175,7 @@ class TracerTests(SynchronousTestCase):
         self.assertEqual(proto.lines, [b"{}"])
         self.assertTrue(tracer.file.broken)
         self.assertEqual(len(events), 1)
-        trace._open_files.pop("/dev/full", None)
+        recording._open_files.pop("/dev/full", None)
 
 
 def write_trace(lines: list[bytes]) -> str:
