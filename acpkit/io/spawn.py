@@ -43,7 +43,7 @@ from zope.interface import implementer
 from acpkit.compat import flush_writer, process_pipe
 from acpkit.errors import AgentExited
 from acpkit.io.process_groups import kill_group, process_group_argv
-from acpkit.trace import TRACE_VARIABLE, attach_tracer
+from acpkit.trace.recording import TRACE_VARIABLE, attach_tracer
 
 __all__ = [
     "PIPE_DRAIN_TIMEOUT",

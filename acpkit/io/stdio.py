@@ -15,7 +15,7 @@ from twisted.internet.interfaces import IProtocol
 from twisted.python.failure import Failure
 
 from acpkit.compat import StandardIO, flush_writer, stdio_writer
-from acpkit.trace import attach_tracer
+from acpkit.trace.recording import attach_tracer
 
 __all__ = ["serve_stdio"]
 
