@@ -49,7 +49,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from acpkit import schema, unstable
-from acpkit.connection import Agent, negotiate_version
+from acpkit.connection import Agent, AgentConnection, negotiate_version
 from acpkit.errors import InternalError, InvalidParams, MethodNotFound, clip
 from acpkit.interfaces import IAgent
 from acpkit_agent.attachments import AttachedElsewhere, SessionTakenOver
@@ -125,7 +125,7 @@ class BobAgent(Agent):
 
     def __init__(
         self,
-        conn: Any,
+        conn: AgentConnection,
         runtime: AgentRuntime,
         *,
         sessions: SessionStore | None = None,

@@ -29,7 +29,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from acpkit import __version__, schema
-from acpkit.connection import Client
+from acpkit.connection import Client, ClientConnection
 from acpkit.errors import RPCError
 from acpkit.interfaces import IClient
 from acpkit_agent.elicitation import UserAsker
@@ -189,7 +189,7 @@ class AskAgentTool:
             _log.info("[acp] ask_agent: {agent} stopped", agent=name)
 
     async def _converse(
-        self, conn: Any, client: AskingClient, run: AgentRun, name: str, question: str
+        self, conn: ClientConnection, client: AskingClient, run: AgentRun, name: str, question: str
     ) -> ToolResult:
         step = "initialize"
         try:
