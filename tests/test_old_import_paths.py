@@ -11,6 +11,7 @@ release they stay.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 import pytest
 
@@ -29,6 +30,17 @@ MOVED: dict[str, dict[str, list[str]]] = {
             "encode_json",
             "wire_name",
         ]
+    },
+    "acpkit.connection": {
+        "acpkit.connection.agent": ["Agent", "AgentConnection"],
+        "acpkit.connection.client": ["MAX_EARLY_UPDATES", "Client", "ClientConnection"],
+        "acpkit.connection.role": ["is_implemented", "unimplemented"],
+        "acpkit.connection.versions": [
+            "LATEST_PROTOCOL_VERSION",
+            "SUPPORTED_PROTOCOL_VERSIONS",
+            "ProtocolVersionError",
+            "negotiate_version",
+        ],
     },
     "acpkit.endpoints": {
         "acpkit.io": [
@@ -126,10 +138,37 @@ MOVED: dict[str, dict[str, list[str]]] = {
     "acpkit.rpc_outgoing": {
         "acpkit.jsonrpc.outgoing": ["FORGOTTEN_IDS", "OutgoingRequest", "OutgoingRequests"]
     },
+    "acpkit.trace": {
+        "acpkit.trace.recording": [
+            "RECEIVED",
+            "SENT",
+            "TRACE_VARIABLE",
+            "TraceFile",
+            "Tracer",
+            "format_record",
+            "format_timestamp",
+            "open_trace_file",
+            "tracer_from_environment",
+        ],
+        "acpkit.trace.records": [
+            "MalformedTraceLine",
+            "TraceRecord",
+            "parse_record",
+            "pretty_record",
+            "read_trace",
+        ],
+        "acpkit.trace.replay": ["replay"],
+        "acpkit.trace.cli": ["main"],
+    },
 }
 
 #: The old paths left as modules of their own (a package of the same name needs none).
-SHIMS = sorted(old for old, homes in MOVED.items() if old not in homes)
+SHIMS = sorted(
+    old
+    for old in MOVED
+    if (spec := importlib.util.find_spec(old)) is not None
+    and spec.submodule_search_locations is None
+)
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))
