@@ -21,6 +21,10 @@ a fallback or a clear error when it does not:
   them (the bind policy and the TLS server endpoint read ``interface=``, ``mode=`` and
   the ``ssl:`` parameters from it). Without it: `TwistedInternalsChanged`; guessing at
   the grammar would let a bind check and Twisted read one string two ways.
+- ``HTTPConnectionPool._factory`` (`quiet_http_pool`): the factory class of the pool's
+  connections, replaced by a subclass with ``noisy = False``, so that an HTTP client does
+  not log "Starting factory" and "Stopping factory" for each connection. Without it: the
+  stock pool, which logs those two lines (noisy, never wrong).
 
 ``StandardIO`` itself comes from the public ``twisted.internet.stdio`` (on POSIX, the
 only platform acpkit supports, it is the class of ``twisted.internet._posixstdio``, which
@@ -42,7 +46,9 @@ __all__ = [
     "TwistedInternalsChanged",
     "endpoint_arguments",
     "flush_writer",
+    "http_request_path",
     "process_pipe",
+    "quiet_http_pool",
     "regex_lexer_states",
     "stdio_writer",
 ]
@@ -115,6 +121,19 @@ def regex_lexer_states(lexer: object) -> dict[str, Any] | None:
     return tokens if isinstance(tokens, dict) else None
 
 
+def http_request_path(channel: object) -> bytes | None:
+    """
+    The path (the query cut off) of the HTTP/1.x request whose head an
+    ``HTTPChannel`` is reading (``HTTPChannel._path``, set from the request line until
+    the request is complete), or ``None`` when it has none (another channel, or a
+    Twisted without it: the caller then treats the request like any other).
+    """
+    target = getattr(channel, "_path", None)
+    if not isinstance(target, bytes):
+        return None
+    return target.split(b"?", 1)[0]
+
+
 def endpoint_arguments(description: str) -> tuple[list[str], dict[str, str]]:
     """
     The arguments ``serverFromString`` reads from ``description``: the positional ones
@@ -132,3 +151,18 @@ def endpoint_arguments(description: str) -> tuple[list[str], dict[str, str]]:
     except (ValueError, IndexError) as e:
         raise ValueError(f"{description!r} is not an endpoint string: {e}") from None
     return [str(a) for a in args], {str(k): str(v) for k, v in kwargs.items()}
+
+
+def quiet_http_pool(reactor: Any, *, persistent: bool) -> Any:
+    """
+    A ``twisted.web.client.HTTPConnectionPool`` whose connection factories are not
+    ``noisy``: no "Starting factory" / "Stopping factory" log line per connection (the
+    pool's ``_factory`` class, subclassed).  Without that attribute, the stock pool.
+    """
+    from twisted.web.client import HTTPConnectionPool
+
+    pool: Any = HTTPConnectionPool(reactor, persistent=persistent)
+    factory = getattr(pool, "_factory", None)
+    if isinstance(factory, type):
+        pool._factory = type(f"Quiet{factory.__name__}", (factory,), {"noisy": False})
+    return pool

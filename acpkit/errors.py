@@ -30,6 +30,7 @@ __all__ = [
     "InvalidRequest",
     "MessageTooLarge",
     "MethodNotFound",
+    "NotDelivered",
     "ParseError",
     "RPCError",
     "RequestCancelled",
@@ -281,6 +282,14 @@ class ConnectionLost(Exception):
         return cls(f"connection lost: {reason}")
 
 
+class NotDelivered(ConnectionLost):
+    """
+    The connection ended, and this request certainly never reached the peer: its
+    transport knows (a Streamable HTTP POST answered ``404``: no agent there knows the
+    connection).  Sending it again on a new connection cannot make it run twice.
+    """
+
+
 class RequestTimeout(Exception):
     """No response arrived in time (``$/cancel_request`` was sent to the peer)."""
 
@@ -309,24 +318,36 @@ class AgentExited(Exception):
     An agent process ended; the value of the Failure given to ``connectionLost`` by
     :func:`acpkit.io.spawn_agent`'s transport.
 
-    ``exit_code`` is ``None`` when the process was killed by ``signal``.
+    ``exit_code`` is ``None`` when the process was killed by ``signal``.  ``kind`` is
+    what the process is (``spawn_agent``'s ``kind``: ``"agent"``, ``"MCP server"``...).
     """
 
     def __init__(
-        self, name: str, exit_code: int | None, signal: int | None, stderr_tail: str
+        self,
+        name: str,
+        exit_code: int | None,
+        signal: int | None,
+        stderr_tail: str,
+        kind: str = "agent",
     ) -> None:
         super().__init__(name, exit_code, signal, stderr_tail)
         self.name = name
         self.exit_code = exit_code
         self.signal = signal
         self.stderr_tail = stderr_tail
+        self.kind = kind
 
-    def __str__(self) -> str:
+    @property
+    def summary(self) -> str:
+        """One line: what ended and how, without the stderr lines."""
         if self.signal is not None:
             how = f"was killed by signal {self.signal}"
         else:
             how = f"exited with status {self.exit_code}"
-        text = f'agent "{self.name}" {how}'
+        return f'{self.kind} "{self.name}" {how}'
+
+    def __str__(self) -> str:
+        text = self.summary
         if self.stderr_tail:
             text += f"; last stderr lines:\n{self.stderr_tail}"
         return text

@@ -41,6 +41,7 @@ others                    ``-32601`` (the :class:`acpkit.connection.Agent` base)
 from __future__ import annotations
 
 import os
+import uuid
 from typing import Any
 
 import attrs
@@ -62,7 +63,7 @@ from acpkit_agent.commands import (
 )
 from acpkit_agent.compaction import maybe_compact
 from acpkit_agent.config import AgentConfig, ConfigError, session_config
-from acpkit_agent.mcp_servers import McpServerSet, McpToolbox, client_server_configs
+from acpkit_agent.mcp_servers import TURN_WAIT, McpServerSet, McpToolbox, client_server_configs
 from acpkit_agent.prompt_content import flatten_prompt
 from acpkit_agent.replay import load_and_replay
 from acpkit_agent.session import (
@@ -172,11 +173,13 @@ class BobAgent(Agent):
         if info is not None and info.version:
             client += f" {info.version}"
         version = negotiate_version(params.protocol_version)
+        asked = params.protocol_version
         _log.info(
-            "[acp] initialize: client {client}, protocol version {version}, "
+            "[acp] initialize: client {client}, protocol version {version}{asked}, "
             "elicitation(form)={form}",
             client=client,
-            version=params.protocol_version,
+            version=version,
+            asked="" if asked == version else f" (the client asked for {asked})",
             form="true" if self.elicitation_form else "false",
         )
         config = self.runtime.config
@@ -246,13 +249,17 @@ class BobAgent(Agent):
             except BaseException:
                 self._undo_attach(params.session_id, key, previous)
                 raise
-            self._attached_now(params.session_id, key)
             if previous is not None:
+                label = previous._connection_label() if isinstance(previous, BobAgent) else "?"
                 _log.info(
-                    "[acp] session {sid}: taken over from another connection, which can "
-                    "no longer use it",
+                    "[acp] session {sid}: taken over from another connection ({connection}),"
+                    " which can no longer use it",
                     sid=params.session_id,
+                    connection=label,
+                    pid=os.getpid(),
+                    session_file=key,
                 )
+            self._attached_now(params.session_id, key)
             session.config = config
             self._skip_replayed_call_ids(session)
             mcp = self._client_servers(session.id, params.cwd, params.mcp_servers or [])
@@ -382,11 +389,46 @@ class BobAgent(Agent):
         for client_set, _toolbox in sets.values():
             client_set.close()
 
-    @staticmethod
-    def _mcp_ready(runtime: AgentRuntime) -> Deferred[None] | None:
-        """Fires when the MCP servers this turn may use have answered or failed."""
+    async def _wait_for_mcp_servers(self, session: Session) -> None:
+        """
+        Wait, at most :data:`~acpkit_agent.mcp_servers.TURN_WAIT` seconds, for the MCP
+        servers this turn may use that are still starting; tell the client while waiting,
+        and when the turn goes on without some of them.
+        """
+        runtime = self._runtime_of(session)
         tools = runtime.tools
-        return tools.ready() if isinstance(tools, McpToolbox) else None
+        if not isinstance(tools, McpToolbox):
+            return
+        starting = tools.starting()
+        if not starting:
+            return
+        names = ", ".join(starting)
+        self._notice(session, f"waiting for MCP server(s) {names} to start...")
+        if await _within(tools.ready(), TURN_WAIT, runtime.reactor):
+            return
+        late = ", ".join(tools.starting()) or names
+        _log.warn(
+            "[mcp] session {sid}: {late} not ready after {wait:g} s: the turn goes on without"
+            " their tools",
+            sid=session.id,
+            late=late,
+            wait=TURN_WAIT,
+        )
+        self._notice(
+            session,
+            f"MCP server(s) {late} not ready after {TURN_WAIT:g} s: this turn goes on without"
+            " their tools (a later turn has them once they have started)",
+        )
+
+    def _notice(self, session: Session, text: str) -> None:
+        """One line to the client, a message of its own (not in the model's history)."""
+        send_update(
+            self.conn,
+            session.id,
+            schema.AgentMessageChunk(
+                content=schema.TextContentBlock(text=text + "\n\n"), message_id=str(uuid.uuid4())
+            ),
+        )
 
     def _sessions_on_disk(self) -> bool:
         """Whether sessions are saved (and so ``session/load`` is implemented)."""
@@ -484,11 +526,32 @@ class BobAgent(Agent):
         elif self._attached.get(session_id) != key:
             attachments.detach(key, self)
 
+    def _connection_label(self) -> str:
+        """This connection in the log: its remote connection id (8 characters), else a
+        name unique in this process."""
+        transport = getattr(getattr(self.conn, "protocol", None), "transport", None)
+        try:
+            peer = transport.getPeer() if transport is not None else None
+        except Exception:
+            peer = None
+        connection_id = getattr(peer, "connection_id", None)
+        if isinstance(connection_id, str):
+            return connection_id[:8]
+        return f"local-{id(self.conn):x}"
+
     def _attached_now(self, session_id: str, key: str) -> None:
         """Record the attachment; detached when the connection ends."""
         old = self._attached.get(session_id)
         if old is not None and old != key:  # the same id, loaded from another directory
             self.runtime.attachments.detach(old, self)
+        if old != key:
+            _log.info(
+                "[acp] session {sid}: attached to connection {connection} (pid {pid})",
+                sid=session_id,
+                connection=self._connection_label(),
+                pid=os.getpid(),
+                session_file=key,
+            )
         self._attached[session_id] = key
         if not self._watching_close:
             self._watching_close = True
@@ -509,7 +572,16 @@ class BobAgent(Agent):
         await lock.acquire()
         try:
             attached, self._attached = self._attached, {}
-            for key in attached.values():
+            for session_id, key in attached.items():
+                if self.runtime.attachments.owner(key) is self:
+                    # said while still attached: another process may attach it next
+                    _log.info(
+                        "[acp] session {sid}: detached from connection {connection} (pid {pid})",
+                        sid=session_id,
+                        connection=self._connection_label(),
+                        pid=os.getpid(),
+                        session_file=key,
+                    )
                 self.runtime.attachments.detach(key, self)
         finally:
             lock.release()
@@ -523,9 +595,7 @@ class BobAgent(Agent):
         for path in flat.attached:
             _log.info("[acp] session {sid}: attached {path}", sid=session.id, path=path)
         if self.commands.match(flat.text) is None:
-            starting = self._mcp_ready(self._runtime_of(session))
-            if starting is not None:
-                await starting
+            await self._wait_for_mcp_servers(session)
         lock = self.runtime.lock
         await lock.acquire()
         try:
@@ -583,3 +653,22 @@ class BobAgent(Agent):
             thought_tokens=totals.thought_tokens,
             cached_read_tokens=totals.cached_read_tokens,
         )
+
+
+def _within(d: Deferred[None], seconds: float, clock: Any) -> Deferred[bool]:
+    """Fires True when ``d`` fires within ``seconds`` of ``clock``, else False then."""
+    outcome: Deferred[bool] = Deferred()
+
+    def settle(value: bool) -> None:
+        if not outcome.called:
+            outcome.callback(value)
+
+    timer = clock.callLater(seconds, settle, False)
+
+    def fired(_: object) -> None:
+        if timer.active():
+            timer.cancel()
+        settle(True)
+
+    d.addBoth(fired)
+    return outcome

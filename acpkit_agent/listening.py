@@ -24,6 +24,10 @@ listens, and every connection through its admission table (:mod:`acpkit.io.admis
 ``--no-token`` (loopback TCP only)         nothing: any local user or process can
                                            connect and run commands as bob's user;
                                            refused on any other interface
+``http:haproxy:tcp:PORT`` (behind a load   as ``http:tcp:PORT``; each connection must
+balancer speaking the PROXY protocol)      start with a PROXY protocol header (v1 or
+                                           v2), whose client is the one the per-peer
+                                           caps count
 ``tcp:PORT`` (raw NDJSON)                  raw NDJSON has no place for a token:
                                            refused unless ``--no-token`` (loopback)
                                            or ``ssl:`` with ``--tls-client-ca``
@@ -48,7 +52,12 @@ from twisted.internet.endpoints import serverFromString
 from twisted.python.failure import Failure
 
 from acpkit.io.admission import Admission, AdmissionLimits, AdmittedFactory
-from acpkit.io.bind_policy import BindAuthentication, check_bind, loopback_tcp
+from acpkit.io.bind_policy import (
+    BindAuthentication,
+    check_bind,
+    loopback_tcp,
+    speaks_proxy_protocol,
+)
 from acpkit.remote.tokens import (
     TokenFileError,
     TokenSet,
@@ -169,10 +178,12 @@ def plan_listener(
         raise ListenError(f"--listen {listen}: {_one_line(error)}") from None
     from acpkit.remote.security import authentication_in_force
 
+    proxied = speaks_proxy_protocol(description)
     if remote:
         factory = remote_site(tokens)
+        factory.admission.proxied = proxied
     else:
-        admission = Admission(admission_limits, clock=reactor)
+        admission = Admission(admission_limits, clock=reactor, proxied=proxied)
         factory = AdmittedFactory(raw_factory, admission, accept_on=b"\n")
     in_force = authentication_in_force(tokens, client_ca, no_token=auth.no_token)
     return Listener(listen, description, factory, client_ca, in_force, made, token_path)

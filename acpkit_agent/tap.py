@@ -29,7 +29,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, cast
 
 from twisted.application.service import IService, Service
 from twisted.internet.defer import Deferred, DeferredList, succeed
@@ -47,6 +47,7 @@ from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit_agent.agent import AGENT_VERSION, BobAgent
 from acpkit_agent.banner import banner_lines, mcp_server_line
 from acpkit_agent.config import AgentConfig, ConfigError, load_config
+from acpkit_agent.draining import DEFAULT_DRAIN_TIMEOUT, Drain, Drainable, RawConnections
 from acpkit_agent.engines import make_engine
 from acpkit_agent.listening import (
     REMOTE_PREFIX,
@@ -57,6 +58,7 @@ from acpkit_agent.listening import (
     plan_listener,
     start_listening,
 )
+from acpkit_agent.log_filter import bob_log_filter
 from acpkit_agent.lsp import LanguageServers
 from acpkit_agent.mcp_servers import (
     McpServerSet,
@@ -107,9 +109,17 @@ class _StderrObserver:
 
 
 def stderr_observer() -> ILogObserver:
-    """The log observer factory the plugin installs: plain lines on the real stderr."""
+    """
+    The log observer factory the plugin installs: plain lines on the real stderr, one per
+    event (:mod:`acpkit_agent.log_filter`).
+    """
     stream = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
-    return _StderrObserver(stream)
+    return bob_log_filter(_StderrObserver(stream))
+
+
+def _stream_observer(stream: TextIO) -> ILogObserver:
+    """twist's log file observer factory: plain lines on ``stream``, one per event."""
+    return bob_log_filter(_StderrObserver(stream))
 
 
 class Options(usage.Options):
@@ -118,7 +128,7 @@ class Options(usage.Options):
     synopsis = (
         "[--config FILE] [--listen ENDPOINT | --listen http:ENDPOINT [--token-file FILE]"
         " [--max-connections N] [--max-message-size BYTES]] [--tls-client-ca FILE]"
-        " [--no-token] [--request-timeout SECONDS] [--engine NAME]"
+        " [--no-token] [--request-timeout SECONDS] [--drain-timeout SECONDS] [--engine NAME]"
     )
     longdesc = (
         "Run the reference ACP agent bob: JSON-RPC on stdio (or one agent connection per "
@@ -192,6 +202,15 @@ class Options(usage.Options):
             " later HTTP/1.x request its head, before the connection is closed, a positive"
             " number (default 15).",
         ],
+        [
+            "drain-timeout",
+            None,
+            None,
+            "With --listen: on SIGTERM bob drains (new connections refused, health check"
+            " 503, each connection closed once its running turn is answered) and exits;"
+            " after this many seconds it closes what is left, cancelling those turns, a"
+            f" positive number (default {DEFAULT_DRAIN_TIMEOUT:g}).",
+        ],
         ["engine", "e", None, "The engine name (openai, scripted, echo); overrides the config."],
     ]
 
@@ -226,7 +245,7 @@ class Options(usage.Options):
         if "logFile" in parent:  # twist: never daemonizes, logs to stdout by default
             if parent["logFile"] in (sys.stdout, sys.stderr):
                 parent["logFile"] = sys.stderr
-                parent["fileLogObserverFactory"] = _StderrObserver
+                parent["fileLogObserverFactory"] = _stream_observer
             return
         if "nodaemon" in parent and not parent["nodaemon"]:
             self._daemon_options(parent)
@@ -296,14 +315,17 @@ class _StdioProtocol(JSONRPCProtocol):
 
 
 class _AgentFactory(Factory):
-    """One agent connection per client connection (``--listen``)."""
+    """One agent connection per client connection (``--listen``, raw NDJSON)."""
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
+        #: The open connections (drained on SIGTERM).
+        self.connections = RawConnections()
 
     def buildProtocol(self, addr: Any) -> Any:
         runtime = self.runtime
         conn = AgentConnection(lambda c: BobAgent(c, runtime), name="client")
+        self.connections.add(conn)
         protocol: IProtocol = conn.protocol
         return protocol
 
@@ -339,7 +361,12 @@ class AgentService(Service):
         self.exit_status = 0
         #: The stdio connection (None with ``--listen``).
         self.conn: AgentConnection | None = None
+        #: SIGTERM's drain (``--listen``; :mod:`acpkit_agent.draining`).
+        self.drain: Drain | None = None
         self._eof_timer: Any = None
+        #: The reactor is shutting down (a signal, or stdin's end already told): the end
+        #: of stdio is no news then.
+        self._end_told = False
 
     def startService(self) -> None:
         """Log the banner, then serve."""
@@ -367,11 +394,15 @@ class AgentService(Service):
         """Stdin ended: cancel the running turns; exit within ``STDIN_EOF_GRACE`` at most."""
         if self.conn is None or self._eof_timer is not None:
             return
-        if self.conn.closed_reason is None:
-            _log.info(
-                "[acp] stdin closed: running turns cancelled, exiting within {grace:g} s",
-                grace=STDIN_EOF_GRACE,
-            )
+        if self.conn.closed_reason is None and not self._end_told:
+            self._end_told = True
+            if self.runtime.lock.locked:
+                _log.info(
+                    "[acp] stdin closed: running turns cancelled, exiting within {grace:g} s",
+                    grace=STDIN_EOF_GRACE,
+                )
+            else:
+                _log.info("[acp] stdin closed: exiting")
         self.conn.cancel_all_turns()
         if self.conn.closed_reason is None:
             self._eof_timer = self.reactor.callLater(STDIN_EOF_GRACE, self._eof_grace_over)
@@ -410,7 +441,9 @@ class AgentService(Service):
         if self._eof_timer is not None and self._eof_timer.active():
             self._eof_timer.cancel()
         self._eof_timer = None
-        _log.info("[acp] stdin closed: exiting")
+        if not self._end_told:
+            self._end_told = True
+            _log.info("[acp] the client closed the connection: exiting")
         # Language servers get shutdown/exit before the reactor's shutdown kills groups.
         stop_language_servers(self.runtime).addBoth(lambda _: self._stop_reactor())
 
@@ -435,6 +468,12 @@ class AgentService(Service):
         else:
             self.reactor.callWhenRunning(self.reactor.stop)
 
+    def stop_listening(self) -> None:
+        """Stop taking connections (raw NDJSON's drain); the open ones go on."""
+        port, self.port = self.port, None
+        if port is not None:
+            port.stopListening()
+
     def _mcp_sets(self) -> tuple[McpServerSet, ...]:
         tools = self.runtime.tools
         return tools.sets if isinstance(tools, McpToolbox) else ()
@@ -443,6 +482,9 @@ class AgentService(Service):
         """Cancel the running turns of the stdio connection; stop listening; close MCP."""
         super().stopService()
         if self.conn is not None and self.conn.closed_reason is None:
+            if not self._end_told and self.runtime.lock.locked:
+                _log.info("[acp] shutting down: running turns cancelled")
+            self._end_told = True  # the reactor's shutdown was logged (a signal...)
             self.conn.cancel_all_turns()
         stopping: list[Deferred[Any]] = [servers.close() for servers in self._mcp_sets()]
         if self.port is not None:
@@ -464,6 +506,7 @@ def makeService(options: Options) -> IService:
     except ConfigError as error:
         _exit_with(str(error))
     listen = options["listen"]
+    drain_timeout = _drain_timeout(options)  # a bad --drain-timeout exits here
     admission = _admission_limits(options)  # a bad --request-timeout exits here
     limits = _remote_limits(options, admission)  # so does a bad remote limit
     client_ca = _tls_client_ca(options)
@@ -490,12 +533,62 @@ def makeService(options: Options) -> IService:
     child_groups.kill_at_shutdown(reactor)
     # MCP servers (bob's and the sessions' client servers) are closed too.
     close_all_at_shutdown(reactor)
+    if listener is not None:
+        # SIGTERM drains the listener's connections before the reactor stops.
+        drain = Drain(
+            reactor,
+            _drain_target(listener),
+            drain_timeout,
+            stop=lambda: _stop(reactor),
+            stop_listening=None if listen.startswith(REMOTE_PREFIX) else service.stop_listening,
+        )
+        reactor.callWhenRunning(drain.install)
+        service.drain = drain
     if options.daemon_note is not None:
         _note(options.daemon_note)
     # Listening failed after the reactor started (an endpoint that listens later):
     # twistd would exit 0, so leave with the service's status once the reactor stopped.
     reactor.addSystemEventTrigger("after", "shutdown", _exit_on_failure, service)
     return service
+
+
+def _drain_target(listener: Listener) -> Drainable:
+    """What SIGTERM drains: the remote ACP resource, or the raw listener's connections."""
+    factory = listener.factory
+    acp = getattr(factory, "acp", None)  # a RemoteSite
+    if acp is not None:
+        return cast("Drainable", acp)
+    raw = getattr(factory, "wrapped", factory)  # an AdmittedFactory around _AgentFactory
+    return cast("Drainable", raw.connections)
+
+
+def _stop(reactor: Any) -> None:
+    """Stop the reactor unless it is stopping already."""
+    from twisted.internet.error import ReactorNotRunning
+
+    try:
+        reactor.stop()
+    except ReactorNotRunning:
+        pass
+
+
+def _drain_timeout(options: Options | None) -> float:
+    """
+    ``--drain-timeout`` (default :data:`DEFAULT_DRAIN_TIMEOUT`); a value that is not a
+    positive, finite number, or one given without ``--listen``, exits 1 with one line.
+    """
+    given = options["drain-timeout"] if options is not None else None
+    if given is None:
+        return DEFAULT_DRAIN_TIMEOUT
+    if options is not None and options["listen"] == "stdio":
+        _exit_with("--drain-timeout applies only with --listen")
+    try:
+        seconds = float(given.strip())
+    except ValueError:
+        seconds = 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        _exit_with(f"--drain-timeout {given}: not a positive number of seconds")
+    return seconds
 
 
 def stop_language_servers(runtime: AgentRuntime) -> Deferred[None]:

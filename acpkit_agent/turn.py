@@ -445,7 +445,6 @@ class TurnRunner:
     ) -> str:
         """Announce, allow, run and conclude one tool call; return what the model receives."""
         acp_id = self.runtime.next_call_id()
-        session.record_call_id(call.id, acp_id)  # saved with the call, for session/load replay
         tool = self.runtime.tools.get(call.name)
         args = dict(call.arguments)
         if tool is None:
@@ -454,6 +453,8 @@ class TurnRunner:
             title = tool.title(args)
             kind = tool_kind(call_kind(tool, args))
             locations = [schema.ToolCallLocation(path=p) for p in tool.locations(args, session.cwd)]
+        # saved with the call, for session/load's replay
+        session.record_call_id(call.id, acp_id, title, str(kind.value))
         raw_input: Any = args if call.error is None else call.raw_arguments
         self._update(
             session,

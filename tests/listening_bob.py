@@ -5,7 +5,8 @@ stderr lines (read by a thread, so that bob never blocks on a full pipe).
 
 ``start_bob(tmp_path, "--listen", "http:tcp:0")`` gives a :class:`ListeningBob` once bob
 said where it listens; ``XDG_RUNTIME_DIR`` points into ``tmp_path`` so that the token bob
-makes never lands in the real home.  ``stop()`` ends it (SIGTERM, then SIGKILL).
+makes never lands in the real home.  ``stop()`` ends it (SIGTERM, which drains, SIGTERM
+again, then SIGKILL).
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
 ROOT = Path(__file__).parent.parent
-TWISTD = ["-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
+TWISTD = ["-c", "from twisted.scripts.twistd import run; run()", "-n"]
 
 _LISTENING = re.compile(r"listening on .*?(?:port=(\d+)|name='?([^')]+)|UNIXAddress\('([^']+)'\))")
 _TOKEN = re.compile(r"wrote it to (.+?) \(readable by you only\): (\S+)")
@@ -69,10 +70,18 @@ class ListeningBob:
         """Until bob said where it listens or ended (at most ``timeout`` s): whether it did."""
         return self._ready.wait(timeout)
 
-    def stop(self, timeout: float = 30) -> int:
-        """SIGTERM, then SIGKILL after ``timeout``; the exit status."""
+    def stop(self, timeout: float = 30, drain: float = 2) -> int:
+        """
+        SIGTERM (bob drains: its running turns may finish), SIGTERM again after ``drain``
+        seconds (bob exits now, running turns cancelled), then SIGKILL after ``timeout``;
+        the exit status.
+        """
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(drain)
+            except subprocess.TimeoutExpired:
+                self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -89,11 +98,13 @@ def start_bob(
     timeout: float = 60,
     ready: bool = True,
     preexec: Callable[[], None] | None = None,
+    twistd: Sequence[str] = (),
 ) -> ListeningBob:
     """
-    Start ``twistd -n acp-agent --engine echo ARGS`` with ``config`` as its configuration;
-    with ``ready``, wait (at most ``timeout`` s) until it says where it listens.
-    ``preexec`` runs in the child before bob (a descriptor limit, a umask).
+    Start ``twistd -n TWISTD acp-agent --engine echo ARGS`` with ``config`` as its
+    configuration; with ``ready``, wait (at most ``timeout`` s) until it says where it
+    listens.  ``preexec`` runs in the child before bob (a descriptor limit, a umask);
+    ``twistd``: twistd's own options (``--logger``...).
     """
     config_file = tmp_path / "agent.toml"
     config_file.write_text(config, encoding="utf-8")
@@ -101,7 +112,17 @@ def start_bob(
     runtime_dir.mkdir(mode=0o700, exist_ok=True)
     environment = {**os.environ, "XDG_RUNTIME_DIR": str(runtime_dir), **(env or {})}
     process = subprocess.Popen(
-        [sys.executable, *TWISTD, "--config", str(config_file), "--engine", "echo", *args],
+        [
+            sys.executable,
+            *TWISTD,
+            *twistd,
+            "acp-agent",
+            "--config",
+            str(config_file),
+            "--engine",
+            "echo",
+            *args,
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -332,3 +332,59 @@ class AdmissionMachine(RuleBasedStateMachine):
 
 TestAdmissionMachine = AdmissionMachine.TestCase
 TestAdmissionMachine.settings = settings(stateful_step_count=40)
+
+
+# -- behind a load balancer: the PROXY protocol names the peer ------------------------------
+
+
+def proxied(admission: Admission, balancer: str, client: str) -> Peer:
+    """A connection from ``balancer`` whose transport names ``client`` once read (PROXY)."""
+    from twisted.internet.address import IPv4Address
+
+    peer = Peer(admission, balancer)
+    peer.transport.peerAddr = IPv4Address("TCP", client, 40000)
+    return peer
+
+
+def test_the_peer_is_the_client_a_proxy_header_names() -> None:
+    """
+    Admitted as the balancer's, a connection whose transport names another peer once
+    its first bytes are read (a PROXY protocol header) counts as that peer's.
+    """
+    admission = Admission(limits(max_per_peer=2), clock=Clock(), proxied=True)
+    peers = [proxied(admission, "127.0.0.1", f"203.0.113.{n}") for n in range(5)]
+    for peer in peers:
+        peer.guard.dataReceived(b"G")  # type: ignore[union-attr]
+    assert all(peer.admitted and not peer.aborted for peer in peers)
+    assert admission.open_sockets() == 5
+    assert admission.pending() == 5
+    assert admission.counts == {}
+
+
+def test_without_proxied_the_transport_address_is_the_peer() -> None:
+    """A listener not behind a balancer keeps the address it admitted the connection as."""
+    admission = Admission(limits(max_per_peer=2), clock=Clock())
+    first, second = (proxied(admission, "10.0.0.1", f"203.0.113.{n}") for n in (1, 2))
+    for peer in (first, second):
+        peer.guard.dataReceived(b"G")  # type: ignore[union-attr]
+        peer.guard.accepted()  # type: ignore[union-attr]
+    assert not first.aborted and not second.aborted
+    assert not proxied(admission, "10.0.0.1", "203.0.113.3").admitted
+
+
+def test_a_client_behind_the_proxy_at_its_cap_is_refused() -> None:
+    """The client a header names is held to ``max_per_peer`` (its oldest pending evicted)."""
+    admission = Admission(limits(max_per_peer=2), clock=Clock(), proxied=True)
+    first, second = (proxied(admission, "127.0.0.1", "203.0.113.7") for _ in range(2))
+    for peer in (first, second):
+        peer.guard.dataReceived(b"G")  # type: ignore[union-attr]
+        peer.guard.accepted()  # type: ignore[union-attr]
+    third = proxied(admission, "127.0.0.1", "203.0.113.7")
+    third.guard.dataReceived(b"G")  # type: ignore[union-attr]
+    assert third.aborted
+    assert third.protocol.received == []  # nothing of it reached the listener
+    assert admission.counts["refused_per_peer"] == 1
+    assert admission.open_sockets() == 2
+    pending = proxied(admission, "127.0.0.1", "203.0.113.8")
+    pending.guard.dataReceived(b"G")  # type: ignore[union-attr]
+    assert not pending.aborted

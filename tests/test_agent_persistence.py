@@ -163,6 +163,7 @@ def test_atomic_write_failure_before_rename_keeps_the_good_file(tmp_path: Path) 
     assert os.listdir(path.parent) == ["a.json"]
 
 
+@pytest.mark.process
 def test_process_killed_between_write_and_rename_keeps_the_good_file(tmp_path: Path) -> None:
     """A process killed (SIGKILL) after writing the temporary file, before the rename."""
     path = tmp_path / "a.json"

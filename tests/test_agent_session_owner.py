@@ -402,3 +402,32 @@ def test_taken_over_error_is_resource_not_found() -> None:
     error = SessionTakenOver("s1")
     assert error.code == -32002
     assert error.to_json()["data"] == {"sessionId": "s1", "reason": "takenOver"}
+
+
+def test_every_attach_and_detach_is_logged_with_its_connection_and_pid(project: Path) -> None:
+    """
+    Who held a session when, from the log alone (what the load-balancer test checks
+    across processes): ``attached to connection C (pid P)`` on session/new and
+    session/load, ``taken over from another connection (C)`` before the new owner's
+    line, ``detached from connection C (pid P)`` when a connection ends; each event
+    carries ``sid``, ``connection``, ``pid`` and ``session_file`` fields.
+    """
+    bob = Bob(project)
+    a, b = bob.connect(), bob.connect()
+    with captured_logs() as logs:
+        sid = bob.new(a)
+        answered(bob, bob.load(b, sid)).result()
+        b.pair.close()
+        bob.settle()
+    pid = os.getpid()
+    events = [e for e in logs.events if e.get("sid") == sid and "session_file" in e]
+    kinds = [e["log_format"].split(": ", 1)[1].split(" ", 1)[0] for e in events]
+    assert kinds == ["attached", "taken", "attached", "detached"]
+    assert all(e["pid"] == pid for e in events)
+    assert all(e["session_file"] == os.path.realpath(bob.file(sid)) for e in events)
+    first, taken, second, detached = events
+    assert taken["connection"] == first["connection"]
+    assert detached["connection"] == second["connection"] != first["connection"]
+    lines = [line for line in logs.acp() if sid in line]
+    assert f"[acp] session {sid}: detached from connection" in lines[-1]
+    assert f"(pid {pid})" in lines[-1]

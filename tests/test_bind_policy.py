@@ -183,3 +183,61 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return is_loopback_host(host)
+
+
+# -- behind a load balancer: the PROXY protocol (haproxy:ENDPOINT) -------------------------
+
+
+@pytest.mark.parametrize(
+    ("description", "auth", "expected"),
+    [
+        ("haproxy:tcp:8765", TOKEN, "haproxy:tcp:8765:interface=127.0.0.1"),
+        ("haproxy:tcp:8765", NO_TOKEN, "haproxy:tcp:8765:interface=127.0.0.1"),
+        ("HAProxy:tcp:8765:interface=10.0.0.5", TOKEN, "haproxy:tcp:8765:interface=10.0.0.5"),
+        ("haproxy:unix:/tmp/acp.sock", NONE, "haproxy:unix:/tmp/acp.sock:mode=600"),
+    ],
+)
+def test_the_proxy_protocol_takes_the_policy_of_the_endpoint_it_wraps(
+    description: str, auth: BindAuthentication, expected: str
+) -> None:
+    """
+    ``haproxy:ENDPOINT`` is ENDPOINT's policy, prefixed: loopback by default (not every
+    interface, as an endpoint type the policy could not read would be), authentication
+    as for ENDPOINT.
+    """
+    assert check_bind(description, auth) == expected
+
+
+@pytest.mark.parametrize(
+    ("description", "auth", "words"),
+    [
+        ("haproxy:tcp:8765", NONE, "loopback is not a trust boundary"),
+        ("haproxy:tcp:8765:interface=0.0.0.0", NONE, r"0\.0\.0\.0 \(not loopback\)"),
+        ("haproxy:tcp:8765:interface=0.0.0.0", NO_TOKEN, "for loopback only"),
+    ],
+)
+def test_the_proxy_protocol_is_refused_where_its_endpoint_is(
+    description: str, auth: BindAuthentication, words: str
+) -> None:
+    """What ENDPOINT alone would be refused for, ``haproxy:ENDPOINT`` is refused for too."""
+    with pytest.raises(InsecureBindError, match=words):
+        check_bind(description, auth)
+
+
+def test_client_certificates_are_refused_behind_the_proxy_protocol() -> None:
+    """Behind a proxy a TLS client certificate would authenticate the proxy: refused."""
+    with pytest.raises(ClientAuthError, match="authenticate the proxy"):
+        check_bind("haproxy:ssl:8443", CERT)
+
+
+def test_the_proxy_protocol_with_no_endpoint_is_a_value_error() -> None:
+    """``haproxy:`` alone names nothing to listen on."""
+    with pytest.raises(ValueError, match="names no endpoint"):
+        check_bind("haproxy:", TOKEN)
+
+
+def test_loopback_tcp_sees_through_the_proxy_protocol() -> None:
+    """``haproxy:tcp:PORT`` is loopback TCP (bob makes a token for it), as ``tcp:PORT`` is."""
+    assert loopback_tcp("haproxy:tcp:8765")
+    assert not loopback_tcp("haproxy:tcp:8765:interface=0.0.0.0")
+    assert not loopback_tcp("haproxy:unix:/tmp/acp.sock")

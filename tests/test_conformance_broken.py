@@ -15,6 +15,8 @@ from acpkit.conformance.cli import run_suite
 from acpkit.conformance.harness import SuiteConfig, run_turn, running_agent
 from acpkit.conformance.observer import Verdicts
 
+pytestmark = pytest.mark.process  # every test here starts a child process
+
 RAW_AGENT = str(Path(__file__).parent / "fixtures" / "broken_agents" / "raw_agent.py")
 
 #: fault -> (rule that must fail, run the state machine too?)

@@ -9,7 +9,6 @@ and runs in the test's thread. Each server is stopped by closing its stdin or ki
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,9 +21,12 @@ from acpkit.conformance.remote_driver import jsonrpc_body
 from acpkit.conformance.report import SuiteResult
 from acpkit.conformance.rules import RULES
 from acpkit.remote.security import tls_serving_problem
+from tests.helpers import child_env
 from tests.listening_bob import ListeningBob, start_bob
 
-pytestmark = pytest.mark.process
+# One xdist worker runs this file's tests: its module-scoped fixtures (acpkit's and
+# bob's servers) then run once, not once per worker.
+pytestmark = [pytest.mark.process, pytest.mark.xdist_group("conformance_remote")]
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -35,8 +37,7 @@ WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
 
 
 def _start(argv: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env = child_env()
     process = subprocess.Popen(
         [sys.executable, *argv],
         stdin=subprocess.PIPE,

@@ -50,7 +50,9 @@ from tests.test_conformance_remote import _start, remote_bob
 from tests.test_pytest_plugin_cost import plugin_option
 from tests.test_pytest_plugin_cost import run as run_pytest_command
 
-pytestmark = pytest.mark.process
+# One xdist worker runs this file's tests: its module-scoped fixture (the SDKs' servers) then
+# runs once, not once per worker.
+pytestmark = [pytest.mark.process, pytest.mark.xdist_group("conformance_remote_peers")]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 __all__ = ["remote_bob"]  # the fixture, shared with tests/test_conformance_remote.py

@@ -36,9 +36,10 @@ from acpkit.jsonrpc.jsonbytes import MAX_NESTING_DEPTH
 from acpkit.mcp.http import StreamableHTTPTransport
 from acpkit.remote.http_client import connect_http
 from acpkit.remote.websocket import websocket_resource
+from tests.helpers import InteropClient
 from tests.test_deep_json import EXPLICIT_DEPTHS, KINDS, depths, kinds, nested
 from tests.test_mcp_http import INIT_PARAMS, ScriptedMcp, TrackingSite, sse_start
-from tests.test_remote_http_client import FakeAcpServer, RecordingClient, scripted_agent
+from tests.test_remote_http_client import FakeAcpServer, scripted_agent
 from tests.test_remote_server import Server
 from tests.test_remote_websocket import _WsBase, until
 
@@ -362,7 +363,7 @@ class HTTPClientDeepTests(TestCase):
         id null) and a permission request with deep params its -32602 (its id); the
         client's next prompt works, every time.
         """
-        conn = await connect_http(reactor, self.url, RecordingClient())
+        conn = await connect_http(reactor, self.url, InteropClient())
         self.addCleanup(self._close, conn)
         await conn.initialize()
         sid = (await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))).session_id

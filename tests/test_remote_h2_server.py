@@ -550,9 +550,9 @@ class EndToEndTests(TestCase):
         the process's sockets are back to the listening port's."""
         from acpkit.http.tls import ClientTLS
         from acpkit.remote.http_client import connect_http
+        from tests.helpers import InteropClient
         from tests.test_remote_faults import fd_links, open_fds, until
         from tests.test_remote_http2 import write_certificate
-        from tests.test_remote_http_client import RecordingClient
 
         observer = Failures()
         globalLogPublisher.addObserver(observer)
@@ -573,7 +573,7 @@ class EndToEndTests(TestCase):
         acp = port.factory.wrappedFactory.acp
         url = f"https://localhost:{port.getHost().port}/acp"
         for _ in range(5):
-            conn = await connect_http(reactor, url, RecordingClient(), tls=ClientTLS(cert))
+            conn = await connect_http(reactor, url, InteropClient(), tls=ClientTLS(cert))
             await conn.initialize()
             await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
             self.assertEqual(conn.protocol.transport.http_version, "HTTP/2")  # type: ignore[union-attr]

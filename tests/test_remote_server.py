@@ -37,6 +37,7 @@ from acpkit.remote.security import (
     tls_serving_problem,
 )
 from acpkit.remote.server import ACPResource, LimitedRequest, RemoteLimits, RemoteSite
+from tests.helpers import child_env
 from tests.real_peers import NODE22, TS_SDK_MODULES, peer, require_peer
 
 ROOT = Path(__file__).parent.parent
@@ -758,8 +759,7 @@ def test_websocket_upgrade_without_the_websocket_module_is_501(monkeypatch: Any)
 
 def _serve_in_child(tmp_path: Path, extra: list[str]) -> tuple[subprocess.Popen[str], str]:
     """The interop agent served by serve_remote in a child process; its URL."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env = child_env()
     child = subprocess.Popen(
         [sys.executable, str(FIXTURES / "remote_agent.py"), *extra],
         stdin=subprocess.PIPE,

@@ -34,6 +34,7 @@ class Host:
         self.on_request_received: Callable[[InboundRequest], None] | None = None
         self.answers: list[dict[str, Any]] = []
         self.idle_checks = 0
+        self.settled = 0
         self.closed = False
 
     def process_message(self, data: bytes, /) -> None:
@@ -58,6 +59,9 @@ class Host:
             return False
         self.answers.append(message)
         return True
+
+    def requests_settled(self) -> None:
+        self.settled += 1
 
 
 #: The methods each dispatcher of these tests serves (a request carries its handler).
@@ -111,6 +115,20 @@ def test_answers_by_handler_outcome() -> None:
     assert host.answers[1]["error"]["code"] == -32602
     assert host.answers[2]["error"] == {"code": -32603, "message": "Internal error"}
     assert not dispatcher.inbound and dispatcher.running == 0
+
+
+def test_the_host_hears_when_no_request_is_left() -> None:
+    """The host is told each time the last request in progress is answered (what
+    ``when_requests_answered`` waits on), not while another one is still running."""
+    host, dispatcher, pending = setup(slots=2)
+    submit(dispatcher, 1, "wait")
+    submit(dispatcher, 2, "wait")
+    pending[1].callback({})
+    assert host.settled == 0
+    pending[2].callback({})
+    assert host.settled == 1
+    submit(dispatcher, 3, "value")
+    assert host.settled == 2
 
 
 class Later:

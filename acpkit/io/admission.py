@@ -34,6 +34,13 @@ starts a request                       ``head_timeout`` of its first byte, and i
 refusals, evictions, timeouts          counted (:attr:`Admission.counts`) and logged at
                                        most once per ``log_interval`` seconds, as a sum
                                        (the last one when the listener stops)
+behind a load balancer speaking the    (``proxied``: ``haproxy:`` endpoints) the peer is
+PROXY protocol                         the client the header names, not the balancer: a
+                                       connection counts toward no peer's cap until its
+                                       first bytes are read (the header), then toward
+                                       that client's, and is aborted when the client is
+                                       at ``max_per_peer`` with nothing pending to make
+                                       room
 =====================================  ==================================================
 
 Eviction instead of refusal is what keeps a legitimate client served while an attacker
@@ -74,6 +81,7 @@ from zope.interface import alsoProvides, implementer, providedBy
 
 __all__ = [
     "REMEMBERED_PEERS",
+    "UNNAMED_PEER",
     "Admission",
     "AdmissionLimits",
     "AdmittedFactory",
@@ -86,6 +94,10 @@ _log = Logger(namespace="acpkit.io.admission")
 
 #: Peers whose evictions are remembered (the least recently evicted are forgotten first).
 REMEMBERED_PEERS = 4096
+
+#: The peer of a connection through a PROXY protocol balancer whose header was not read
+#: yet (``Admission(proxied=True)``): no cap applies to it.
+UNNAMED_PEER = "(behind the proxy, not named yet)"
 
 
 def socket_budget(soft_limit: int | None = None) -> int:
@@ -167,7 +179,8 @@ class Admission:
     """
     The connections of one listener (see the module docstring).  ``extra_sockets``
     counts the listener's connections that left the table (WebSockets, which took
-    their transport over) toward ``max_sockets``.
+    their transport over) toward ``max_sockets``.  ``proxied``: every connection comes
+    through a PROXY protocol balancer (see the module docstring).
     """
 
     def __init__(
@@ -176,7 +189,11 @@ class Admission:
         *,
         clock: IReactorTime,
         extra_sockets: Callable[[], int] = lambda: 0,
+        proxied: bool = False,
     ) -> None:
+        #: Connections come through a PROXY protocol balancer (settable until the
+        #: first connection).
+        self.proxied = proxied
         self.limits = limits if limits is not None else AdmissionLimits()
         self.clock = clock
         self._extra_sockets = extra_sockets
@@ -205,7 +222,9 @@ class Admission:
     def admit(self, peer: str) -> Ticket | None:
         """A ticket for a new connection from ``peer``, or None (close it at once)."""
         limits = self.limits
-        if self._per_peer[peer] >= limits.max_per_peer and not self._evict(peer, "per_peer"):
+        if self.proxied:
+            peer = UNNAMED_PEER  # the balancer: the client is named by the header
+        elif self._per_peer[peer] >= limits.max_per_peer and not self._evict(peer, "per_peer"):
             self._note("refused_per_peer")
             return None
         if self.open_sockets() >= self._max_sockets and not self._evict(None, "sockets"):
@@ -237,6 +256,32 @@ class Admission:
         if ticket.pending:
             ticket.pending = False
             self._forget_pending(ticket.peer)
+
+    def move(self, ticket: Ticket, peer: str) -> bool:
+        """
+        ``ticket``'s connection turned out to come from ``peer`` (a PROXY protocol
+        header named the client behind a balancer): count it as ``peer``'s.  False (the
+        connection is to be closed) when ``peer`` is at ``max_per_peer`` and none of its
+        pending connections can make room.
+        """
+        if ticket not in self._tickets or ticket.peer == peer:
+            return True
+        if (
+            peer != UNNAMED_PEER
+            and self._per_peer[peer] >= self.limits.max_per_peer
+            and not self._evict(peer, "per_peer")
+        ):
+            self._note("refused_per_peer")
+            return False
+        self._per_peer[ticket.peer] -= 1
+        if self._per_peer[ticket.peer] <= 0:
+            del self._per_peer[ticket.peer]
+        self._per_peer[peer] += 1
+        if ticket.pending:
+            self._forget_pending(ticket.peer)
+            self._pending_per_peer[peer] += 1
+        ticket.peer = peer
+        return True
 
     def timed_out(self, kind: str) -> None:
         """A guard aborted its connection for a deadline (``pending``, ``head``, ``body``)."""
@@ -365,6 +410,8 @@ class GuardedProtocol:
         self.per_request = False
         self._idle = True
         self._gone = False
+        #: Whether the peer was read again from the transport (on the first bytes).
+        self._peer_checked = False
 
     def __getattr__(self, name: str) -> Any:
         # Attributes set on the listener's protocol stay readable through the wrapper.
@@ -383,6 +430,10 @@ class GuardedProtocol:
         """Called by ``makeConnection`` on the wrapped protocol itself."""
 
     def dataReceived(self, data: bytes) -> None:
+        if not self._peer_checked:
+            self._peer_checked = True
+            if not self._check_peer():
+                return
         if self.accept_on is not None and self.ticket.pending and self.accept_on in data:
             self.accepted()
         if self.per_request and self._idle:
@@ -393,6 +444,24 @@ class GuardedProtocol:
     def connectionLost(self, reason: Failure) -> None:
         self._end()
         self.wrapped.connectionLost(reason)
+
+    def _check_peer(self) -> bool:
+        """
+        The first bytes: a PROXY protocol wrapper has read its header by now, and the
+        transport's peer is the client it named.  Count the connection as that client's
+        (:meth:`Admission.move`); False when it was refused (and aborted).
+        """
+        if not self.admission.proxied:
+            return True
+        try:
+            address = self.transport.getPeer() if self.transport is not None else None
+        except Exception:
+            return True
+        peer = str(getattr(address, "host", None) or "local")
+        if self.admission.move(self.ticket, peer):
+            return True
+        self.abort()
+        return False
 
     # -- the listener's hooks ------------------------------------------------------------
 

@@ -27,6 +27,11 @@ any other interface (``0.0.0.0``,   needs a bearer token or a TLS client certifi
 lets group or others connect
 an abstract ``unix:`` address       as a loopback interface: no file, so no
 (starting with NUL)                 permissions
+``haproxy:ENDPOINT`` (the PROXY      ENDPOINT's policy, as above (``haproxy:tcp:PORT``
+protocol, v1 or v2, before every    listens on loopback unless it names an
+connection: a load balancer's)      interface); the proxy's header names each peer;
+                                    TLS client authentication is refused (behind a
+                                    proxy it would authenticate the proxy)
 any other endpoint type             needs a bearer token or a TLS client certificate
                                     (whether it is local cannot be told)
 TLS client authentication on an     :class:`ClientAuthError`: only TLS carries client
@@ -43,17 +48,31 @@ import attrs
 from acpkit.compat import endpoint_arguments
 
 __all__ = [
+    "PROXY_PREFIX",
     "BindAuthentication",
     "ClientAuthError",
     "InsecureBindError",
     "check_bind",
     "is_loopback_host",
     "loopback_tcp",
+    "speaks_proxy_protocol",
 ]
 
 #: Endpoint types whose interface the policy reads (``interface=``, or the third
 #: positional argument of ``tcp:``).
 INET_TYPES = frozenset({"tcp", "tcp6", "ssl"})
+
+#: The prefix of Twisted's PROXY protocol endpoints (``twisted.protocols.haproxy``): the
+#: endpoint after it is the one that listens, and the policy is that endpoint's.
+PROXY_PREFIX = "haproxy"
+
+
+def _behind_proxy(description: str) -> str | None:
+    """The endpoint a ``haproxy:ENDPOINT`` string wraps, or None for any other string."""
+    prefix, colon, inner = description.partition(":")
+    if colon and prefix.strip().lower() == PROXY_PREFIX:
+        return inner
+    return None
 
 
 def _remedy(raw: bool) -> str:
@@ -121,6 +140,15 @@ def _unix_mode(value: str, description: str) -> int:
         raise ValueError(f"{description!r}: mode={value} is not an octal mode") from None
 
 
+def speaks_proxy_protocol(description: str) -> bool:
+    """
+    True for a ``haproxy:ENDPOINT`` string: each connection starts with a PROXY protocol
+    header naming the client (so admission counts connections per client, not per
+    balancer: :class:`acpkit.io.admission.Admission`'s ``proxied``).
+    """
+    return _behind_proxy(description) is not None
+
+
 def check_bind(description: str, auth: BindAuthentication, *, raw: bool = False) -> str:
     """
     The endpoint string to listen on for ``description`` under ``auth`` (see the module
@@ -130,6 +158,17 @@ def check_bind(description: str, auth: BindAuthentication, *, raw: bool = False)
     (``auth.token`` is then an error).  ``ValueError`` for a string that is no endpoint
     string.
     """
+    inner = _behind_proxy(description)
+    if inner is not None:
+        if auth.client_certificate:
+            raise ClientAuthError(
+                f"TLS client authentication behind the PROXY protocol ({description}) would"
+                " authenticate the proxy, not the client: authenticate clients with a bearer"
+                " token (or have the proxy check their certificates)"
+            )
+        if not inner:
+            raise ValueError(f"{description!r} names no endpoint after {PROXY_PREFIX}:")
+        return f"{PROXY_PREFIX}:{check_bind(inner, auth, raw=raw)}"
     given = description
     remedy = _remedy(raw)
     args, kwargs = endpoint_arguments(description)
@@ -186,8 +225,12 @@ def check_bind(description: str, auth: BindAuthentication, *, raw: bool = False)
 def loopback_tcp(description: str) -> bool:
     """
     True when ``description`` is a TCP or TLS endpoint the policy binds to loopback (no
-    interface named, or a loopback one); False for anything else, or no endpoint string.
+    interface named, or a loopback one), behind the PROXY protocol or not; False for
+    anything else, or no endpoint string.
     """
+    inner = _behind_proxy(description)
+    if inner is not None:
+        return loopback_tcp(inner)
     try:
         args, kwargs = endpoint_arguments(description)
     except ValueError:

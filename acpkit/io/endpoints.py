@@ -20,7 +20,7 @@ from twisted.internet.interfaces import (
 )
 
 from acpkit.io.admission import Admission, AdmissionLimits, AdmittedFactory
-from acpkit.io.bind_policy import BindAuthentication, check_bind
+from acpkit.io.bind_policy import BindAuthentication, check_bind, speaks_proxy_protocol
 from acpkit.io.tls_server import server_endpoint
 
 __all__ = ["connect", "serve"]
@@ -56,7 +56,7 @@ def serve(
             endpoint = server_endpoint(reactor, description, client_ca=Path(client_ca).expanduser())
     except Exception as e:  # the policy's refusal, whatever the endpoint parser raises
         return fail(e)
-    admission = Admission(limits, clock=reactor)
+    admission = Admission(limits, clock=reactor, proxied=speaks_proxy_protocol(description))
     return endpoint.listen(AdmittedFactory(factory, admission, accept_on=b"\n"))
 
 

@@ -87,10 +87,11 @@ class AgentAddress:
 
 
 class _StderrTail:
-    """Splits stderr into lines, logs each with the agent name, keeps the last ones."""
+    """Splits stderr into lines, logs each with the process's kind and name, keeps the last."""
 
-    def __init__(self, name: str, max_lines: int) -> None:
+    def __init__(self, name: str, max_lines: int, kind: str = "agent") -> None:
         self._name = name
+        self._kind = kind
         self._lines: collections.deque[str] = collections.deque(maxlen=max(max_lines, 0))
         self._partial = bytearray()
         self._skipping = False  # inside an overlong line whose head was already kept
@@ -124,7 +125,7 @@ class _StderrTail:
         if cut:
             text += " [...]"
         self._lines.append(text)
-        _log.info("agent {agent} stderr: {line}", agent=self._name, line=text)
+        _log.info("{kind} {agent} stderr: {line}", kind=self._kind, agent=self._name, line=text)
 
     def text(self) -> str:
         """The kept lines, joined with newlines."""
@@ -245,17 +246,24 @@ class AgentProcess:
     """
 
     def __init__(
-        self, reactor: Any, protocol: IProtocol, name: str, stderr_tail_lines: int
+        self,
+        reactor: Any,
+        protocol: IProtocol,
+        name: str,
+        stderr_tail_lines: int,
+        kind: str = "agent",
     ) -> None:
         self._reactor: IReactorTime = reactor
         #: The protocol connected to the agent's stdin/stdout.
         self.protocol = protocol
         #: The agent's name (logs, traces, errors).
         self.name = name
+        #: What the process is, in logs and errors (``"agent"``, ``"MCP server"``...).
+        self.kind = kind
         #: The process id (also the id of the agent's process group).
         self.pid: int | None = None
         self.transport: AgentTransport | None = None
-        self._stderr = _StderrTail(name, stderr_tail_lines)
+        self._stderr = _StderrTail(name, stderr_tail_lines, kind)
         self._leader_exited = False
         self._exit_waiters: list[Deferred[bool]] = []
         self._result: AgentExited | None = None
@@ -394,7 +402,8 @@ class AgentProcess:
             return
         if self._result is None and self.transport is not None:
             _log.warn(
-                "agent {agent} exited but its output pipes are still open; closing them",
+                "{kind} {agent} exited but its output pipes are still open; closing them",
+                kind=self.kind,
                 agent=self.name,
             )
             self.transport.process.loseConnection()
@@ -410,14 +419,18 @@ class AgentProcess:
         if isinstance(reason.value, ProcessTerminated):
             exit_code = reason.value.exitCode
             sig = reason.value.signal
-        result = AgentExited(self.name, exit_code, sig, self._stderr.text())
+        result = AgentExited(self.name, exit_code, sig, self._stderr.text(), self.kind)
         self._result = result
         if not self._leader_exited:
             self._process_exited_late()
         try:
             self.protocol.connectionLost(Failure(result))
         except Exception:
-            _log.failure("connectionLost of agent {agent}'s protocol failed", agent=self.name)
+            _log.failure(
+                "connectionLost of {kind} {agent}'s protocol failed",
+                kind=self.kind,
+                agent=self.name,
+            )
         waiters, self._ended_waiters = self._ended_waiters, []
         for d in waiters:
             d.callback(result)
@@ -457,6 +470,7 @@ def spawn_agent(
     cwd: str | None = None,
     name: str | None = None,
     stderr_tail_lines: int = 50,
+    kind: str = "agent",
 ) -> AgentProcess:
     """
     Start ``command args...`` (no shell) as a child process and connect ``protocol``.
@@ -473,7 +487,9 @@ def spawn_agent(
       ``IHalfCloseableProtocol`` gets ``readConnectionLost()``; the end of the process
       calls ``protocol.connectionLost(Failure(AgentExited(...)))`` after stdout was
       delivered (a last unterminated line included).  stderr is logged line by line
-      and its tail kept.
+      (``<kind> <name> stderr: <line>``) and its tail kept.
+    - ``kind`` names what the child is in logs and errors: ``"agent"`` by default,
+      ``"MCP server"`` for :func:`acpkit.mcp.stdio.connect_stdio`'s servers.
     """
     if not IReactorProcess.providedBy(reactor):
         raise TypeError(f"{reactor!r} cannot spawn processes")
@@ -490,7 +506,7 @@ def spawn_agent(
         raise NotADirectoryError(f'agent working directory "{cwd}" is not a directory')
     agent_name = name if name is not None else os.path.basename(command)
     attach_tracer(protocol, agent_name)
-    agent = AgentProcess(reactor, protocol, agent_name, stderr_tail_lines)
+    agent = AgentProcess(reactor, protocol, agent_name, stderr_tail_lines, kind)
     launcher, argv = process_group_argv(executable, [command, *args])
     reactor.spawnProcess(
         _AgentProcessProtocol(agent),

@@ -165,13 +165,15 @@ def _decode_with_huge_ints(text: str) -> tuple[Any, list[HugeInt]]:
 class Unparsable:
     """A message that is not UTF-8 or not JSON: answered -32700 with id ``null``."""
 
-    __slots__ = ("detail", "error")
+    __slots__ = ("detail", "error", "not_utf8")
 
-    def __init__(self, detail: str, error_text: str) -> None:
+    def __init__(self, detail: str, error_text: str, *, not_utf8: bool = False) -> None:
         #: What to log.
         self.detail = detail
         #: The text of the -32700 error.
         self.error = error_text
+        #: Whether the bytes are not UTF-8 (rather than not JSON).
+        self.not_utf8 = not_utf8
 
     def __repr__(self) -> str:
         return f"Unparsable({self.detail!r})"
@@ -286,7 +288,9 @@ def decode_message(data: bytes) -> tuple[Any, list[HugeInt]] | Unparsable | TooD
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        return Unparsable(f"invalid UTF-8 line: {e}", f"invalid UTF-8 at byte {e.start}")
+        return Unparsable(
+            f"invalid UTF-8 line: {e}", f"invalid UTF-8 at byte {e.start}", not_utf8=True
+        )
     try:
         # raw_decode skips decode()'s two whitespace regex matches; anything it does
         # not take whole (surrounding whitespace, an error) goes through decode().

@@ -112,6 +112,9 @@ class DispatchHost(Protocol):
     ) -> bool:
         """Encode and write the answer to ``request``; False when it could not be written."""
 
+    def requests_settled(self) -> None:
+        """The last request in progress was answered (or dropped): none is left."""
+
 
 class _State(Enum):
     NEW = "new"
@@ -408,3 +411,5 @@ class InboundDispatcher:
         request._state = _State.DONE
         if self.inbound.get(request.id) is request:
             del self.inbound[request.id]
+            if not self.inbound:
+                self._host.requests_settled()

@@ -191,6 +191,7 @@ from typing import Any, Never
 
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import (
+    IDelayedCall,
     IHalfCloseableProtocol,
     IPushProducer,
     IReactorTime,
@@ -344,6 +345,40 @@ class JSONRPCEngine(Protocol):
         self._written_while_paused = 0
         self._reading_paused = False
         self._writable_waiters: list[Deferred[None]] = []
+        self._settled_waiters: list[Deferred[None]] = []
+        self._settled_call: IDelayedCall | None = None
+
+    @property
+    def requests_in_progress(self) -> int:
+        """The peer's requests received and not answered yet (waiting or running)."""
+        return len(self._dispatch.inbound)
+
+    def when_requests_answered(self) -> Deferred[None]:
+        """
+        A Deferred that fires once no request of the peer is in progress: at once when
+        none is, else on a later reactor turn where every request received so far is
+        answered and no other came meanwhile (or the connection ended).  What drains
+        a connection before closing it: the callback may close it.
+        """
+        if not self._dispatch.inbound or self._closed_reason is not None:
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._settled_waiters.append(d)
+        return d
+
+    def requests_settled(self) -> None:
+        """The dispatcher answered (or dropped) its last request in progress (a
+        :class:`~acpkit.jsonrpc.dispatch.DispatchHost` call)."""
+        if self._settled_waiters and self._settled_call is None:
+            self._settled_call = self._clock.callLater(0, self._fire_settled)
+
+    def _fire_settled(self) -> None:
+        self._settled_call = None
+        if self._dispatch.inbound and self._closed_reason is None:
+            return  # another request came meanwhile: its answer settles it again
+        waiters, self._settled_waiters = self._settled_waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
 
     @property
     def undecodable_dropped(self) -> int:
@@ -370,6 +405,18 @@ class JSONRPCEngine(Protocol):
         None: a client shows it in the errors it reports without ``-v``.
         """
         return self._reader.first_junk_line
+
+    @property
+    def invalid_utf8_replaced(self) -> int:
+        """How many incoming messages were not UTF-8 and were read with each invalid byte
+        replaced by U+FFFD (only with :attr:`replace_invalid_utf8`)."""
+        return self._reader.invalid_utf8_replaced
+
+    #: Read a message that is not UTF-8 with each invalid byte replaced by U+FFFD (and
+    #: count it in :attr:`invalid_utf8_replaced`) instead of answering -32700 and dropping
+    #: it.  Off by default; a client that shows an agent's text sets it, so that one bad
+    #: byte does not lose a whole message.
+    replace_invalid_utf8 = False
 
     #: A subclass's ``MAX_LENGTH = n`` class attribute (see ``__init_subclass__``).
     _class_max_length: int | None = None
@@ -477,7 +524,8 @@ class JSONRPCEngine(Protocol):
         self.connected = False
         self._closed_reason = reason
         why = ConnectionLost.because(reason.value)
-        self._log.info("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
+        # debug: whoever owns the connection reports its end in its own words (when_closed)
+        self._log.debug("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
         self.fail_all_outgoing(why)
         dropped = self._dispatch.drop_backlog()
         if dropped:
@@ -683,6 +731,17 @@ class JSONRPCEngine(Protocol):
     def fail_all_outgoing(self, reason: Exception) -> None:
         """Fail every pending outgoing request with ``reason``."""
         self._outgoing.fail_all(reason)
+
+    def fail_outgoing(self, request_id: int, reason: Exception) -> bool:
+        """
+        Fail one pending outgoing request now with ``reason`` (a transport that knows
+        what became of it, e.g. that it was never delivered); False when it is not
+        pending (answered, given up, never sent).
+        """
+        if request_id not in self._outgoing:
+            return False
+        self._outgoing.fail(request_id, reason)
+        return True
 
     def _give_up(self, request_id: int) -> None:
         """Our caller cancelled: tell the peer; the Deferred fails with CancelledError."""

@@ -84,6 +84,10 @@ class ReaderHost(Protocol):
     def write(self, line: bytes, /) -> bool:
         """Write one message (False when not connected)."""
 
+    @property
+    def replace_invalid_utf8(self) -> bool:
+        """Whether a message that is not UTF-8 is read with U+FFFD for each bad byte."""
+
 
 class MessageReader:
     """The receive path of one connection (see the module docstring)."""
@@ -102,6 +106,9 @@ class MessageReader:
         self.junk_lines = 0
         #: The first of those as received (its first ``JUNK_LINE_KEPT`` bytes), or None.
         self.first_junk_line: bytes | None = None
+        #: Messages that were not UTF-8 and were read with each invalid byte replaced by
+        #: U+FFFD (only when the host's ``replace_invalid_utf8`` is set).
+        self.invalid_utf8_replaced = 0
 
     def framing_failed(self, reason: str) -> None:
         """The framing cannot find another message: answer -32700 with ``reason``."""
@@ -112,6 +119,16 @@ class MessageReader:
         decoded = decode_message(line)
         if decoded is None:
             return
+        if type(decoded) is Unparsable and decoded.not_utf8 and self._host.replace_invalid_utf8:
+            repaired = decode_message(line.decode("utf-8", "replace").encode("utf-8"))
+            if repaired is not None and type(repaired) is not Unparsable:
+                self.invalid_utf8_replaced += 1
+                self._host.log.warn(
+                    "{peer}: {detail}: read with replacement characters (U+FFFD)",
+                    peer=self._host.name,
+                    detail=decoded.detail,
+                )
+                decoded = repaired
         if type(decoded) is not tuple:
             if type(decoded) is TooDeep:
                 self._process_too_deep(decoded)

@@ -26,7 +26,8 @@ bad one fails the Deferred with ``ValueError`` naming it; unused for ``ws://`` a
 policy of ``http://`` and ``https://`` URLs (``"auto"``, ``"prior-knowledge"`` or
 ``"never"``: :func:`~acpkit.remote.http_client.connect_http`; unused for WebSocket).
 Each transport's module (and so its dependency: Autobahn, treq) is imported only when a
-URL of its scheme is connected.
+URL of its scheme is connected.  :func:`connect_resumable` makes a connection that comes
+back when lost, its sessions loaded again (:mod:`acpkit.remote.reconnect`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,15 @@ from acpkit.remote.tokens import token_for_url
 
 if TYPE_CHECKING:
     from acpkit.http.http2 import HTTP2Mode
+    from acpkit.remote.reconnect import IReconnectObserver, ResumableConnection, RetryPolicy
 
-__all__ = ["REMOTE_SCHEMES", "check_remote_url", "connect_remote", "with_bearer_token"]
+__all__ = [
+    "REMOTE_SCHEMES",
+    "check_remote_url",
+    "connect_remote",
+    "connect_resumable",
+    "with_bearer_token",
+]
 
 #: The URL schemes :func:`connect_remote` accepts.
 REMOTE_SCHEMES = ("ws", "wss", "http", "https")
@@ -119,3 +127,39 @@ def connect_remote(
         return connect_http(reactor, url, client, headers=headers, tls=tls, http2=http2, name=name)
     except ValueError as e:
         return fail(e)
+
+
+def connect_resumable(
+    reactor: Any,
+    url: str,
+    client: IClient | Callable[[ClientConnection], IClient],
+    *,
+    headers: Mapping[str, str] | None = None,
+    tls: ClientTLS | None = None,
+    http2: HTTP2Mode = "auto",
+    name: str = "agent",
+    token_file: str | os.PathLike[str] | None = None,
+    policy: RetryPolicy | None = None,
+    observer: IReconnectObserver | None = None,
+) -> ResumableConnection:
+    """
+    A :class:`~acpkit.remote.reconnect.ResumableConnection` to the agent at ``url``:
+    each connection is :func:`connect_remote`'s (same arguments); once lost, it is made
+    again and its sessions loaded again (``policy``'s bounded retries, ``observer``
+    told).  Nothing is sent before its ``open()``.
+    """
+    from acpkit.remote.reconnect import ResumableConnection
+
+    def connect() -> Deferred[ClientConnection]:
+        return connect_remote(
+            reactor,
+            url,
+            client,
+            headers=headers,
+            tls=tls,
+            http2=http2,
+            name=name,
+            token_file=token_file,
+        )
+
+    return ResumableConnection(connect, clock=reactor, policy=policy, observer=observer)

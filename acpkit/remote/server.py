@@ -22,7 +22,7 @@ from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 import attr
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import (
     IAddress,
@@ -40,14 +40,18 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
+from acpkit.compat import http_request_path
 from acpkit.connection import AgentConnection
 from acpkit.framing import MessageFraming
 from acpkit.interfaces import IAgent
 from acpkit.io.admission import Admission, AdmissionLimits, GuardedProtocol, Ticket
+from acpkit.io.bind_policy import speaks_proxy_protocol
 from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit.jsonrpc.classify import read_envelope
+from acpkit.jsonrpc.drain import end_when_answered
 from acpkit.jsonrpc.jsonbytes import NestingTooDeep, loads
 from acpkit.remote.h2_reads import H2FrameReads
+from acpkit.remote.health import HEALTH_PATH, HealthResource, is_health_request
 from acpkit.remote.security import (
     RequestCheck,
     authentication_in_force,
@@ -527,6 +531,11 @@ def _requires_session_header(message: dict[str, Any]) -> str | None:
     return None
 
 
+def _ender(connection: RemoteConnection) -> Callable[[], None]:
+    """What ends ``connection`` once drained."""
+    return lambda: connection.end(ConnectionDone("the server is draining"))
+
+
 class ACPResource(Resource):
     """
     The ``/acp`` endpoint: POST, GET (event stream or WebSocket upgrade), DELETE.
@@ -556,6 +565,43 @@ class ACPResource(Resource):
         self.connections: dict[str, RemoteConnection] = {}
         #: The WebSocket resource (``acpkit.remote.websocket``), made on first upgrade.
         self._websocket: Any = None
+        #: True once :meth:`start_draining` was called: no new connection is taken.
+        self.draining = False
+
+    # -- draining -----------------------------------------------------------------------
+
+    def accepting(self) -> bool:
+        """
+        Whether a new connection would be taken now (what the health endpoint answers):
+        not draining, and below ``max_connections``.
+        """
+        return not self.draining and self.open_connections() < self.limits.max_connections
+
+    def start_draining(self) -> Deferred[None]:
+        """
+        Stop taking connections and let the open ones finish: from now on an
+        ``initialize`` or a WebSocket upgrade is answered ``503`` (``Retry-After``) and
+        the health endpoint ``503``; each open connection (Streamable HTTP or WebSocket)
+        ends as soon as no request of its client is in progress (a running turn is
+        answered first, on its stream).  Fires once every connection has ended; to bound
+        the wait, :meth:`close_all` ends those still open (their turns cancelled).
+        """
+        self.draining = True
+        waits: list[Deferred[None]] = []
+        for connection in list(self.connections.values()):
+            waits.append(end_when_answered(connection.protocol, _ender(connection)))
+        if self._websocket is not None:
+            for agent_connection in list(self._websocket.connections.values()):
+                waits.append(end_when_answered(agent_connection.protocol, agent_connection.close))
+        return DeferredList(waits, consumeErrors=True).addCallback(lambda _: None)
+
+    def _draining_refusal(self, request: Request) -> bytes:
+        request.setHeader(b"retry-after", b"1")
+        return _json_error(
+            request,
+            503,
+            "this server is draining (stopping): connect again, another instance will answer",
+        )
 
     # -- routing ----------------------------------------------------------------------
 
@@ -668,6 +714,8 @@ class ACPResource(Resource):
         return _json_error(request, 503, f"too many open connections ({limit})")
 
     def _initialize(self, request: Request, body: bytes, request_id: Any) -> bytes | int:
+        if self.draining:
+            return self._draining_refusal(request)
         if self.open_connections() >= self.limits.max_connections:
             return self._too_many(request)
         connection_id = str(uuid.uuid4())
@@ -745,6 +793,8 @@ class ACPResource(Resource):
         resource = self._websocket_resource()
         if resource is None:
             return _json_error(request, 501, "WebSocket not available")
+        if self.draining:
+            return self._draining_refusal(request)
         if self.open_connections() >= self.limits.max_connections:
             return self._too_many(request)
         answer = cast("bytes | int", resource.render(request))
@@ -786,9 +836,13 @@ class ACPResource(Resource):
         return b""
 
     def close_all(self) -> None:
-        """End every connection (the server is stopping)."""
+        """End every connection (the server is stopping): running turns are cancelled."""
         for connection in list(self.connections.values()):
             connection.end(ConnectionDone("the server is stopping"))
+        if self._websocket is not None:
+            for agent_connection in list(self._websocket.connections.values()):
+                agent_connection.cancel_all_turns()
+                agent_connection.close()
 
 
 class LimitedRequest(Request):
@@ -836,7 +890,8 @@ class LimitedRequest(Request):
         assert guard is not None
         site = getattr(self.channel, "site", None)
         acp = getattr(site, "acp", None)
-        refusal = acp.head_refusal(self) if isinstance(acp, ACPResource) else None
+        health = http_request_path(self.channel) == HEALTH_PATH
+        refusal = acp.head_refusal(self) if isinstance(acp, ACPResource) and not health else None
         http1 = isinstance(self.channel, HTTPChannel)
         if refusal is None:
             guard.accepted(per_request=http1)
@@ -942,6 +997,8 @@ class RemoteSite(Site):
             root = resource
         super().__init__(root, requestFactory=LimitedRequest, reactor=reactor, **_site_options())
         self.acp = resource
+        #: ``GET /healthz`` (:mod:`acpkit.remote.health`): no token, nothing revealed.
+        self.health = HealthResource(resource.accepting)
         self.max_body = resource.limits.max_message_size
         self.noisy = False
         self.admission = Admission(
@@ -967,6 +1024,12 @@ class RemoteSite(Site):
             return None
         protocol.requestFactory = _GuardedRequests(ticket)
         return GuardedProtocol(H2FrameReads(protocol), ticket, self.admission)
+
+    def getResourceFor(self, request: Request) -> Any:
+        """The health endpoint for its path (wherever the ACP endpoint is), else the tree."""
+        if is_health_request(request):
+            return self.health
+        return super().getResourceFor(request)
 
     def log(self, request: http.Request) -> None:
         """
@@ -1042,7 +1105,10 @@ def serve_remote(
         allowed_origins=allowed_origins,
         limits=limits,
     )
-    listening = endpoint.listen(RemoteSite(resource, path.encode(), reactor))
+    site = RemoteSite(resource, path.encode(), reactor)
+    # Behind a PROXY protocol balancer, each connection is counted as its client's.
+    site.admission.proxied = speaks_proxy_protocol(description)
+    listening = endpoint.listen(site)
 
     def log_listening(port: IListeningPort) -> IListeningPort:
         _log.info(
