@@ -4,7 +4,7 @@ acpkit: the Agent Client Protocol on Twisted.
 The layers, top to bottom: ``acpkit.framing`` (bytes to lines), ``acpkit.jsonrpc``
 (lines to JSON-RPC messages), ``acpkit.schema`` and ``acpkit.codec`` (messages to
 typed models), ``acpkit.connection`` (typed agent and client roles) and
-``acpkit.endpoints`` (stdio, child processes, Twisted endpoints).
+``acpkit.io`` (stdio, child processes, Twisted endpoints).
 
 The names most programs need are available from here too (imported on first use, so
 ``import acpkit`` stays cheap)::
@@ -29,8 +29,8 @@ if TYPE_CHECKING:
         ProtocolVersionError,
         negotiate_version,
     )
-    from acpkit.endpoints import AgentExited, AgentProcess, connect, serve, serve_stdio, spawn_agent
     from acpkit.errors import (
+        AgentExited,
         CapabilityError,
         ConnectionLost,
         InvalidParams,
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         RPCError,
     )
     from acpkit.interfaces import IAgent, IClient
+    from acpkit.io import AgentProcess, connect, serve, serve_stdio, spawn_agent
     from acpkit.jsonrpc import JSONRPCProtocol
     from acpkit.runners import run_agent, run_client
     from acpkit.trace import Tracer
@@ -54,12 +55,12 @@ _WHERE: dict[str, str] = {
     "ClientConnection": "acpkit.connection",
     "ProtocolVersionError": "acpkit.connection",
     "negotiate_version": "acpkit.connection",
-    "AgentExited": "acpkit.endpoints",
-    "AgentProcess": "acpkit.endpoints",
-    "connect": "acpkit.endpoints",
-    "serve": "acpkit.endpoints",
-    "serve_stdio": "acpkit.endpoints",
-    "spawn_agent": "acpkit.endpoints",
+    "AgentExited": "acpkit.errors",
+    "AgentProcess": "acpkit.io",
+    "connect": "acpkit.io",
+    "serve": "acpkit.io",
+    "serve_stdio": "acpkit.io",
+    "spawn_agent": "acpkit.io",
     "CapabilityError": "acpkit.errors",
     "ConnectionLost": "acpkit.errors",
     "InvalidParams": "acpkit.errors",

@@ -7,8 +7,8 @@ Two families:
   response.  A request handler raises one to answer with it; an outgoing request's
   ``Deferred`` fails with one when the peer answered with an error
   (:meth:`RPCError.from_json` picks the subclass by code).
-- :class:`ConnectionLost`, :class:`RequestTimeout` and :class:`CapabilityError` are
-  local: they never go on the wire.
+- :class:`ConnectionLost`, :class:`RequestTimeout`, :class:`CapabilityError` and
+  :class:`AgentExited` are local: they never go on the wire.
 
 Text taken from the peer (a method name, a reason) is clipped to a few hundred
 characters before it is put into a message or ``data``, so an error never echoes a
@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 __all__ = [
+    "AgentExited",
     "AuthRequired",
     "CapabilityError",
     "ConnectionLost",
@@ -310,3 +311,43 @@ class CapabilityError(Exception):
         super().__init__(text)
         self.method = method
         self.capability = capability
+
+
+class AgentExited(Exception):
+    """
+    An agent process ended; the value of the Failure given to ``connectionLost`` by
+    :func:`acpkit.io.spawn_agent`'s transport.
+
+    ``exit_code`` is ``None`` when the process was killed by ``signal``.  ``kind`` is
+    what the process is (``spawn_agent``'s ``kind``: ``"agent"``, ``"MCP server"``...).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        exit_code: int | None,
+        signal: int | None,
+        stderr_tail: str,
+        kind: str = "agent",
+    ) -> None:
+        super().__init__(name, exit_code, signal, stderr_tail)
+        self.name = name
+        self.exit_code = exit_code
+        self.signal = signal
+        self.stderr_tail = stderr_tail
+        self.kind = kind
+
+    @property
+    def summary(self) -> str:
+        """One line: what ended and how, without the stderr lines."""
+        if self.signal is not None:
+            how = f"was killed by signal {self.signal}"
+        else:
+            how = f"exited with status {self.exit_code}"
+        return f'{self.kind} "{self.name}" {how}'
+
+    def __str__(self) -> str:
+        text = self.summary
+        if self.stderr_tail:
+            text += f"; last stderr lines:\n{self.stderr_tail}"
+        return text

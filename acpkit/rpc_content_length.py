@@ -1,34 +1,3 @@
-"""
-JSON-RPC 2.0 over ``Content-Length`` framing (the LSP base protocol).
+"""Moved to :mod:`acpkit.jsonrpc.content_length`; this path works until 0.3.0."""
 
-:class:`ContentLengthJSONRPCProtocol` is the same engine as
-:class:`acpkit.jsonrpc.JSONRPCProtocol` (ordering, bounded concurrency, cancellation,
-back-pressure, error answers) holding a :class:`acpkit.framing_headers.ContentLengthProtocol`
-instead of a newline framing, cancelling with LSP's ``$/cancelRequest`` by default
-(:data:`acpkit.rpc_cancel.LSP_CANCELLATION`; pass ``cancellation=`` for another dialect).
-
-A malformed header block cannot be resynchronised: the framing reports it to the engine
-(``framingFailed``), which answers -32700 with id ``null`` (``malformed header: ...``)
-and closes the connection once that is written.
-"""
-
-from __future__ import annotations
-
-from acpkit.framing_headers import ContentLengthProtocol
-from acpkit.jsonrpc import JSONRPCEngine
-from acpkit.rpc_cancel import LSP_CANCELLATION
-
-__all__ = ["ContentLengthJSONRPCProtocol"]
-
-
-class ContentLengthJSONRPCProtocol(JSONRPCEngine):
-    """
-    The JSON-RPC engine holding a ``Content-Length`` framing (in :attr:`framing`), LSP
-    cancellation by default; the constructor arguments are :class:`JSONRPCEngine`'s.
-    """
-
-    cancellation = LSP_CANCELLATION
-
-    def make_framing(self) -> ContentLengthProtocol:
-        """A new :class:`~acpkit.framing_headers.ContentLengthProtocol`."""
-        return ContentLengthProtocol()
+from acpkit.jsonrpc.content_length import *  # noqa: F403

@@ -3,7 +3,7 @@ One call to run an ACP program: :func:`run_agent` serves an agent on stdin/stdou
 :func:`run_client` starts an agent and runs a client's ``main`` against it.
 
 Both choose and install the reactor (``reactor="asyncio"`` for asyncio libraries in
-handlers, see :mod:`acpkit.asyncio_support`), run it until the work is done, and exit
+handlers, see :mod:`acpkit.jsonrpc.asyncio_bridge`), run it until the work is done, and exit
 the process with a status that says how it ended:
 
 .. list-table::
@@ -30,7 +30,7 @@ the process with a status that says how it ended:
 Warnings and errors of the Twisted log go to stderr (``log_level``); stdout is the
 protocol's own.  Under ``twistd`` the reactor belongs to twistd: an application plugin
 builds its service with :class:`~acpkit.connection.AgentConnection` and
-:func:`~acpkit.endpoints.serve_stdio` instead (``acpkit_agent/tap.py`` does).
+:func:`~acpkit.io.serve_stdio` instead (``acpkit_agent/tap.py`` does).
 """
 
 from __future__ import annotations
@@ -52,11 +52,11 @@ from twisted.logger import (
 )
 from twisted.python.failure import Failure
 
-from acpkit.asyncio_support import coroutine_deferred
 from acpkit.connection import AgentConnection, ClientConnection
-from acpkit.errors import RPCError
+from acpkit.errors import AgentExited, RPCError
 from acpkit.framing import LineTracer
 from acpkit.interfaces import IAgent, IClient
+from acpkit.jsonrpc.asyncio_bridge import coroutine_deferred
 
 __all__ = ["ReactorChoiceError", "run_agent", "run_client", "select_reactor"]
 
@@ -173,8 +173,6 @@ def _report(failure: Failure, who: str) -> int:
             return code or 0
         sys.stderr.write(f"{code}\n")
         return 1
-    from acpkit.endpoints import AgentExited
-
     if failure.check(OSError, AgentExited, RPCError, ConnectionError) or type(
         failure.value
     ).__module__.startswith(("acpkit.", "twisted.internet.error")):
@@ -212,7 +210,7 @@ def run_agent(
     _log_to(log_to, log_level)
 
     def start() -> Deferred[int]:
-        from acpkit.endpoints import serve_stdio
+        from acpkit.io import serve_stdio
 
         conn = AgentConnection(agent, strict=strict, name=name, tracer=tracer)
         serve_stdio(conn.protocol, chosen, name=name, stdin=stdin, stdout=stdout)
@@ -253,7 +251,7 @@ def run_client(
 
     ``reactor``, ``tracer``, ``strict``, ``log_to``, ``log_level``: as for
     :func:`run_agent`.  ``env`` (added over ours), ``cwd`` and ``name`` go to
-    :func:`~acpkit.endpoints.spawn_agent`.
+    :func:`~acpkit.io.spawn_agent`.
     """
     if not command:
         raise ValueError("run_client needs the agent's command")
@@ -262,7 +260,7 @@ def run_client(
 
     async def session() -> int:
         from acpkit.connection import Client
-        from acpkit.endpoints import spawn_agent
+        from acpkit.io import spawn_agent
 
         agent_name = name if name is not None else os.path.basename(command[0])
         conn = ClientConnection(

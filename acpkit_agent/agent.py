@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -51,11 +50,17 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from acpkit import schema, unstable
-from acpkit.connection import Agent, negotiate_version
+from acpkit.connection import Agent, AgentConnection, negotiate_version
 from acpkit.errors import InternalError, InvalidParams, MethodNotFound, clip
 from acpkit.interfaces import IAgent
 from acpkit_agent.attachments import AttachedElsewhere, SessionTakenOver
-from acpkit_agent.commands import advertised_commands, builtin_commands, skill_library_for
+from acpkit_agent.commands import (
+    CommandRegistry,
+    SlashCommand,
+    advertised_commands,
+    builtin_commands,
+    skill_library_for,
+)
 from acpkit_agent.compaction import maybe_compact
 from acpkit_agent.config import AgentConfig, ConfigError, session_config
 from acpkit_agent.mcp_servers import TURN_WAIT, McpServerSet, McpToolbox, client_server_configs
@@ -90,59 +95,6 @@ NEW_ID_ATTEMPTS = 100
 """How many fresh ids ``session/new`` tries before it gives up (each is 32 random bits)."""
 
 
-@attrs.frozen
-class SlashCommand:
-    """
-    A command ``session/prompt`` intercepts: the flattened prompt, stripped, is exactly
-    ``/<name>``.  ``run(session)`` does the work and gives the confirmation line sent as an
-    ``agent_message_chunk``.
-    """
-
-    name: str
-    description: str
-    run: Callable[[Session], Deferred[str]]
-    hint: str | None = None
-    """``input.hint`` of the advertised command (None: no input)."""
-
-    def advertised(self) -> schema.AvailableCommand:
-        """The command as listed in ``available_commands_update``."""
-        return schema.AvailableCommand(
-            name=self.name,
-            description=self.description,
-            input=None if self.hint is None else schema.UnstructuredCommandInput(hint=self.hint),
-        )
-
-
-class CommandRegistry:
-    """The slash commands the agent handles, in the order they are advertised."""
-
-    def __init__(self) -> None:
-        self._commands: dict[str, SlashCommand] = {}
-
-    def register(self, command: SlashCommand) -> None:
-        """Add a command; a second command with the same name is an error."""
-        if command.name in self._commands:
-            raise ValueError(f"a slash command named {command.name!r} is already registered")
-        self._commands[command.name] = command
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._commands
-
-    def __iter__(self) -> Iterator[SlashCommand]:
-        return iter(list(self._commands.values()))
-
-    def match(self, text: str) -> SlashCommand | None:
-        """The command ``text`` is, once stripped of whitespace (``/new``), or None."""
-        stripped = text.strip()
-        if not stripped.startswith("/"):
-            return None
-        return self._commands.get(stripped[1:])
-
-    def advertised(self) -> list[schema.AvailableCommand]:
-        """Every command as an ACP ``AvailableCommand``."""
-        return [command.advertised() for command in self]
-
-
 def _require_usable_cwd(cwd: str) -> None:
     """
     The session's ``cwd`` must be an absolute path (ACP: it is the base of relative paths)
@@ -174,7 +126,7 @@ class BobAgent(Agent):
 
     def __init__(
         self,
-        conn: Any,
+        conn: AgentConnection,
         runtime: AgentRuntime,
         *,
         sessions: SessionStore | None = None,

@@ -17,6 +17,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit import schema
+from acpkit.connection import AgentConnection
 from acpkit.errors import RPCError
 from acpkit_agent.tools.base import DiskFileAccess, IFileAccess
 
@@ -47,7 +48,7 @@ def client_error_as_oserror(error: BaseException, path: str) -> BaseException:
 class ClientFileAccess:
     """Reads and writes text files through the client (an ``AgentConnection``)."""
 
-    def __init__(self, conn: Any, session_id: str) -> None:
+    def __init__(self, conn: AgentConnection, session_id: str) -> None:
         self._conn = conn
         self._session_id = session_id
 
@@ -80,7 +81,7 @@ class ClientFileAccess:
         return d
 
 
-def file_access_for(conn: Any, session_id: str) -> IFileAccess:
+def file_access_for(conn: AgentConnection, session_id: str) -> IFileAccess:
     """The client's file system when it offers both reading and writing, else the disk."""
     caps = getattr(conn, "client_capabilities", None)
     fs = getattr(caps, "fs", None) if caps is not None else None

@@ -16,7 +16,7 @@ one per skill  the skill's ``description``                       ``{"hint": "par
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -29,13 +29,14 @@ from acpkit_agent.skills import SKILL_HINT, SkillCatalog, SkillLibrary
 from acpkit_agent.tools.skill import ReadSkillTool
 
 if TYPE_CHECKING:
-    from acpkit_agent.agent import CommandRegistry, SlashCommand
     from acpkit_agent.session import Session, SessionStore
     from acpkit_agent.turn import AgentRuntime
 
 __all__ = [
     "COMPACT_DESCRIPTION",
     "NEW_DESCRIPTION",
+    "CommandRegistry",
+    "SlashCommand",
     "advertised_commands",
     "builtin_commands",
     "clear_history",
@@ -46,6 +47,59 @@ _log = Logger()
 
 NEW_DESCRIPTION = "Clear the history and start a new session"
 COMPACT_DESCRIPTION = "Compress the history now, keeping the last turns"
+
+
+@attrs.frozen
+class SlashCommand:
+    """
+    A command ``session/prompt`` intercepts: the flattened prompt, stripped, is exactly
+    ``/<name>``.  ``run(session)`` does the work and gives the confirmation line sent as an
+    ``agent_message_chunk``.
+    """
+
+    name: str
+    description: str
+    run: Callable[[Session], Deferred[str]]
+    hint: str | None = None
+    """``input.hint`` of the advertised command (None: no input)."""
+
+    def advertised(self) -> schema.AvailableCommand:
+        """The command as listed in ``available_commands_update``."""
+        return schema.AvailableCommand(
+            name=self.name,
+            description=self.description,
+            input=None if self.hint is None else schema.UnstructuredCommandInput(hint=self.hint),
+        )
+
+
+class CommandRegistry:
+    """The slash commands the agent handles, in the order they are advertised."""
+
+    def __init__(self) -> None:
+        self._commands: dict[str, SlashCommand] = {}
+
+    def register(self, command: SlashCommand) -> None:
+        """Add a command; a second command with the same name is an error."""
+        if command.name in self._commands:
+            raise ValueError(f"a slash command named {command.name!r} is already registered")
+        self._commands[command.name] = command
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._commands
+
+    def __iter__(self) -> Iterator[SlashCommand]:
+        return iter(list(self._commands.values()))
+
+    def match(self, text: str) -> SlashCommand | None:
+        """The command ``text`` is, once stripped of whitespace (``/new``), or None."""
+        stripped = text.strip()
+        if not stripped.startswith("/"):
+            return None
+        return self._commands.get(stripped[1:])
+
+    def advertised(self) -> list[schema.AvailableCommand]:
+        """Every command as an ACP ``AvailableCommand``."""
+        return [command.advertised() for command in self]
 
 
 def clear_history(session: Session) -> int:
@@ -66,7 +120,6 @@ def _archiver(store: SessionStore) -> Callable[[Session], str | None] | None:
 
 def builtin_commands(runtime: AgentRuntime, store: SessionStore) -> list[SlashCommand]:
     """``new`` and ``compact`` for sessions of ``store`` (turns of ``runtime``)."""
-    from acpkit_agent.agent import SlashCommand
 
     def run_new(session: Session) -> Deferred[str]:
         archive = _archiver(store)

@@ -38,7 +38,7 @@ from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 
 from acpkit.connection import AgentConnection
-from acpkit.drain import end_when_answered
+from acpkit.jsonrpc.drain import end_when_answered
 
 __all__ = ["DEFAULT_DRAIN_TIMEOUT", "LINGER", "Drain", "Drainable", "RawConnections"]
 

@@ -28,6 +28,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 
 from acpkit import codec, schema
+from acpkit.connection import AgentConnection
 from acpkit.errors import RPCError
 
 __all__ = [
@@ -306,8 +307,8 @@ def _describe(error: BaseException) -> str:
 class UserAsker:
     """Asks the user of one session, for one tool call, through the agent connection."""
 
-    conn: Any
-    """The :class:`acpkit.connection.AgentConnection`."""
+    conn: AgentConnection
+    """The agent's connection."""
     session_id: str
     tool_call_id: str
 

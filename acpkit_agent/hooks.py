@@ -42,9 +42,9 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit import schema
-from acpkit.endpoints import process_group_argv
-from acpkit.process_groups import child_groups, group_has_live_members
-from acpkit.process_groups import kill_group as kill_process_group
+from acpkit.io import process_group_argv
+from acpkit.io.process_groups import child_groups, group_has_live_members
+from acpkit.io.process_groups import kill_group as kill_process_group
 
 __all__ = [
     "HOOK_EVENTS",

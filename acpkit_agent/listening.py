@@ -2,8 +2,8 @@
 bob's listeners (``twistd acp-agent --listen ENDPOINT``): where it may listen, what a
 client must present, and the bearer token bob makes when none is given.
 
-Every form goes through acpkit's bind policy (:mod:`acpkit.bind_policy`) before it
-listens, and every connection through its admission table (:mod:`acpkit.admission`).
+Every form goes through acpkit's bind policy (:mod:`acpkit.io.bind_policy`) before it
+listens, and every connection through its admission table (:mod:`acpkit.io.admission`).
 
 =========================================  ============================================
 ``--listen``                               what a client must present
@@ -51,8 +51,8 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import serverFromString
 from twisted.python.failure import Failure
 
-from acpkit.admission import Admission, AdmissionLimits, AdmittedFactory
-from acpkit.bind_policy import (
+from acpkit.io.admission import Admission, AdmissionLimits, AdmittedFactory
+from acpkit.io.bind_policy import (
     BindAuthentication,
     check_bind,
     loopback_tcp,
@@ -201,7 +201,7 @@ def start_listening(reactor: Any, listener: Listener) -> Deferred[Any]:
         if listener.client_ca is None:
             endpoint = serverFromString(reactor, listener.description)
         else:
-            from acpkit.remote.tls_server import server_endpoint
+            from acpkit.io.tls_server import server_endpoint
 
             endpoint = server_endpoint(reactor, listener.description, client_ca=listener.client_ca)
     except Exception as error:  # ValueError, KeyError, TypeError: whatever the parser raises

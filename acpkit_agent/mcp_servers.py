@@ -27,7 +27,7 @@ a server stops             logged once (``[mcp] <name> (<transport>) stopped: <w
                            (it is not restarted)
 bob exits                  each server is closed (stdio: stdin closed, then SIGTERM and
                            SIGKILL to its process group); each stdio group is also in
-                           :data:`acpkit.process_groups.child_groups`, so the shutdown
+                           :data:`acpkit.io.process_groups.child_groups`, so the shutdown
                            and the watchdog end it even when bob dies without closing
 =========================  ==============================================================
 
@@ -54,8 +54,8 @@ from twisted.python.failure import Failure
 
 from acpkit import schema
 from acpkit.errors import clip
+from acpkit.io.process_groups import child_groups
 from acpkit.mcp import schema as mcp
-from acpkit.process_groups import child_groups
 from acpkit_agent.mcp_config import (
     DEFAULT_CALL_TIMEOUT,
     McpHttpServer,

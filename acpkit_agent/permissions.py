@@ -20,12 +20,11 @@ A transport error, an unknown option or the ``cancelled`` outcome count as a ref
 
 from __future__ import annotations
 
-from typing import Any
-
 from twisted.internet.defer import CancelledError
 from twisted.logger import Logger
 
 from acpkit import schema
+from acpkit.connection import AgentConnection
 from acpkit_agent.session import Session
 
 __all__ = ["PERMISSION_OPTIONS", "ask_permission", "rejection_message"]
@@ -59,7 +58,7 @@ def rejection_message(tool_name: str) -> str:
 
 
 async def ask_permission(
-    conn: Any, session: Session, tool_name: str, tool_call: schema.ToolCallUpdate
+    conn: AgentConnection, session: Session, tool_name: str, tool_call: schema.ToolCallUpdate
 ) -> bool:
     """
     Whether the user allows this call: a remembered answer for ``tool_name``, else the

@@ -43,6 +43,7 @@ from typing import Any
 from twisted.logger import Logger
 
 from acpkit import schema
+from acpkit.connection import AgentConnection
 from acpkit.errors import InvalidParams
 from acpkit_agent.compaction import is_summary, summary_text
 from acpkit_agent.session import (
@@ -160,10 +161,10 @@ def _tool_call(
 
 def replay_updates(
     history: list[dict[str, Any]], tools: Mapping[str, Tool], cwd: str
-) -> tuple[list[object], int]:
+) -> tuple[list[schema.SessionUpdate], int]:
     """The ``session/update`` values replaying ``history``, and how many messages it holds."""
     ids = _Ids()
-    updates: list[object] = []
+    updates: list[schema.SessionUpdate] = []
     replayed = 0
     for index, message in enumerate(history):
         role = message.get("role")
@@ -199,7 +200,7 @@ def replay_updates(
 
 
 def load_and_replay(
-    conn: Any,
+    conn: AgentConnection,
     store: DiskSessionStore,
     session_id: str,
     cwd: str,

@@ -17,7 +17,7 @@ after stdin's end are dropped (the connection is closed); output already written
 :data:`STDIN_EOF_FLUSH_LIMIT` more seconds to reach a client that is still reading.  Whatever
 ends the reactor (stdin's end, SIGTERM, SIGINT), the process groups of tool commands and
 hooks still alive are stopped first; a watchdog kills them if the agent dies otherwise
-(:mod:`acpkit.process_groups`).  The language servers the ``lsp`` tool started are sent
+(:mod:`acpkit.io.process_groups`).  The language servers the ``lsp`` tool started are sent
 ``shutdown`` and ``exit`` first (when stdin ends, before the reactor stops), then their
 process groups are stopped like the others.
 """
@@ -39,11 +39,11 @@ from twisted.logger import ILogObserver, Logger, eventAsText
 from twisted.python import usage
 from zope.interface import implementer
 
-from acpkit.admission import AdmissionLimits
 from acpkit.connection import AgentConnection
-from acpkit.endpoints import serve, serve_stdio
+from acpkit.io import serve, serve_stdio
+from acpkit.io.admission import AdmissionLimits
+from acpkit.io.process_groups import child_groups
 from acpkit.jsonrpc import JSONRPCProtocol
-from acpkit.process_groups import child_groups
 from acpkit_agent.agent import AGENT_VERSION, BobAgent
 from acpkit_agent.banner import banner_lines, mcp_server_line
 from acpkit_agent.config import AgentConfig, ConfigError, load_config
@@ -672,7 +672,7 @@ def _tls_client_ca(options: Options | None) -> Path | None:
         return None
     if options is not None and options["listen"] == "stdio":
         _exit_with("--tls-client-ca applies only with --listen (an ssl: endpoint)")
-    from acpkit.remote.tls import read_certificates
+    from acpkit.io.pem import read_certificates
 
     path = Path(given).expanduser()
     try:
@@ -692,7 +692,7 @@ REMOTE_LIMIT_OPTIONS = {
 def _admission_limits(options: Options | None) -> AdmissionLimits | None:
     """
     The admission deadlines ``--request-timeout`` asks for (``None``: the defaults): the
-    pending and request-head deadlines of :mod:`acpkit.admission`.  A value that is not a
+    pending and request-head deadlines of :mod:`acpkit.io.admission`.  A value that is not a
     positive, finite number, or one given without ``--listen``, exits 1 with one line.
     """
     given = options["request-timeout"] if options is not None else None

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, succeed
@@ -36,6 +36,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit import schema
+from acpkit.connection import AgentConnection
 from acpkit.errors import ConnectionLost
 from acpkit_agent.attachments import ISessionAttachments, SessionAttachments
 from acpkit_agent.client_files import file_access_for
@@ -56,6 +57,9 @@ from acpkit_agent.tools.ask_user import InteractiveToolContext
 from acpkit_agent.tools.base import Tool, ToolResult
 from acpkit_agent.tools.plan import PlanEntry
 from acpkit_agent.turn_lock import TurnLock
+
+if TYPE_CHECKING:  # annotations only: the unstable models load when a program uses them
+    from acpkit import unstable
 
 __all__ = [
     "FILE_TOOLS",
@@ -83,7 +87,9 @@ def _ignore_connection_lost(failure: Failure) -> Failure | None:
     return None if failure.check(ConnectionLost) else failure
 
 
-def send_update(conn: Any, session_id: str, update: object) -> Deferred[None]:
+def send_update(
+    conn: AgentConnection, session_id: str, update: schema.SessionUpdate | unstable.SessionUpdate
+) -> Deferred[None]:
     """
     Send one ``session/update``; return the connection's writability Deferred: it fires
     when the client reads again (``await`` it before the next update of a stream).  A lost
@@ -184,7 +190,7 @@ class TurnOutcome:
     error: str | None = None
 
 
-def _chunk(kind: str, text: str) -> object:
+def _chunk(kind: str, text: str) -> schema.SessionUpdate:
     block = schema.TextContentBlock(text=text)
     if kind == "text":
         return schema.AgentMessageChunk(content=block)
@@ -199,7 +205,7 @@ class _Sink:
     unfired are joined (per kind, in order) and written when it fires, or by :meth:`flush`.
     """
 
-    def __init__(self, conn: Any, session_id: str) -> None:
+    def __init__(self, conn: AgentConnection, session_id: str) -> None:
         self._conn = conn
         self._session_id = session_id
         self.text_parts: list[str] = []
@@ -259,13 +265,15 @@ class _OpenCall:
 class TurnRunner:
     """Runs turns of one connection's sessions (``conn`` is its ``AgentConnection``)."""
 
-    def __init__(self, runtime: AgentRuntime, conn: Any) -> None:
+    def __init__(self, runtime: AgentRuntime, conn: AgentConnection) -> None:
         self.runtime = runtime
         self.conn = conn
 
     # -- updates --------------------------------------------------------------------
 
-    def _update(self, session: Session, update: object) -> None:
+    def _update(
+        self, session: Session, update: schema.SessionUpdate | unstable.SessionUpdate
+    ) -> None:
         send_update(self.conn, session.id, update)
 
     @property

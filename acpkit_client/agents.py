@@ -4,7 +4,7 @@ An :class:`AgentRun` is one agent of one window:
 
 1. :meth:`AgentRun.spawn` starts the entry's command (looked up like the agents file says,
    ``env`` added over ours, in the entry's ``cwd`` resolved against the project root) with
-   :func:`acpkit.endpoints.spawn_agent`, on a :class:`~acpkit.connection.ClientConnection`
+   :func:`acpkit.io.spawn_agent`, on a :class:`~acpkit.connection.ClientConnection`
    whose IClient is the window; ``ACPKIT_TRACE`` gives the connection a tracer.
    (:meth:`AgentRun.attach` takes an existing connection instead: in-memory pairs.)
    An entry with a ``url`` is connected instead (:meth:`AgentRun.connect`,
@@ -42,9 +42,9 @@ from zope.interface import implementer
 
 from acpkit import __version__, schema
 from acpkit.connection import ClientConnection, ProtocolVersionError
-from acpkit.endpoints import AgentExited, AgentProcess, spawn_agent
 from acpkit.errors import AuthRequired, RPCError, clip
 from acpkit.interfaces import IClient
+from acpkit.io import AgentExited, AgentProcess, spawn_agent
 from acpkit.remote.reconnect import IReconnectObserver, ResumableConnection, RetryPolicy
 from acpkit.trace import tracer_from_environment
 from acpkit_client.config import AgentEntry

@@ -26,7 +26,7 @@ and are never shown; ``tls`` (a table of ``trust_root``, ``certificate``,
 ``private_key``: PEM files, relative to the agents file's directory, ``~`` expanded; each
 must be a readable PEM file of the right kind when the file is loaded) is what a
 ``wss://`` or ``https://`` connection trusts and the client certificate it presents
-(:class:`acpkit.remote.tls.ClientTLS`); ``http2`` (``"auto"``, the default: HTTP/2 on
+(:class:`acpkit.http.tls.ClientTLS`); ``http2`` (``"auto"``, the default: HTTP/2 on
 ``https://`` when the server offers it; ``"prior-knowledge"``: cleartext HTTP/2 on
 ``http://``; ``"never"``) is for ``http(s)://`` URLs only; ``args`` and ``env`` are for
 a command and are refused with a ``url``; ``cwd`` is still the session's ``cwd``.
@@ -53,10 +53,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from twisted.logger import Logger
 
-from acpkit.remote.tls import ClientTLS
+from acpkit.http.tls import ClientTLS
 
 if TYPE_CHECKING:
-    from acpkit.http2_agent import HTTP2Mode
+    from acpkit.http.http2 import HTTP2Mode
 
 __all__ = [
     "BUILTIN_SOURCE",

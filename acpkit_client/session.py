@@ -44,9 +44,9 @@ from zope.interface import implementer
 
 from acpkit import codec, schema
 from acpkit.connection import Client, ClientConnection
-from acpkit.endpoints import AgentExited
 from acpkit.errors import AuthRequired, ConnectionLost, InvalidParams, RPCError
 from acpkit.interfaces import IClient
+from acpkit.io import AgentExited
 from acpkit.remote.reconnect import ReconnectFailed, TurnInterrupted
 from acpkit_client.agents import AgentRun, AgentStartError, describe_rpc_error
 from acpkit_client.config import AgentEntry

@@ -13,7 +13,7 @@ Two measurements, each for both protocols:
 
 Prints the seconds for each and the ratio LineReceiver / NDJSONProtocol.  In memory,
 also the same payload as one ``Content-Length`` message
-(:class:`acpkit.framing_headers.ContentLengthProtocol`, the LSP framing).
+(:class:`acpkit.framing.ContentLengthProtocol`, the LSP framing).
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from twisted.internet.testing import StringTransport
 from twisted.protocols.basic import LineReceiver
 from twisted.python.failure import Failure
 
-from acpkit.framing import NDJSONProtocol
-from acpkit.framing_headers import ContentLengthProtocol
+from acpkit.framing import ContentLengthProtocol, NDJSONProtocol
 
 
 class NDJSONSink(NDJSONProtocol):

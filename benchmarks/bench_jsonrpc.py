@@ -31,7 +31,7 @@ from twisted.internet.testing import StringTransport
 
 import acpkit
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 
 READ = 64 * 1024
 

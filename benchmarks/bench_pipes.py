@@ -85,7 +85,7 @@ async def bench_acpkit(n: int, chunks: int) -> dict[str, float]:
 
     from acpkit import schema
     from acpkit.connection import Client, ClientConnection
-    from acpkit.endpoints import spawn_agent
+    from acpkit.io import spawn_agent
 
     class Counter(Client):
         received = 0

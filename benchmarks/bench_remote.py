@@ -278,8 +278,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
 
 async def compare_http_versions(args: argparse.Namespace) -> dict[str, Any]:
     """acpkit's HTTP client over HTTP/2 and HTTP/1.1 against one bob over TLS."""
+    from acpkit.http.tls import ClientTLS
     from acpkit.remote.security import tls_serving_problem
-    from acpkit.remote.tls import ClientTLS
 
     problem = tls_serving_problem()
     if problem is not None:

@@ -1,5 +1,5 @@
 """
-``acpkit.admission``: caps and deadlines for incoming connections, with ``task.Clock`` and
+``acpkit.io.admission``: caps and deadlines for incoming connections, with ``task.Clock`` and
 ``StringTransport``.  Slow, silent or unauthenticated peers cannot hold the descriptors a
 legitimate client needs: pending connections time out, and caps evict the oldest
 pending connection of the peer holding the most instead of refusing newcomers.
@@ -19,7 +19,7 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from acpkit.admission import (
+from acpkit.io.admission import (
     Admission,
     AdmissionLimits,
     AdmittedFactory,
@@ -246,7 +246,7 @@ def test_one_summary_line_per_interval(capsys: pytest.CaptureFixture[str]) -> No
         clock.advance(10)
     finally:
         globalLogPublisher.removeObserver(observer)
-    summaries = [e for e in events if e.get("log_namespace") == "acpkit.admission"]
+    summaries = [e for e in events if e.get("log_namespace") == "acpkit.io.admission"]
     assert len(summaries) == 1 and summaries[0]["log_level"] == LogLevel.warn
     assert "refused per peer: 500" in summaries[0]["summary"]
 

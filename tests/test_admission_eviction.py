@@ -1,5 +1,5 @@
 """
-Which pending connection the admission table (:mod:`acpkit.admission`) evicts when its
+Which pending connection the admission table (:mod:`acpkit.io.admission`) evicts when its
 pending pool or its socket cap is full: one of the peer evicted most recently, else of
 the peer holding the most slow pending connections, never a client's burst of new ones
 while those can go.  A legitimate client's connection, pending only until its request
@@ -16,8 +16,8 @@ from twisted.internet.task import Clock
 from twisted.logger import ILogObserver, LogEvent, formatEvent, globalLogPublisher
 from zope.interface import implementer
 
-import acpkit.admission as admission_module
-from acpkit.admission import Admission, AdmissionLimits, Ticket
+import acpkit.io.admission as admission_module
+from acpkit.io.admission import Admission, AdmissionLimits, Ticket
 
 
 def table(**limits: Any) -> tuple[Admission, Clock]:
@@ -160,6 +160,6 @@ def test_the_last_summary_line_is_written_when_the_listener_stops() -> None:
         admission.stop()
     finally:
         globalLogPublisher.removeObserver(events)
-    said = [formatEvent(e) for e in events.seen if e.get("log_namespace") == "acpkit.admission"]
+    said = [formatEvent(e) for e in events.seen if e.get("log_namespace") == "acpkit.io.admission"]
     assert len(said) == 1, said
     assert "evicted pending: 2" in said[0]

@@ -27,8 +27,8 @@ from zope.interface import implementer
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, ClientConnection
-from acpkit.endpoints import spawn_agent
 from acpkit.errors import ConnectionLost
+from acpkit.io import spawn_agent
 from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit.testing.pair import ConnectedPair, MemoryTransport, connected_pair
 from acpkit_agent.agent import BobAgent

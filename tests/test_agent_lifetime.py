@@ -25,8 +25,8 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, ClientConnection
-from acpkit.endpoints import AgentProcess, spawn_agent
-from acpkit.process_groups import ChildGroups, group_members, kill_group
+from acpkit.io import AgentProcess, spawn_agent
+from acpkit.io.process_groups import ChildGroups, group_members, kill_group
 from acpkit.testing.pair import connected_pair
 from acpkit_agent.config import AgentConfig
 from acpkit_agent.tap import STDIN_EOF_FLUSH_LIMIT, STDIN_EOF_GRACE, AgentService, build_runtime

@@ -43,7 +43,7 @@ def _event(namespace: str, level: LogLevel, **fields: Any) -> dict[str, Any]:
         ("acpkit_agent.tools.bash", LogLevel.debug, {}, False),
         ("acpkit.jsonrpc.JSONRPCProtocol", LogLevel.debug, {}, False),
         ("acpkit.jsonrpc.JSONRPCProtocol", LogLevel.warn, {}, True),
-        ("acpkit.endpoints", LogLevel.info, {}, True),
+        ("acpkit.io.spawn", LogLevel.info, {}, True),
         ("acpkit.mcp.client", LogLevel.info, {}, False),
         ("acpkit.mcp.client", LogLevel.warn, {}, True),
         (

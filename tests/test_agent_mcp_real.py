@@ -23,8 +23,8 @@ from twisted.trial.unittest import TestCase
 
 from acpkit import schema
 from acpkit.connection import ClientConnection
-from acpkit.endpoints import AgentProcess, spawn_agent
 from acpkit.errors import RPCError
+from acpkit.io import AgentProcess, spawn_agent
 from acpkit.testing.modelserver import ScriptedModelServer
 from acpkit.testing.script import parse_script
 from tests.fixtures.agent.harness import RecordingClient

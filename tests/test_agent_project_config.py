@@ -19,8 +19,8 @@ from twisted.trial.unittest import TestCase
 
 from acpkit import schema
 from acpkit.connection import ClientConnection
-from acpkit.endpoints import spawn_agent
 from acpkit.errors import RPCError
+from acpkit.io import spawn_agent
 from acpkit_agent.config import (
     AgentConfig,
     ConfigError,

@@ -23,8 +23,8 @@ from twisted.web.server import NOT_DONE_YET, Request, Site
 
 from acpkit import schema
 from acpkit.connection import Client, ClientConnection
-from acpkit.endpoints import AgentProcess, spawn_agent
 from acpkit.errors import RPCError
+from acpkit.io import AgentProcess, spawn_agent
 
 pytestmark = pytest.mark.process
 

@@ -60,7 +60,7 @@ RSS_GROWTH_BOUND = 64 * 1024  # KiB
 #: The whole soak must end well inside two minutes.
 SOAK_DEADLINE = 100.0
 
-#: bob's summary line (acpkit.admission), counted per kind.
+#: bob's summary line (acpkit.io.admission), counted per kind.
 SUMMARY = re.compile(r"connections refused or closed early in the last \S+ s \(([^)]*)\)")
 
 

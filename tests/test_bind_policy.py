@@ -1,5 +1,5 @@
 """
-``acpkit.bind_policy``: the one policy every listener goes through.  Loopback by default;
+``acpkit.io.bind_policy``: the one policy every listener goes through.  Loopback by default;
 TCP (loopback included) needs a token, a client certificate or an explicit ``no_token``
 (loopback only); raw NDJSON carries no token; unix sockets are owner-only; anything
 else needs authentication.
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acpkit.bind_policy import (
+from acpkit.io.bind_policy import (
     BindAuthentication,
     ClientAuthError,
     InsecureBindError,

@@ -300,7 +300,7 @@ def test_an_agent_window_protects_what_starts_its_agent(project: Path, home: Pat
     names (the client runs them next time), the user's agents file, and a remote agent's
     TLS files.
     """
-    from acpkit.remote.tls import ClientTLS
+    from acpkit.http.tls import ClientTLS
     from acpkit_client.config import AgentEntry
     from acpkit_client.session import AgentWindow
 

@@ -158,7 +158,7 @@ def test_dumps_is_byte_compatible_with_the_json_encoder() -> None:
 def test_orjson_path_leaves_to_json_what_it_would_read_differently() -> None:
     """loads_or_not_parsed (the engine's and the codec's fast path) declines huge integers,
     lone surrogates, NaN, invalid UTF-8 and invalid text; it reads the rest as json does."""
-    from acpkit.jsonbytes import NOT_PARSED, loads_or_not_parsed
+    from acpkit.jsonrpc.jsonbytes import NOT_PARSED, loads_or_not_parsed
 
     for text in (b"12345678901234567890", b'"\\ud800"', b"NaN", b"\xff", b"[1,", b"1e400"):
         assert loads_or_not_parsed(text) is NOT_PARSED, text

@@ -20,7 +20,7 @@ from twisted.internet.protocol import Protocol
 from twisted.internet.testing import MemoryReactor
 
 from acpkit import compat
-from acpkit.endpoints import serve_stdio
+from acpkit.io import serve_stdio
 
 ROOT = Path(__file__).parent.parent
 

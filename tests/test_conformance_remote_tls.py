@@ -24,8 +24,8 @@ from acpkit.conformance.cli import main, run_suite
 from acpkit.conformance.report import SuiteResult
 from acpkit.conformance.rules import RULES
 from acpkit.conformance.tls import TLSSettings
+from acpkit.http.tls_errors import ssl_error_text
 from acpkit.remote.security import tls_serving_problem
-from acpkit.tls_errors import ssl_error_text
 from tests.helpers import child_env
 
 # One xdist worker runs this file's tests: its module-scoped fixture (the TLS servers) then
@@ -37,7 +37,7 @@ INTEROP = Path(__file__).resolve().parent / "fixtures" / "interop"
 HTTP_RULES = [r.id for r in RULES if r.id.startswith("HTTP-")]
 WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
 
-#: The words each refusal is explained with (acpkit.tls_errors).
+#: The words each refusal is explained with (acpkit.http.tls_errors).
 NO_CERTIFICATE = "the server requires a TLS client certificate and none was presented"
 OTHER_CA = "not signed by a certificate authority the server trusts"
 EXPIRED = "the server refused the TLS client certificate: it has expired"

@@ -16,7 +16,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, ClientConnection, negotiate_version
-from acpkit.endpoints import AgentExited
+from acpkit.io import AgentExited
 from acpkit.testing.pair import connected_pair
 
 

@@ -3,7 +3,7 @@ Deep JSON never kills a connection (issue 22, item 3): a message nested to any d
 (0 to 100,000 levels of arrays, objects or both), as a whole message, in ``params``, in
 ``id``, in ``result`` or in ``error.data``, gets the JSON-RPC answer the spec asks for and
 the next request on the same connection is answered, on every byte framing, in memory.
-The depth policy (:data:`acpkit.jsonbytes.MAX_NESTING_DEPTH`) is tested at its edges,
+The depth policy (:data:`acpkit.jsonrpc.jsonbytes.MAX_NESTING_DEPTH`) is tested at its edges,
 with the parser, the encoder and the trace.  The remote transports are in
 ``test_deep_json_remote.py``, a real bob in ``test_deep_json_process.py``.
 """
@@ -26,12 +26,15 @@ from twisted.internet.testing import StringTransport
 from twisted.logger import ILogObserver, LogEvent, formatEvent, globalLogPublisher
 from zope.interface import implementer
 
-from acpkit import jsonbytes, schema
+from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
 from acpkit.errors import InvalidRequest, RPCError
-from acpkit.framing import NDJSONProtocol
-from acpkit.framing_messages import MessageFraming
-from acpkit.jsonbytes import (
+from acpkit.framing import MessageFraming, NDJSONProtocol
+from acpkit.jsonrpc import JSONRPCEngine, JSONRPCProtocol, MethodRegistry, jsonbytes
+from acpkit.jsonrpc.cancel import MCP_CANCELLATION
+from acpkit.jsonrpc.classify import TooDeep, decode_message, encode_message, read_envelope
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.jsonbytes import (
     MAX_NESTING_DEPTH,
     NOT_PARSED,
     TOO_DEEP,
@@ -40,10 +43,6 @@ from acpkit.jsonbytes import (
     loads_or_not_parsed,
     nesting_exceeds,
 )
-from acpkit.jsonrpc import JSONRPCEngine, JSONRPCProtocol, MethodRegistry
-from acpkit.rpc_cancel import MCP_CANCELLATION
-from acpkit.rpc_classify import TooDeep, decode_message, encode_message, read_envelope
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
 from acpkit.testing.strategies import json_values
 from acpkit.trace import TraceRecord, pretty_record
 

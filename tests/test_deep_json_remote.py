@@ -29,13 +29,13 @@ from twisted.web.server import Request, Site
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, ClientConnection, negotiate_version
 from acpkit.errors import InvalidRequest
-from acpkit.jsonbytes import MAX_NESTING_DEPTH
+from acpkit.http.sse import encode_event
 from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.jsonrpc.cancel import MCP_CANCELLATION
+from acpkit.jsonrpc.jsonbytes import MAX_NESTING_DEPTH
 from acpkit.mcp.http import StreamableHTTPTransport
 from acpkit.remote.http_client import connect_http
 from acpkit.remote.websocket import websocket_resource
-from acpkit.rpc_cancel import MCP_CANCELLATION
-from acpkit.sse import encode_event
 from tests.helpers import InteropClient
 from tests.test_deep_json import EXPLICIT_DEPTHS, KINDS, depths, kinds, nested
 from tests.test_mcp_http import INIT_PARAMS, ScriptedMcp, TrackingSite, sse_start

@@ -18,7 +18,7 @@ from twisted.trial.unittest import TestCase
 
 from acpkit import schema
 from acpkit.connection import Client, ClientConnection
-from acpkit.endpoints import spawn_agent
+from acpkit.io import spawn_agent
 from acpkit.testing.modelserver import ScriptedModelServer
 from acpkit.testing.script import parse_script
 

@@ -1,4 +1,4 @@
-"""Tests for acpkit.endpoints: spawned agents (real child processes), endpoint strings."""
+"""Tests for acpkit.io: spawned agents (real child processes), endpoint strings."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from acpkit.endpoints import (
+from acpkit.framing import NDJSONProtocol
+from acpkit.io import (
     AgentAddress,
     AgentExited,
     AgentNotFoundError,
@@ -29,7 +30,6 @@ from acpkit.endpoints import (
     serve,
     spawn_agent,
 )
-from acpkit.framing import NDJSONProtocol
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "agent_fixture.py")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -335,7 +335,7 @@ class StderrTailTests(SynchronousTestCase):
 
     def test_tail_lines_and_cap(self) -> None:
         """Only the last N lines are kept; an overlong line is cut; a partial line is kept."""
-        from acpkit.endpoints import STDERR_LINE_CAP, _StderrTail
+        from acpkit.io.spawn import STDERR_LINE_CAP, _StderrTail
 
         tail = _StderrTail("bob", 2)
         tail.feed(b"one\ntw")
@@ -351,7 +351,7 @@ class StderrNamingTests(SynchronousTestCase):
     """Each stderr line is logged once, named by what the child is."""
 
     def test_each_line_is_logged_with_the_kind_and_name(self) -> None:
-        from acpkit.endpoints import _StderrTail
+        from acpkit.io.spawn import _StderrTail
         from tests.fixtures.agent.harness import captured_logs
 
         with captured_logs() as logs:
@@ -406,7 +406,7 @@ class TransportUnitTests(SynchronousTestCase):
 
     def test_register_producer_and_write_sequence(self) -> None:
         """registerProducer, writeSequence and loseConnection reach the process transport."""
-        from acpkit.endpoints import AgentTransport
+        from acpkit.io import AgentTransport
 
         fake = StringTransport()
         closed: list[bool] = []
@@ -446,7 +446,7 @@ class PipeDrainTests(SynchronousTestCase):
         """A paused protocol keeps the pipes (unread output stays); on resume they close."""
         from twisted.internet.task import Clock
 
-        from acpkit.endpoints import PIPE_DRAIN_TIMEOUT
+        from acpkit.io.spawn import PIPE_DRAIN_TIMEOUT
 
         clock = Clock()
         proto = Recorder()
@@ -473,7 +473,7 @@ class StdioTests(TestCase):
         The peer closes our stdout first, then our stdin: connectionLost still comes
         (stock StandardIO with a half-closeable protocol would wait forever).
         """
-        from acpkit.endpoints import serve_stdio
+        from acpkit.io import serve_stdio
 
         stdin_read, stdin_write = os.pipe()
         stdout_read, stdout_write = os.pipe()
@@ -492,7 +492,7 @@ class StdioTests(TestCase):
     @defer.inlineCallbacks
     def test_half_close_replies_then_ends(self) -> Generator[defer.Deferred[Any], Any, None]:
         """Stdin EOF right after a request: the reply is written, then the connection ends."""
-        from acpkit.endpoints import serve_stdio
+        from acpkit.io import serve_stdio
 
         stdin_read, stdin_write = os.pipe()
         stdout_read, stdout_write = os.pipe()

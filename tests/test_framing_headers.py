@@ -1,4 +1,4 @@
-"""Tests for acpkit.framing_headers: linear, bounded Content-Length framing (LSP)."""
+"""Tests for acpkit.framing: linear, bounded Content-Length framing (LSP)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet.interfaces import IHalfCloseableProtocol
 
-from acpkit.framing import OVERSIZED_HEAD
-from acpkit.framing_headers import (
+from acpkit.framing import (
     DEFAULT_MAX_HEADER_LENGTH,
+    OVERSIZED_HEAD,
     ContentLengthProtocol,
     HeaderError,
     parse_headers,

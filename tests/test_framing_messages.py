@@ -1,5 +1,5 @@
 """
-:class:`acpkit.framing_messages.MessageFraming`: the JSON-RPC engine over a transport that
+:class:`acpkit.framing.MessageFraming`: the JSON-RPC engine over a transport that
 carries whole messages (one per ``dataReceived``, one per ``write``).
 """
 
@@ -14,8 +14,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from zope.interface import implementer
 
-from acpkit.framing import IFramedMessageReceiver
-from acpkit.framing_messages import MessageFraming
+from acpkit.framing import IFramedMessageReceiver, MessageFraming
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 
 

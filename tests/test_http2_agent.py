@@ -1,5 +1,5 @@
 """
-:class:`acpkit.http2_agent.HTTP2Agent` without a network: its connection runs over a
+:class:`acpkit.http.http2.HTTP2Agent` without a network: its connection runs over a
 ``StringTransport`` whose bytes a test pumps to and from a server-side ``h2``
 ``H2Connection`` written here (h2 does both sides).
 """
@@ -40,9 +40,9 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IAgent, IBodyProducer, IResponse
 from zope.interface import implementer
 
-from acpkit.http2_agent import HTTP2Agent, RequestNotProcessed
-from acpkit.http2_agent import StreamReset as AgentStreamReset
-from acpkit.http_responses import BodyReader, failure_text
+from acpkit.http.http2 import HTTP2Agent, RequestNotProcessed
+from acpkit.http.http2 import StreamReset as AgentStreamReset
+from acpkit.http.responses import BodyReader, failure_text
 from tests.helpers import examples
 
 URL = b"http://example.test:8080/acp?x=1"
@@ -598,7 +598,7 @@ class WithoutH2Tests(SynchronousTestCase):
     def test_without_h2_auto_is_http11_and_prior_knowledge_refused(self) -> None:
         """Without the h2 package, "auto" sends https:// through the HTTP/1.1 agent (no
         TLS handshake wasted on ALPN) and "prior-knowledge" is an ImportError naming h2."""
-        from acpkit import http2_agent
+        from acpkit.http import http2 as http2_agent
 
         self.patch(http2_agent, "h2_installed", lambda: False)
         uris: list[bytes] = []

@@ -1,5 +1,5 @@
 """
-The base of the two HTTP client transports (acpkit.http_transport): what it does on its
+The base of the two HTTP client transports (acpkit.http.transport): what it does on its
 own, beside what tests/test_mcp_http.py and tests/test_remote_http_client.py check
 through MCP's and ACP's transports.
 """
@@ -13,7 +13,7 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.web.client import ResponseDone
 
-from acpkit.http_transport import (
+from acpkit.http.transport import (
     ERROR_BODY_KEPT,
     HTTPTransportBase,
     check_http_url,

@@ -20,8 +20,8 @@ from twisted.trial.unittest import TestCase
 
 from acpkit import schema
 from acpkit.connection import Client, ClientConnection
-from acpkit.endpoints import spawn_agent
 from acpkit.errors import ConnectionLost
+from acpkit.io import spawn_agent
 from tests.helpers import InteropClient, child_env
 
 pytestmark = pytest.mark.process  # every test here starts a child process

@@ -1,5 +1,5 @@
 """
-Write-through: transports that offer ``flushNow`` (those of ``acpkit.endpoints``) are
+Write-through: transports that offer ``flushNow`` (those of ``acpkit.io``) are
 asked to write at once, and only once per processed read.
 """
 

@@ -24,9 +24,9 @@ from twisted.trial.unittest import TestCase as TrialTestCase
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, ClientConnection
-from acpkit.endpoints import spawn_agent
 from acpkit.errors import InvalidRequest, MessageTooLarge, ParseError, RPCError
 from acpkit.framing import DEFAULT_MAX_LENGTH
+from acpkit.io import spawn_agent
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 from acpkit.testing.pair import connected_pair
 from acpkit_agent.config import AgentConfig

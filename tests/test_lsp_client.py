@@ -24,10 +24,10 @@ from twisted.python.failure import Failure
 from twisted.test.iosim import FakeTransport, IOPump, connect
 from zope.interface import implementer
 
-from acpkit.endpoints import AgentExited, AgentNotFoundError
 from acpkit.errors import InvalidParams, RPCError
+from acpkit.io import AgentExited, AgentNotFoundError
 from acpkit.jsonrpc import InboundRequest, MethodRegistry
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 from acpkit_agent.lsp import (
     LanguageServer,
     LanguageServerCrashed,

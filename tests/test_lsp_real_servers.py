@@ -24,7 +24,7 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import TestCase
 
-from acpkit.process_groups import ChildGroups, group_has_live_members
+from acpkit.io.process_groups import ChildGroups, group_has_live_members
 from acpkit_agent.lsp import (
     LanguageServer,
     LanguageServerCrashed,

@@ -15,9 +15,10 @@ from twisted.logger import ILogObserver, LogEvent, Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from acpkit.endpoints import AgentExited
 from acpkit.errors import MethodNotFound, RequestTimeout, RPCError
+from acpkit.io import AgentExited
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol, MethodRegistry
+from acpkit.jsonrpc.cancel import MCP_CANCELLATION
 from acpkit.mcp import client as client_module
 from acpkit.mcp.client import (
     SUPPORTED_VERSIONS,
@@ -30,7 +31,6 @@ from acpkit.mcp.client import (
     McpVersionError,
 )
 from acpkit.mcp.schema import ImageContent, TextContent
-from acpkit.rpc_cancel import MCP_CANCELLATION
 from acpkit.testing.pair import MemoryTransport
 
 T = TypeVar("T")

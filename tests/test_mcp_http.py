@@ -29,7 +29,9 @@ from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
 from acpkit.errors import ConnectionLost, MessageTooLarge, RPCError
+from acpkit.http.sse import SSEEvent, SSEEventTooLarge, SSEParser
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+from acpkit.jsonrpc.cancel import MCP_CANCELLATION
 from acpkit.mcp.client import (
     SUPPORTED_VERSIONS,
     McpClient,
@@ -44,8 +46,6 @@ from acpkit.mcp.http import (
     StreamableHTTPTransport,
     connect_http,
 )
-from acpkit.rpc_cancel import MCP_CANCELLATION
-from acpkit.sse import SSEEvent, SSEEventTooLarge, SSEParser
 from tests.helpers import free_port, wait_until
 from tests.real_peers import MCP_EVERYTHING, require_peer
 

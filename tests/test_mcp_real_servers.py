@@ -24,6 +24,7 @@ from twisted.internet.defer import CancelledError, Deferred, ensureDeferred
 from twisted.trial.unittest import TestCase
 
 from acpkit.errors import RequestTimeout, RPCError
+from acpkit.io.process_groups import ChildGroups
 from acpkit.mcp.client import McpClient, McpHandshakeError, McpHandshakeTimeout, McpServerGone
 from acpkit.mcp.schema import (
     BlobResourceContents,
@@ -33,7 +34,6 @@ from acpkit.mcp.schema import (
     TextContent,
 )
 from acpkit.mcp.stdio import McpServerNotStarted, connect_stdio
-from acpkit.process_groups import ChildGroups
 from tests.real_peers import MCP_EVERYTHING, MCP_GIT, MCP_TIME, require_peer
 
 # One xdist worker runs them all, one after the other: fixture_processes() looks for the

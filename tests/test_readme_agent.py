@@ -16,7 +16,7 @@ from twisted.trial.unittest import TestCase
 
 from acpkit import schema
 from acpkit.connection import Client, ClientConnection
-from acpkit.endpoints import spawn_agent
+from acpkit.io import spawn_agent
 
 pytestmark = pytest.mark.process
 

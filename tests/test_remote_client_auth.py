@@ -1,7 +1,7 @@
 """
 TLS client authentication end to end, over loopback TLS with certificates made here:
 ``serve_remote(client_ca=...)`` and bob's ``--tls-client-ca`` on the server side,
-:class:`~acpkit.remote.tls.ClientTLS` through ``connect_remote`` (WebSocket and
+:class:`~acpkit.http.tls.ClientTLS` through ``connect_remote`` (WebSocket and
 Streamable HTTP), the agents file's ``tls`` table, and the official Python SDK's
 clients presenting a certificate.  A client without a certificate, with one from
 another CA, or with an expired one is refused at the handshake with an error that says
@@ -26,10 +26,10 @@ from zope.interface import implementer
 
 from acpkit import schema
 from acpkit.connection import Client, ClientConnection
+from acpkit.http.tls import ClientTLS
 from acpkit.remote.connect import connect_remote
 from acpkit.remote.security import ClientAuthError, tls_serving_problem
 from acpkit.remote.server import serve_remote
-from acpkit.remote.tls import ClientTLS
 from acpkit_client.agents import AgentRun, AgentStartError
 from acpkit_client.config import parse_agents_text
 from tests.test_remote_server import RemoteAgent, text
@@ -39,7 +39,7 @@ ROOT = Path(__file__).parent.parent
 NO_TLS_SERVING = tls_serving_problem()
 SDK_CLIENT = ROOT / "tests" / "fixtures" / "remote_tls" / "sdk_tls_client.py"
 
-#: The words each refusal is explained with (acpkit.tls_errors).
+#: The words each refusal is explained with (acpkit.http.tls_errors).
 NO_CERTIFICATE = "the server requires a TLS client certificate and none was presented"
 OTHER_CA = "not signed by a certificate authority the server trusts"
 EXPIRED = "the server refused the TLS client certificate: it has expired"

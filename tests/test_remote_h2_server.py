@@ -42,8 +42,8 @@ from twisted.web._http2 import H2Connection  # the server under test
 from zope.interface import implementer
 
 from acpkit import schema
-from acpkit.admission import GuardedProtocol
 from acpkit.connection import Agent, AgentConnection, negotiate_version
+from acpkit.io.admission import GuardedProtocol
 from acpkit.remote.h2_reads import H2FrameReads
 from acpkit.remote.security import tls_serving_problem
 from acpkit.remote.server import ACPResource, RemoteSite, serve_remote
@@ -548,8 +548,8 @@ class EndToEndTests(TestCase):
         time the session stream's GET and its reset reach the server in one read; the
         client's DELETE ends the server's connection at once, no failure is logged, and
         the process's sockets are back to the listening port's."""
+        from acpkit.http.tls import ClientTLS
         from acpkit.remote.http_client import connect_http
-        from acpkit.remote.tls import ClientTLS
         from tests.helpers import InteropClient
         from tests.test_remote_faults import fd_links, open_fds, until
         from tests.test_remote_http2 import write_certificate

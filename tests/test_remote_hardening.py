@@ -16,8 +16,8 @@ from twisted.internet.testing import StringTransport
 from twisted.logger import ILogObserver, globalLogPublisher
 from zope.interface import implementer
 
-from acpkit.admission import AdmissionLimits
 from acpkit.connection import Agent, AgentConnection
+from acpkit.io.admission import AdmissionLimits
 from acpkit.remote.server import ACPResource, RemoteLimits, RemoteSite
 from acpkit.remote.tokens import TokenSet
 

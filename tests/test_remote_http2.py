@@ -1,6 +1,6 @@
 """
 ACP's Streamable HTTP client over TLS and HTTP/2 (:mod:`acpkit.remote.http_client` with
-:mod:`acpkit.http2_agent`): the ``tls`` option on a loopback twisted.web server with a
+:mod:`acpkit.http.http2`): the ``tls`` option on a loopback twisted.web server with a
 certificate of our own, and real HTTP/2 peers end to end.
 """
 
@@ -18,9 +18,9 @@ from twisted.web.server import Site
 
 from acpkit import schema
 from acpkit.errors import ConnectionLost
+from acpkit.http.tls import ClientTLS
 from acpkit.remote.http_client import HTTPClientTransport, connect_http
 from acpkit.remote.security import tls_serving_problem
-from acpkit.remote.tls import ClientTLS
 from tests import test_remote_http_client
 from tests.helpers import InteropClient, start_port_server
 from tests.test_remote_http_client import (

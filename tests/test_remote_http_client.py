@@ -28,8 +28,8 @@ from zope.interface import implementer
 from acpkit import schema
 from acpkit.connection import ClientConnection
 from acpkit.errors import ConnectionLost, NotDelivered, RPCError
+from acpkit.http.sse import encode_event
 from acpkit.remote.http_client import HTTP_TRANSPORT_ERROR, HTTPClientTransport, connect_http
-from acpkit.sse import encode_event
 from tests.helpers import InteropClient, start_port_server
 from tests.real_peers import NODE22, TS_SDK_MODULES, require_peer
 

@@ -493,7 +493,7 @@ def test_a_prompt_whose_post_failed_at_a_gateway_is_interrupted() -> None:
     """
     import json
 
-    from acpkit.http_transport import HTTP_TRANSPORT_ERROR
+    from acpkit.http.transport import HTTP_TRANSPORT_ERROR
 
     world = World()
     connection, events, _, sid = opened(world)

@@ -1,9 +1,9 @@
 """
 TLS settings and rules of remote ACP, without a network: the client's
-:class:`~acpkit.remote.tls.ClientTLS` (PEM files read, checked, named in errors), the
-server's client-CA endpoint (:mod:`acpkit.remote.tls_server`), the loopback rule with a
+:class:`~acpkit.http.tls.ClientTLS` (PEM files read, checked, named in errors), the
+server's client-CA endpoint (:mod:`acpkit.io.tls_server`), the loopback rule with a
 token and/or client authentication (:func:`acpkit.remote.security.check_bind`), and the
-words a refused handshake is explained with (:mod:`acpkit.tls_errors`).
+words a refused handshake is explained with (:mod:`acpkit.http.tls_errors`).
 """
 
 from __future__ import annotations
@@ -15,15 +15,16 @@ import pytest
 from twisted.internet.endpoints import SSL4ServerEndpoint, TCP4ServerEndpoint
 from twisted.internet.testing import MemoryReactor
 
+from acpkit.http.tls import ClientTLS
+from acpkit.http.tls_errors import tls_error_text
+from acpkit.io.pem import read_certificates
+from acpkit.io.tls_server import server_endpoint
 from acpkit.remote.security import (
     ClientAuthError,
     InsecureBindError,
     authentication_in_force,
     check_bind,
 )
-from acpkit.remote.tls import ClientTLS, read_certificates
-from acpkit.remote.tls_server import server_endpoint
-from acpkit.tls_errors import tls_error_text
 from tests.tls_certificates import Authority, make_authority
 
 

@@ -873,7 +873,7 @@ def test_tls_and_tls_options_together_are_refused() -> None:
     """connect_websocket takes ClientTLS (tls) or a Twisted creator (tls_options), not both."""
     from twisted.internet.ssl import optionsForClientTLS
 
-    from acpkit.remote.tls import ClientTLS
+    from acpkit.http.tls import ClientTLS
 
     with pytest.raises(ValueError, match="give tls or tls_options, not both"):
         connect_websocket(

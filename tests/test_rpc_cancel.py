@@ -1,4 +1,4 @@
-"""The JSON-RPC engine with each cancellation policy (acpkit.rpc_cancel): ACP, LSP, MCP."""
+"""The JSON-RPC engine with each cancellation policy (acpkit.jsonrpc.cancel): ACP, LSP, MCP."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from acpkit.jsonrpc import (
     JSONRPCProtocol,
     MethodRegistry,
 )
-from acpkit.rpc_cancel import (
+from acpkit.jsonrpc.cancel import (
     ACP_CANCELLATION,
     LSP_CANCELLATION,
     MCP_CANCELLATION,

@@ -1,4 +1,4 @@
-"""Tests for acpkit.rpc_classify: the pure decode and classification of JSON-RPC messages."""
+"""Tests for acpkit.jsonrpc.classify: the pure decode and classification of JSON-RPC messages."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from acpkit.errors import MethodNotFound
-from acpkit.rpc_classify import (
+from acpkit.jsonrpc.classify import (
     HugeInt,
     Invalid,
     Notification,

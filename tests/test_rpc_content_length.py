@@ -11,7 +11,7 @@ from twisted.internet.testing import StringTransport
 from twisted.test.iosim import FakeTransport, connect
 
 from acpkit.jsonrpc import InboundRequest, MethodRegistry
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 
 
 def registry(log: list[str]) -> MethodRegistry:
@@ -132,8 +132,7 @@ def test_oversized_body_answered_with_its_id() -> None:
 
 def test_both_framings_provide_the_message_sender_interface() -> None:
     """NDJSON and Content-Length framings (and the engine over each) are IMessageSenders."""
-    from acpkit.framing import IMessageSender, NDJSONProtocol
-    from acpkit.framing_headers import ContentLengthProtocol
+    from acpkit.framing import ContentLengthProtocol, IMessageSender, NDJSONProtocol
     from acpkit.jsonrpc import JSONRPCProtocol
 
     for cls in (NDJSONProtocol, ContentLengthProtocol, JSONRPCProtocol):
@@ -143,9 +142,9 @@ def test_both_framings_provide_the_message_sender_interface() -> None:
 
 def test_acpkit_trace_reaches_content_length_protocols(tmp_path: Any, monkeypatch: Any) -> None:
     """ACPKIT_TRACE gives a Content-Length protocol a tracer, as it does an NDJSON one."""
-    from acpkit.endpoints import _attach_tracer
+    from acpkit.trace import attach_tracer
 
     monkeypatch.setenv("ACPKIT_TRACE", str(tmp_path / "trace.log"))
     proto = ContentLengthJSONRPCProtocol(MethodRegistry(), clock=Clock())
-    _attach_tracer(proto, "lsp")
+    attach_tracer(proto, "lsp")
     assert proto.tracer is not None

@@ -1,7 +1,9 @@
-"""Tests for acpkit.rpc_dispatch: inbound requests' slots, queue, cancellation, answers."""
+"""Tests for acpkit.jsonrpc.dispatch: inbound requests' slots, queue, cancellation, answers."""
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable, Generator
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -9,49 +11,63 @@ from twisted.logger import Logger
 
 from acpkit.errors import InvalidParams
 from acpkit.jsonrpc import MethodRegistry
-from acpkit.rpc_cancel import ACP_CANCELLATION, MCP_CANCELLATION, NotificationCancellation
-from acpkit.rpc_dispatch import InboundDispatcher, InboundRequest
+from acpkit.jsonrpc.cancel import ACP_CANCELLATION, MCP_CANCELLATION, NotificationCancellation
+from acpkit.jsonrpc.dispatch import InboundDispatcher, InboundRequest
 
 
 class Host:
-    """The engine side of the dispatcher, recording the answers it is asked to write."""
+    """The engine side of the dispatcher (a DispatchHost), recording the answers it is
+    asked to write."""
 
     def __init__(
         self,
-        registry: MethodRegistry,
         *,
         slots: int = 1,
         queue: int = 10,
         cancellation: NotificationCancellation = ACP_CANCELLATION,
     ) -> None:
-        self.registry = registry
         self.max_concurrent_requests = slots
         self.max_queued_requests = queue
         self.cancellation = cancellation
         self.name = "test"
-        self._log = Logger()
-        self.on_request_received = None
+        self.log = Logger()
+        self.on_request_received: Callable[[InboundRequest], None] | None = None
         self.answers: list[dict[str, Any]] = []
         self.idle_checks = 0
         self.settled = 0
         self.closed = False
 
-    def _output_over_budget(self) -> bool:
+    def process_message(self, data: bytes, /) -> None:
+        raise AssertionError("these tests give the dispatcher requests, not messages")
+
+    def process_oversized(self, head: bytes, /) -> None:
+        raise AssertionError("these tests give the dispatcher requests, not messages")
+
+    def update_reading(self) -> None:
+        pass
+
+    def output_over_budget(self) -> bool:
         return False
 
-    def _check_eof(self) -> None:
+    def check_finished(self) -> None:
         self.idle_checks += 1
 
-    def _requests_settled(self) -> None:
-        self.settled += 1
-
-    def _write_reply(
-        self, request: InboundRequest, message: dict[str, Any], is_error: bool
+    def write_reply(
+        self, request: InboundRequest, message: dict[str, Any], is_error: bool, /
     ) -> bool:
         if self.closed:
             return False
         self.answers.append(message)
         return True
+
+    def requests_settled(self) -> None:
+        self.settled += 1
+
+
+#: The methods each dispatcher of these tests serves (a request carries its handler).
+REGISTRIES: weakref.WeakKeyDictionary[InboundDispatcher, MethodRegistry] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def setup(**kw: Any) -> tuple[Host, InboundDispatcher, dict[Any, Deferred[Any]]]:
@@ -67,14 +83,24 @@ def setup(**kw: Any) -> tuple[Host, InboundDispatcher, dict[Any, Deferred[Any]]]
     registry.add_request("value", lambda r: {"ok": r.id})
     registry.add_request("bad", lambda r: (_ for _ in ()).throw(InvalidParams("$.x", "no")))
     registry.add_request("crash", lambda r: 1 / 0)
-    host = Host(registry, **kw)
-    dispatcher = InboundDispatcher(host)  # type: ignore[arg-type]
+    host = Host(**kw)
+    dispatcher = InboundDispatcher(host)
+    REGISTRIES[dispatcher] = registry
     return host, dispatcher, pending
 
 
 def submit(dispatcher: InboundDispatcher, request_id: Any, method: str) -> InboundRequest:
-    request = InboundRequest(request_id, method, {}, None, protocol=dispatcher)
-    request._cancelled_result = dispatcher._host.registry.request_method(method).cancelled_result  # type: ignore[union-attr]
+    registration = REGISTRIES[dispatcher].request_method(method)
+    assert registration is not None
+    request = InboundRequest(
+        request_id,
+        method,
+        {},
+        None,
+        protocol=dispatcher,
+        handler=registration.handler,
+        cancelled_result=registration.cancelled_result,
+    )
     dispatcher.accept(request)
     return request
 
@@ -89,6 +115,44 @@ def test_answers_by_handler_outcome() -> None:
     assert host.answers[1]["error"]["code"] == -32602
     assert host.answers[2]["error"] == {"code": -32603, "message": "Internal error"}
     assert not dispatcher.inbound and dispatcher.running == 0
+
+
+def test_the_host_hears_when_no_request_is_left() -> None:
+    """The host is told each time the last request in progress is answered (what
+    ``when_requests_answered`` waits on), not while another one is still running."""
+    host, dispatcher, pending = setup(slots=2)
+    submit(dispatcher, 1, "wait")
+    submit(dispatcher, 2, "wait")
+    pending[1].callback({})
+    assert host.settled == 0
+    pending[2].callback({})
+    assert host.settled == 1
+    submit(dispatcher, 3, "value")
+    assert host.settled == 2
+
+
+class Later:
+    """An awaitable that is not a coroutine (as an asyncio future or a library's own)."""
+
+    def __init__(self, d: Deferred[Any]) -> None:
+        self.d = d
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return (yield from self.d.__await__())
+
+
+def test_an_awaitable_result_is_awaited() -> None:
+    """A handler may return any awaitable, not only a coroutine: the request is answered
+    with what it gives once it is done, and its slot is held meanwhile."""
+    host, dispatcher, _ = setup(slots=1)
+    later: Deferred[Any] = Deferred()
+    dispatcher_registry = REGISTRIES[dispatcher]
+    dispatcher_registry.add_request("later", lambda r: Later(later))
+    submit(dispatcher, 1, "later")
+    assert host.answers == [] and dispatcher.running == 1
+    later.callback({"done": True})
+    assert host.answers == [{"jsonrpc": "2.0", "id": 1, "result": {"done": True}}]
+    assert dispatcher.running == 0
 
 
 def test_slots_and_fifo_queue() -> None:

@@ -22,16 +22,16 @@ from zope.interface.verify import verifyObject
 
 from acpkit.framing import (
     DEFAULT_MAX_LENGTH,
+    ContentLengthProtocol,
     IFramedMessageReceiver,
     IFraming,
     ITraced,
     LineTracer,
     NDJSONProtocol,
 )
-from acpkit.framing_headers import ContentLengthProtocol
 from acpkit.jsonrpc import JSONRPCEngine, JSONRPCProtocol, MethodRegistry
-from acpkit.rpc_cancel import ACP_CANCELLATION, MCP_CANCELLATION
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.cancel import ACP_CANCELLATION, MCP_CANCELLATION
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 
 
 @implementer(IFraming)

@@ -1,4 +1,4 @@
-"""Tests for acpkit.rpc_outgoing: the table of our pending requests."""
+"""Tests for acpkit.jsonrpc.outgoing: the table of our pending requests."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 
 from acpkit.errors import ConnectionLost, MessageTooLarge, RPCError
-from acpkit.rpc_outgoing import FORGOTTEN_IDS, OutgoingRequests
+from acpkit.jsonrpc.outgoing import FORGOTTEN_IDS, OutgoingRequests
 
 
 def outcome(d: Deferred[Any]) -> Any:

@@ -1,5 +1,5 @@
 """
-The SSE event writer (:func:`acpkit.sse.encode_event`) against the shared parser: what
+The SSE event writer (:func:`acpkit.http.sse.encode_event`) against the shared parser: what
 one writes, the other reads back whole.  (The parser's own rules are tested in
 tests/test_mcp_http.py, its first user.)
 """
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acpkit.sse import KEEPALIVE, SSEEvent, SSEParser, encode_event
+from acpkit.http.sse import KEEPALIVE, SSEEvent, SSEParser, encode_event
 
 _no_line_end = st.text(
     alphabet=st.characters(blacklist_characters="\r\n\x00", blacklist_categories=["Cs"]),

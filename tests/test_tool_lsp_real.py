@@ -30,7 +30,7 @@ from twisted.trial.unittest import TestCase
 
 from acpkit import schema
 from acpkit.connection import ClientConnection
-from acpkit.endpoints import connect, spawn_agent
+from acpkit.io import connect, spawn_agent
 from acpkit.testing.modelserver import ScriptedModelServer
 from acpkit.testing.script import parse_script
 from acpkit_agent.config import AgentConfig

@@ -25,9 +25,11 @@ from acpkit.framing import NDJSONProtocol
 from acpkit.trace import (
     MalformedTraceLine,
     Tracer,
+    attach_tracer,
     main,
     open_trace_file,
     read_trace,
+    recording,
     replay,
     tracer_from_environment,
 )
@@ -118,6 +120,29 @@ class TracerTests(SynchronousTestCase):
             ],
         )
 
+    def test_attach_tracer_gives_a_traced_protocol_one(self) -> None:
+        """attach_tracer gives a traced protocol without a tracer the ACPKIT_TRACE one; a
+        protocol that has one keeps it, and without the variable nothing changes."""
+        env = {"ACPKIT_TRACE": fresh_path()}
+        fresh, kept, untraced = Line(), Line(), Line()
+        mine = tracer_from_environment("mine", env)
+        kept.tracer = mine
+        attach_tracer(fresh, "bob", env)
+        attach_tracer(kept, "bob", env)
+        attach_tracer(untraced, "bob", {})
+        assert isinstance(fresh.tracer, Tracer)
+        self.assertEqual(fresh.tracer.name, "bob")
+        self.assertIs(kept.tracer, mine)
+        self.assertIsNone(untraced.tracer)
+
+    def test_attach_tracer_leaves_other_protocols_alone(self) -> None:
+        """A protocol that is not traced (no ITraced) gets no tracer attribute."""
+        from twisted.internet.protocol import Protocol
+
+        plain = Protocol()
+        attach_tracer(plain, "bob", {"ACPKIT_TRACE": fresh_path()})
+        self.assertFalse(hasattr(plain, "tracer"))
+
     def test_no_variable_no_tracer(self) -> None:
         """Without ACPKIT_TRACE (or with it empty) there is no tracer."""
         self.assertIsNone(tracer_from_environment("bob", {}))
@@ -137,7 +162,7 @@ class TracerTests(SynchronousTestCase):
         if not os.path.exists("/dev/full"):
             self.skipTest("no /dev/full")
         events = warnings_during(self)
-        trace._open_files.pop("/dev/full", None)
+        recording._open_files.pop("/dev/full", None)
         tracer = tracer_from_environment("bob", {"ACPKIT_TRACE": "/dev/full"})
         assert tracer is not None
         proto = Line()
@@ -151,7 +176,7 @@ class TracerTests(SynchronousTestCase):
         self.assertEqual(proto.lines, [b"{}"])
         self.assertTrue(tracer.file.broken)
         self.assertEqual(len(events), 1)
-        trace._open_files.pop("/dev/full", None)
+        recording._open_files.pop("/dev/full", None)
 
 
 def write_trace(lines: list[bytes]) -> str:
@@ -341,7 +366,7 @@ class SpawnedTraceTests(TestCase):
         environment that way) is not passed on: a spawned acpkit agent's traffic is
         traced once, by the parent, under the agent's name (no records named ``client``).
         """
-        from acpkit.endpoints import spawn_agent
+        from acpkit.io import spawn_agent
 
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, PYTHONPATH=REPO_ROOT, ACPKIT_TRACE=path))
@@ -365,7 +390,7 @@ class SpawnedTraceTests(TestCase):
     @defer.inlineCallbacks
     def test_child_does_not_inherit_the_trace(self) -> Generator[defer.Deferred[Any], Any, None]:
         """By default the child does not inherit ACPKIT_TRACE: each message is traced once."""
-        from acpkit.endpoints import spawn_agent
+        from acpkit.io import spawn_agent
 
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, PYTHONPATH=REPO_ROOT, ACPKIT_TRACE=path))
@@ -386,7 +411,7 @@ class SpawnEnvironmentTests(SynchronousTestCase):
         ACPKIT_TRACE is removed from the spawned agent's environment, whether inherited
         from ours or given in ``env``; everything else in ``env`` is passed.
         """
-        from acpkit.endpoints import spawn_agent
+        from acpkit.io import spawn_agent
 
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, ACPKIT_TRACE=path))
@@ -400,7 +425,7 @@ class SpawnEnvironmentTests(SynchronousTestCase):
 
     def test_tracers_are_named_after_the_peer(self) -> None:
         """A spawned agent's tracer names the agent; serve_stdio's names its peer "client"."""
-        from acpkit.endpoints import serve_stdio, spawn_agent
+        from acpkit.io import serve_stdio, spawn_agent
 
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, ACPKIT_TRACE=path))

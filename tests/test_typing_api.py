@@ -232,9 +232,9 @@ def test_prompt_returning_str_fails(mypy_output: dict[str, list[tuple[str, str]]
     """A ``prompt`` that returns ``str`` is refused, in an Agent subclass and in a class
     that only declares ``@implementer(IAgent)``."""
     errors = _errors(mypy_output["bad_prompt_str.py"])
-    assert any('"prompt" incompatible' in e and "acpkit.connection.Agent" in e for e in errors), (
-        errors
-    )
+    assert any(
+        '"prompt" incompatible' in e and "acpkit.connection.agent.Agent" in e for e in errors
+    ), errors
     assert any('"StrAgentNoBase"' in e and '"IAgent"' in e for e in errors), errors
     # (mypy-zope also says which IAgent methods StrAgentNoBase lacks: [misc].)
     overrides = [e for e in errors if _code(e) in EXPECTED_ERRORS["bad_prompt_str.py"]]

@@ -42,7 +42,7 @@ def _result(config: pytest.Config) -> SuiteResult:
     stash = config.stash
     if _RESULT_KEY not in stash:
         from acpkit.conformance.cli import run_suite  # the tester's machinery, when used
-        from acpkit.conformance.pytest_plugin import headers_of, tls_of
+        from acpkit.conformance.pytest_options import headers_of, tls_of
 
         command = config.getoption("--acp-agent")
         stash[_RESULT_KEY] = run_suite(

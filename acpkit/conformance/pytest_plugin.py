@@ -26,11 +26,12 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from acpkit.conformance.pytest_options import headers_of, tls_of
+
 if TYPE_CHECKING:
     import pytest
 
     from acpkit.conformance.pytest_items import ConformanceItem
-    from acpkit.conformance.tls import TLSSettings
 
 __all__ = [
     "ConformanceItem",
@@ -100,32 +101,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def _wanted(config: pytest.Config) -> bool:
     """Whether an agent is to be tested (``--acp-agent`` or ``--acp-url``)."""
     return bool(config.getoption("--acp-agent") or config.getoption("--acp-url"))
-
-
-def headers_of(values: list[str]) -> list[tuple[str, str]]:
-    """``--acp-header`` values as (name, value) pairs; `ValueError` names a bad one
-    (by its name only: the value may be a token)."""
-    headers = []
-    for pair in values:
-        name, colon, value = pair.partition(":")
-        if not colon or not name.strip():
-            raise ValueError(f"--acp-header wants NAME:VALUE, got {name.strip()!r}:…")
-        headers.append((name.strip(), value.strip()))
-    return headers
-
-
-def tls_of(config: pytest.Config) -> TLSSettings:
-    """The ``--acp-tls-*`` options (and ``ACPKIT_CONFORMANCE_INSECURE_TLS``) as settings."""
-    import os
-
-    from acpkit.conformance.tls import INSECURE_TLS_VARIABLE, TLSSettings
-
-    return TLSSettings(
-        trust_root=config.getoption("--acp-tls-trust-root"),
-        certificate=config.getoption("--acp-tls-certificate"),
-        private_key=config.getoption("--acp-tls-private-key"),
-        insecure=os.environ.get(INSECURE_TLS_VARIABLE) == "1",
-    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -44,7 +44,7 @@ from acpkit.conformance.wire import (
     http_request,
     open_stream,
 )
-from acpkit.sse import SSEEventTooLarge, SSEParser
+from acpkit.http.sse import SSEEventTooLarge, SSEParser
 
 __all__ = ["CONNECTION_ID", "SESSION_ID", "Refused", "RemoteDriver", "jsonrpc_body"]
 

@@ -1,13 +1,13 @@
 """
 The TLS settings of a remote conformance run (``acpkit-conformance --url https://…`` or
 ``wss://…``): the trust root, the client certificate and its key, named like
-`acpkit.remote.tls.ClientTLS` and the reference client's agents-file ``tls`` table.
+`acpkit.http.tls.ClientTLS` and the reference client's agents-file ``tls`` table.
 
 `TLSSettings` is immutable and travels explicitly from the command line through
 `acpkit.conformance.harness.SuiteConfig` and the driver to every connection
 (`acpkit.conformance.wire`); `TLSSettings.context` builds each connection's
 `ssl.SSLContext`. A refused handshake is raised as `TLSFailure` (an `OSError`) with
-the reason in words (`acpkit.tls_errors.ssl_error_text`).
+the reason in words (`acpkit.http.tls_errors.ssl_error_text`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Final
 
 import attrs
 
-from acpkit.tls_errors import ssl_error_text
+from acpkit.http.tls_errors import ssl_error_text
 
 __all__ = [
     "INSECURE_TLS_VARIABLE",

@@ -3,7 +3,7 @@ An MCP client on acpkit's JSON-RPC engine: lifecycle, tools, progress, cancellat
 
 :class:`McpClient` drives one MCP server connection given any
 :class:`acpkit.jsonrpc.JSONRPCEngine`-based protocol that cancels with
-:data:`acpkit.rpc_cancel.MCP_CANCELLATION` (stdio: :func:`acpkit.mcp.stdio.connect_stdio`;
+:data:`acpkit.jsonrpc.cancel.MCP_CANCELLATION` (stdio: :func:`acpkit.mcp.stdio.connect_stdio`;
 Streamable HTTP: another transport, same client).  Every payload is an attrs model of
 :mod:`acpkit.mcp.schema`, decoded and encoded by :mod:`acpkit.codec`.
 
@@ -106,7 +106,7 @@ DEFAULT_CLIENT_INFO = Implementation(name="acpkit", version=__version__)
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]
 
 if TYPE_CHECKING:
-    from acpkit.endpoints import AgentProcess
+    from acpkit.io import AgentProcess
 
 _log = Logger(namespace="acpkit.mcp.client")
 

@@ -3,7 +3,7 @@ MCP's Streamable HTTP transport, client side (MCP 2025-11-25, "Transports").
 
 The JSON-RPC engine and MCP's cancellation policy are the same as over stdio
 (:class:`acpkit.jsonrpc.JSONRPCProtocol` with
-:data:`acpkit.rpc_cancel.MCP_CANCELLATION`): :class:`StreamableHTTPTransport` is the
+:data:`acpkit.jsonrpc.cancel.MCP_CANCELLATION`): :class:`StreamableHTTPTransport` is the
 engine's transport.  Each message the engine writes becomes one HTTP POST to the MCP
 endpoint, and every message the server sends back (a JSON body, or the events of an SSE
 stream) is fed into the engine as if it had been read from a pipe.  Nothing of MCP
@@ -78,28 +78,28 @@ from twisted.internet.defer import CancelledError, Deferred, fail
 from twisted.internet.error import ConnectError, DNSLookupError
 from twisted.python.failure import Failure
 
-from acpkit import http_transport
 from acpkit.errors import clip
-from acpkit.http_responses import (
+from acpkit.http import transport as http_transport
+from acpkit.http.responses import (
     BodyReader,
     body_ended_cleanly,
     content_type,
     failure_text,
     visible_ascii,
 )
-from acpkit.http_transport import (
+from acpkit.http.sse import SSEParser
+from acpkit.http.transport import (
     HTTPTransportBase,
     hashable_id,
     pop_request,
     status_line,
 )
-from acpkit.jsonbytes import NestingTooDeep, loads
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+from acpkit.jsonrpc.cancel import MCP_CANCELLATION
+from acpkit.jsonrpc.classify import read_envelope
+from acpkit.jsonrpc.jsonbytes import NestingTooDeep, loads
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient
 from acpkit.mcp.schema import Implementation
-from acpkit.rpc_cancel import MCP_CANCELLATION
-from acpkit.rpc_classify import read_envelope
-from acpkit.sse import SSEParser
 
 if TYPE_CHECKING:
     from twisted.web.iweb import IResponse
@@ -165,7 +165,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
     ``headers`` are sent with every request (for example ``Authorization``) and never
     logged.  ``http_client``: a ``treq.client.HTTPClient`` to use instead of the one made
     here (its connection pool is then the caller's to close).  Requests go over HTTP/1.1
-    (MCP does not ask for HTTP/2; the agent is :class:`acpkit.http2_agent.HTTP2Agent`
+    (MCP does not ask for HTTP/2; the agent is :class:`acpkit.http.http2.HTTP2Agent`
     with ``http2="never"``, Twisted's own ``Agent``).
     """
 

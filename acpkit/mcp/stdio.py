@@ -1,9 +1,9 @@
 """
 MCP over stdio: start a server as a child process and hand back a started :class:`McpClient`.
 
-The server runs in its own process group (:func:`acpkit.endpoints.spawn_agent`), one
+The server runs in its own process group (:func:`acpkit.io.spawn_agent`), one
 JSON-RPC message per line on its stdin/stdout (:class:`acpkit.jsonrpc.JSONRPCProtocol`
-with :data:`acpkit.rpc_cancel.MCP_CANCELLATION`); its stderr is drained, logged and its
+with :data:`acpkit.jsonrpc.cancel.MCP_CANCELLATION`); its stderr is drained, logged and its
 tail kept for the errors.  Shutdown follows the MCP spec's stdio section: close the
 server's stdin, wait for it to exit, then SIGTERM, then SIGKILL (its whole group).
 
@@ -29,12 +29,12 @@ from typing import Any
 from twisted.internet.defer import Deferred, fail
 from twisted.python.failure import Failure
 
-from acpkit.endpoints import AgentNotFoundError, AgentProcess, spawn_agent
+from acpkit.io import AgentNotFoundError, AgentProcess, spawn_agent
+from acpkit.io.process_groups import ChildGroups
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+from acpkit.jsonrpc.cancel import MCP_CANCELLATION
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient, McpError
 from acpkit.mcp.schema import Implementation
-from acpkit.process_groups import ChildGroups
-from acpkit.rpc_cancel import MCP_CANCELLATION
 
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
@@ -80,12 +80,12 @@ def connect_stdio(
     Start ``command args...`` (no shell) and initialize it; fires with the started client.
 
     ``env``: ``None`` inherits our environment; a mapping is added over it.  The
-    client's :attr:`McpClient.process` is the :class:`acpkit.endpoints.AgentProcess`;
+    client's :attr:`McpClient.process` is the :class:`acpkit.io.AgentProcess`;
     :meth:`McpClient.close` closes stdin, waits ``shutdown_grace`` seconds, then sends
     SIGTERM, waits again, then SIGKILL to the server's process group.  Failures are
     listed in the module docstring; on any of them no process is left behind.
 
-    ``groups`` (for example :data:`acpkit.process_groups.child_groups`): the server's
+    ``groups`` (for example :data:`acpkit.io.process_groups.child_groups`): the server's
     process group is added to it as soon as it is spawned, before the handshake, so a
     watchdog ends it even if this process is killed while the server is starting.
     """

@@ -18,7 +18,7 @@ _EXPORTS = {
     "RemoteLimits": "acpkit.remote.server",
     "InsecureBindError": "acpkit.remote.security",
     "ClientAuthError": "acpkit.remote.security",
-    "ClientTLS": "acpkit.remote.tls",
+    "ClientTLS": "acpkit.http.tls",
     "connect_websocket": "acpkit.remote.websocket",
     "websocket_resource": "acpkit.remote.websocket",
     "WebSocketConnectError": "acpkit.remote.websocket",

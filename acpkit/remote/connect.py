@@ -19,7 +19,7 @@ is read from ``token_file`` (its first token; an unreadable or empty file fails 
 Deferred with :class:`~acpkit.remote.tokens.TokenFileError` naming it), else, for a
 loopback URL, from the file a local server writes the token it made for that port
 (:func:`acpkit.remote.tokens.default_token_path`; bob does), when it exists.
-``tls`` (:class:`~acpkit.remote.tls.ClientTLS`) is what a ``wss://`` or ``https://``
+``tls`` (:class:`~acpkit.http.tls.ClientTLS`) is what a ``wss://`` or ``https://``
 connection trusts and the client certificate it presents; its files are read first (a
 bad one fails the Deferred with ``ValueError`` naming it; unused for ``ws://`` and
 ``http://``).  ``http2`` is the HTTP version
@@ -40,12 +40,12 @@ from urllib.parse import urlsplit
 from twisted.internet.defer import Deferred, fail
 
 from acpkit.connection import ClientConnection
+from acpkit.http.tls import ClientTLS
 from acpkit.interfaces import IClient
-from acpkit.remote.tls import ClientTLS
 from acpkit.remote.tokens import token_for_url
 
 if TYPE_CHECKING:
-    from acpkit.http2_agent import HTTP2Mode
+    from acpkit.http.http2 import HTTP2Mode
     from acpkit.remote.reconnect import IReconnectObserver, ResumableConnection, RetryPolicy
 
 __all__ = [

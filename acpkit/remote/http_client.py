@@ -3,7 +3,7 @@ ACP over Streamable HTTP, client side (the RFD "Streamable HTTP & WebSocket Tran
 
 :func:`connect_http` gives a :class:`~acpkit.connection.ClientConnection` whose engine
 runs over :class:`HTTPClientTransport`: the same JSON-RPC engine as over stdio, on
-:class:`~acpkit.framing_messages.MessageFraming` (one message per ``write`` and per
+:class:`~acpkit.framing.MessageFraming` (one message per ``write`` and per
 ``dataReceived``).  The transport only looks at a message's ``method``, ``id`` and
 ``params.sessionId`` to know how to send it; nothing of ACP is re-implemented here.
 
@@ -59,7 +59,7 @@ nothing on a stream for ``idle_timeout``   the connection is lost (a half-open T
 =========================================  ==============================================
 
 HTTP/2, which the RFD requires of the transport: requests go through
-:class:`acpkit.http2_agent.HTTP2Agent` (``h2``, the ``remote`` extra).  On ``https://``
+:class:`acpkit.http.http2.HTTP2Agent` (``h2``, the ``remote`` extra).  On ``https://``
 (``http2="auto"``) ALPN offers ``h2``: the streams and the ``POST`` requests then share one TCP
 connection, one HTTP/2 stream each; a server without HTTP/2 (uvicorn) gets HTTP/1.1,
 as ``http://`` does unless ``http2="prior-knowledge"`` (h2c).  The ``POST`` requests go one at
@@ -81,25 +81,24 @@ from twisted.internet.error import ConnectError, DNSLookupError
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
-from acpkit import http_transport, jsonbytes
 from acpkit.connection import ClientConnection
-from acpkit.endpoints import _attach_tracer
 from acpkit.errors import NotDelivered, clip
-from acpkit.framing import DEFAULT_MAX_LENGTH
-from acpkit.framing_messages import MessageFraming
-from acpkit.http2_agent import HTTP2Mode
-from acpkit.http_responses import (
+from acpkit.framing import DEFAULT_MAX_LENGTH, MessageFraming
+from acpkit.http import transport as http_transport
+from acpkit.http.http2 import HTTP2Mode
+from acpkit.http.responses import (
     BodyReader,
     body_ended_cleanly,
     content_type,
     failure_text,
     visible_ascii,
 )
-from acpkit.http_transport import HTTPTransportBase, hashable_id, pop_request, status_line
+from acpkit.http.sse import SSEParser
+from acpkit.http.tls import ClientTLS
+from acpkit.http.transport import HTTPTransportBase, hashable_id, pop_request, status_line
 from acpkit.interfaces import IClient
-from acpkit.jsonrpc import JSONRPCEngine, JSONRPCProtocol
-from acpkit.remote.tls import ClientTLS
-from acpkit.sse import SSEParser
+from acpkit.jsonrpc import JSONRPCEngine, JSONRPCProtocol, jsonbytes
+from acpkit.trace import attach_tracer
 
 if TYPE_CHECKING:
     from twisted.web.iweb import IResponse
@@ -628,7 +627,7 @@ def connect_http(
     certificate); a file it names that cannot be read is a ``ValueError`` here.
     ``http2``: ``"auto"`` (HTTP/2 on ``https://`` when the server picks it by ALPN,
     HTTP/1.1 otherwise), ``"prior-knowledge"`` (HTTP/2 on ``http://`` too: h2c) or
-    ``"never"`` (HTTP/1.1); see :class:`acpkit.http2_agent.HTTP2Agent`.
+    ``"never"`` (HTTP/1.1); see :class:`acpkit.http.http2.HTTP2Agent`.
     """
     try:
         transport = HTTPClientTransport(
@@ -651,7 +650,7 @@ def connect_http(
     protocol = JSONRPCProtocol(
         clock=reactor, name=name, framing=MessageFraming(), max_line_length=max_event_size
     )
-    _attach_tracer(protocol, name)
+    attach_tracer(protocol, name)
     connection = ClientConnection(client, protocol=protocol, strict=strict, name=name)
     transport.connect(protocol)
     return succeed(connection)

@@ -67,7 +67,7 @@ from zope.interface import Interface, implementer
 from acpkit import schema
 from acpkit.connection import ClientConnection, ProtocolVersionError
 from acpkit.errors import ConnectionLost, NotDelivered, ResourceNotFound, RPCError
-from acpkit.http_transport import HTTP_TRANSPORT_ERROR
+from acpkit.http.transport import HTTP_TRANSPORT_ERROR
 
 __all__ = [
     "IReconnectObserver",

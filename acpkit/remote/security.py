@@ -2,12 +2,12 @@
 The security rules of the remote ACP server (:func:`acpkit.remote.serve_remote`).
 
 Where it may listen is the bind policy every acpkit listener shares
-(:mod:`acpkit.bind_policy`); what each request must carry is checked here.
+(:mod:`acpkit.io.bind_policy`); what each request must carry is checked here.
 
 =====================================  ==================================================
 rule                                   what happens
 =====================================  ==================================================
-where it listens                       :mod:`acpkit.bind_policy`: loopback by default;
+where it listens                       :mod:`acpkit.io.bind_policy`: loopback by default;
                                        TCP (loopback too) needs a bearer token, TLS
                                        client certificates or an explicit ``no_token``
                                        (loopback only); a unix socket is owner-only
@@ -39,13 +39,13 @@ import hmac
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from acpkit.bind_policy import (
+from acpkit.io.bind_policy import (
     BindAuthentication,
     ClientAuthError,
     InsecureBindError,
     is_loopback_host,
 )
-from acpkit.bind_policy import check_bind as _check_bind
+from acpkit.io.bind_policy import check_bind as _check_bind
 from acpkit.remote.tokens import TokenSet
 
 __all__ = [
@@ -73,7 +73,7 @@ def check_bind(
     no_token: bool = False,
 ) -> str:
     """
-    The endpoint string a remote ACP server listens on (:func:`acpkit.bind_policy.check_bind`
+    The endpoint string a remote ACP server listens on (:func:`acpkit.io.bind_policy.check_bind`
     with a bearer token when ``token`` is given, TLS client authentication when
     ``client_auth``, and the explicit loopback opt-out ``no_token``).
     """

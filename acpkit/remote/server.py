@@ -40,16 +40,16 @@ from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
-from acpkit.admission import Admission, AdmissionLimits, GuardedProtocol, Ticket
-from acpkit.bind_policy import speaks_proxy_protocol
 from acpkit.compat import http_request_path
 from acpkit.connection import AgentConnection
-from acpkit.drain import end_when_answered
-from acpkit.endpoints import _attach_tracer
-from acpkit.framing_messages import MessageFraming
+from acpkit.framing import MessageFraming
 from acpkit.interfaces import IAgent
-from acpkit.jsonbytes import NestingTooDeep, loads
+from acpkit.io.admission import Admission, AdmissionLimits, GuardedProtocol, Ticket
+from acpkit.io.bind_policy import speaks_proxy_protocol
 from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.jsonrpc.classify import read_envelope
+from acpkit.jsonrpc.drain import end_when_answered
+from acpkit.jsonrpc.jsonbytes import NestingTooDeep, loads
 from acpkit.remote.h2_reads import H2FrameReads
 from acpkit.remote.health import HEALTH_PATH, HealthResource, is_health_request
 from acpkit.remote.security import (
@@ -59,7 +59,7 @@ from acpkit.remote.security import (
     tls_serving_problem,
 )
 from acpkit.remote.tokens import TokenSet
-from acpkit.rpc_classify import read_envelope
+from acpkit.trace import attach_tracer
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -110,7 +110,7 @@ class RemoteLimits:
     keepalive_interval: float = 15.0
     #: Seconds ``initialize`` may take before its POST is answered 504.
     initialize_timeout: float = 30.0
-    #: Caps and deadlines of the sockets themselves (:mod:`acpkit.admission`): slow,
+    #: Caps and deadlines of the sockets themselves (:mod:`acpkit.io.admission`): slow,
     #: idle or unauthenticated peers cannot hold the descriptors clients need.
     admission: AdmissionLimits = attr.Factory(AdmissionLimits)
 
@@ -262,7 +262,7 @@ class RemoteConnection:
         self.protocol = JSONRPCProtocol(
             framing=framing, clock=clock, name=f"remote {connection_id[:8]}"
         )
-        _attach_tracer(self.protocol, "client")
+        attach_tracer(self.protocol, "client")
         self.agent_connection = AgentConnection(agent_factory, protocol=self.protocol)
         self.protocol.makeConnection(_EngineTransport(self))
         self._start_grace()
@@ -851,7 +851,7 @@ class LimitedRequest(Request):
     resource answers 413): a huge POST costs reading it, not memory or disk.
 
     Made by :class:`RemoteSite` for one connection, with that connection's ``guard``
-    (:class:`~acpkit.admission.GuardedProtocol`): once its headers are read, the
+    (:class:`~acpkit.io.admission.GuardedProtocol`): once its headers are read, the
     resource's header checks run (:meth:`ACPResource.head_refusal`); an HTTP/1.x request
     they refuse is answered at once and its connection closed, its body never read; an
     HTTP/2 one is answered when its stream ends, its body discarded as it comes.  An
@@ -978,7 +978,7 @@ def _site_options() -> dict[str, Any]:
 class RemoteSite(Site):
     """
     The site :func:`serve_remote` listens with: the endpoint at ``path``, limited
-    bodies, and every connection admitted by an :class:`~acpkit.admission.Admission`
+    bodies, and every connection admitted by an :class:`~acpkit.io.admission.Admission`
     table (caps per server and per peer, deadlines for slow and idle peers, headers
     checked before bodies are read: ``resource.limits.admission``).
     """
@@ -1010,7 +1010,7 @@ class RemoteSite(Site):
     def buildProtocol(self, addr: IAddress | None) -> Any:
         """
         The site's protocol for one connection the admission table lets in (None
-        closes it at once), guarded (:class:`~acpkit.admission.GuardedProtocol`) and fed
+        closes it at once), guarded (:class:`~acpkit.io.admission.GuardedProtocol`) and fed
         one HTTP/2 frame per read on ``h2`` connections
         (``acpkit.remote.h2_reads.H2FrameReads``: twisted.web's HTTP/2 server fails
         when a request and its ``RST_STREAM`` come in one read).
@@ -1059,14 +1059,14 @@ def serve_remote(
     Serve ``agent_factory``'s agents over remote ACP (Streamable HTTP, and WebSocket
     when ``acpkit.remote.websocket`` is there) at ``path`` on a Twisted endpoint string.
 
-    Where it may listen is :mod:`acpkit.bind_policy`'s: a TCP or TLS endpoint naming no
+    Where it may listen is :mod:`acpkit.io.bind_policy`'s: a TCP or TLS endpoint naming no
     ``interface`` listens on ``127.0.0.1``; TCP needs authentication, loopback included:
     ``token`` (one bearer token, or several: each holder's connections are its own),
     ``client_ca`` (a PEM file of CA certificates; ``ssl:`` endpoints only, else
-    :class:`~acpkit.bind_policy.ClientAuthError`: every TLS handshake then needs a
+    :class:`~acpkit.io.bind_policy.ClientAuthError`: every TLS handshake then needs a
     client certificate signed by one of them), or, on loopback only, ``no_token=True``
     (any local user or process can then connect).  A unix socket is owner-only and
-    needs none.  Refused: :class:`~acpkit.bind_policy.InsecureBindError`, as a failed
+    needs none.  Refused: :class:`~acpkit.io.bind_policy.InsecureBindError`, as a failed
     Deferred.  Both ``token`` and ``client_ca`` given: both are required.  The
     authentication in force is logged once listening.  Browsers' requests (an
     ``Origin`` header) are accepted from ``allowed_origins`` and this machine's loopback
@@ -1075,7 +1075,7 @@ def serve_remote(
     """
     from twisted.internet.defer import fail
 
-    from acpkit.remote.tls_server import server_endpoint
+    from acpkit.io.tls_server import server_endpoint
 
     try:
         tokens = None if token is None else TokenSet.of(token)

@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from acpkit.bind_policy import is_loopback_host
+from acpkit.io.bind_policy import is_loopback_host
 
 __all__ = [
     "TokenFileError",

@@ -9,7 +9,7 @@ are ignored; the client still sends ``initialize`` first; on disconnect the serv
 the connection and its sessions.  Clients keep the cookies the server sets (§5).
 
 Nothing ACP-specific lives here: each WebSocket carries one
-:class:`~acpkit.jsonrpc.JSONRPCProtocol` over :class:`~acpkit.framing_messages.MessageFraming`
+:class:`~acpkit.jsonrpc.JSONRPCProtocol` over :class:`~acpkit.framing.MessageFraming`
 (one message per frame), under an :class:`~acpkit.connection.AgentConnection` (server) or a
 :class:`~acpkit.connection.ClientConnection` (client), exactly as over stdio.
 
@@ -92,12 +92,12 @@ from txaio.tx import make_logger  # noqa: E402
 from zope.interface import implementer  # noqa: E402
 
 from acpkit.connection import AgentConnection, ClientConnection  # noqa: E402
-from acpkit.framing import DEFAULT_MAX_LENGTH  # noqa: E402
-from acpkit.framing_messages import MessageFraming  # noqa: E402
+from acpkit.framing import DEFAULT_MAX_LENGTH, MessageFraming  # noqa: E402
+from acpkit.http.tls import ClientTLS  # noqa: E402
+from acpkit.http.tls_errors import tls_error_text  # noqa: E402
 from acpkit.interfaces import IClient  # noqa: E402
 from acpkit.jsonrpc import JSONRPCProtocol  # noqa: E402
-from acpkit.remote.tls import ClientTLS  # noqa: E402
-from acpkit.tls_errors import tls_error_text  # noqa: E402
+from acpkit.trace import attach_tracer  # noqa: E402
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -244,13 +244,6 @@ def _engine(name: str, max_message_size: int) -> JSONRPCProtocol:
     return JSONRPCProtocol(name=name, framing=framing)
 
 
-def _attach_tracer(protocol: JSONRPCProtocol, name: str) -> None:
-    if protocol.tracer is None:
-        from acpkit.trace import tracer_from_environment
-
-        protocol.tracer = tracer_from_environment(name)
-
-
 #: Close codes that end a connection cleanly: ``1000`` (normal) and ``1001`` (going
 #: away: a browser tab closing, a server shutting down).
 CLEAN_CLOSE_CODES = frozenset(
@@ -368,7 +361,7 @@ class _ServerProtocol(WebSocketServerProtocol):
                 WebSocketProtocol.CLOSE_STATUS_CODE_INTERNAL_ERROR, "the agent could not start"
             )
             return
-        _attach_tracer(acp.protocol, "ws-server")
+        attach_tracer(acp.protocol, "ws-server")
         self.acp = acp
         self.factory.connections[self.connection_id] = acp
         acp.protocol.makeConnection(WebSocketMessageTransport(self, self.connection_id))
@@ -498,7 +491,7 @@ class _ClientProtocol(WebSocketClientProtocol):
             if failed is not None:
                 failed.errback()
             return
-        _attach_tracer(acp.protocol, factory.name)
+        attach_tracer(acp.protocol, factory.name)
         self.acp = acp
         transport = WebSocketMessageTransport(self, self._connection_id, self._response_headers)
         acp.protocol.makeConnection(transport)
@@ -576,7 +569,7 @@ def connect_websocket(
     ``cookies`` (a mapping you own, or a new one) is sent as ``Cookie`` and receives the
     ``Set-Cookie`` pairs of the ``101``: pass the same mapping to the next
     ``connect_websocket`` to the same server for session affinity.  ``tls``
-    (:class:`~acpkit.remote.tls.ClientTLS`: a private CA, a client certificate) is what
+    (:class:`~acpkit.http.tls.ClientTLS`: a private CA, a client certificate) is what
     a ``wss://`` connection trusts and authenticates with (default: the platform's
     CAs, no client certificate); its files are read before connecting (``ValueError``
     naming a bad one).  ``tls_options`` (a Twisted ``IOpenSSLClientConnectionCreator``)

@@ -1,7 +1,7 @@
 """
 :class:`LanguageServer`: one running, initialized language server, as the ``lsp`` tool
 uses it.  Messages are :mod:`lsprotocol` types on acpkit's JSON-RPC engine with the
-``Content-Length`` framing (:class:`acpkit.rpc_content_length.ContentLengthJSONRPCProtocol`).
+``Content-Length`` framing (:class:`acpkit.jsonrpc.content_length.ContentLengthJSONRPCProtocol`).
 
 ========================================  ================================================
 the server sends                          bob answers / does
@@ -43,7 +43,7 @@ from twisted.python.failure import Failure
 
 from acpkit.errors import ConnectionLost, RequestTimeout, RPCError, clip
 from acpkit.jsonrpc import InboundRequest, MethodRegistry
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 from acpkit_agent.lsp.errors import (
     LanguageServerCrashed,
     LanguageServerError,

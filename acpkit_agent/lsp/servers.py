@@ -29,7 +29,7 @@ start)                          failed 2 times; not restarted (last: ...)``): a 
                                 its process group gets SIGTERM, then SIGKILL
 ==============================  ==========================================================
 
-A server's process group is also listed in :data:`acpkit.process_groups.child_groups`,
+A server's process group is also listed in :data:`acpkit.io.process_groups.child_groups`,
 so it is killed with bob even when bob dies without shutting down.
 """
 
@@ -46,10 +46,10 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from acpkit.endpoints import AgentNotFoundError, spawn_agent
+from acpkit.io import AgentNotFoundError, spawn_agent
+from acpkit.io.process_groups import ChildGroups, child_groups
 from acpkit.jsonrpc import MethodRegistry
-from acpkit.process_groups import ChildGroups, child_groups
-from acpkit.rpc_content_length import ContentLengthJSONRPCProtocol
+from acpkit.jsonrpc.content_length import ContentLengthJSONRPCProtocol
 from acpkit_agent.lsp.capabilities import client_capabilities
 from acpkit_agent.lsp.client import DEFAULT_REQUEST_TIMEOUT, LanguageServer
 from acpkit_agent.lsp.errors import LanguageServerError, NoLanguageServer
@@ -75,7 +75,7 @@ MAX_STARTS = 2
 
 
 class ServerProcess(Protocol):
-    """A started server process (:class:`acpkit.endpoints.AgentProcess` is one)."""
+    """A started server process (:class:`acpkit.io.AgentProcess` is one)."""
 
     pid: int | None
 
@@ -112,7 +112,7 @@ class LanguageServers:
     ``configs``: the ``[lsp.servers.<name>]`` tables in the file's order (the first
     whose ``files`` match a path serves it); ``reactor`` spawns and times.
     ``spawner`` replaces process spawning (tests); ``groups`` tracks the process groups
-    (default: the process's :data:`acpkit.process_groups.child_groups`).
+    (default: the process's :data:`acpkit.io.process_groups.child_groups`).
     """
 
     def __init__(

@@ -4,7 +4,7 @@
 The agent is named as in the agents file of the reference client
 (:func:`acpkit_client.config.load_agents` on the session's cwd: ``$ACPKIT_DIR/acp.toml`` or
 ``~/.config/acpkit/acp.toml``, then ``<cwd>/.acpkit/acp.toml``).  Each call starts the agent
-(:class:`acpkit_client.agents.AgentRun`, i.e. :func:`acpkit.endpoints.spawn_agent`), sends
+(:class:`acpkit_client.agents.AgentRun`, i.e. :func:`acpkit.io.spawn_agent`), sends
 ``initialize`` announcing ``elicitation.form``, ``session/new`` in the entry's cwd and one
 ``session/prompt`` with the question; the answer is the text of its
 ``agent_message_chunk`` updates.  The asked agent's process is stopped when the call ends,
@@ -29,7 +29,7 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from acpkit import __version__, schema
-from acpkit.connection import Client
+from acpkit.connection import Client, ClientConnection
 from acpkit.errors import RPCError
 from acpkit.interfaces import IClient
 from acpkit_agent.elicitation import UserAsker
@@ -189,7 +189,7 @@ class AskAgentTool:
             _log.info("[acp] ask_agent: {agent} stopped", agent=name)
 
     async def _converse(
-        self, conn: Any, client: AskingClient, run: AgentRun, name: str, question: str
+        self, conn: ClientConnection, client: AskingClient, run: AgentRun, name: str, question: str
     ) -> ToolResult:
         step = "initialize"
         try:

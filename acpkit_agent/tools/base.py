@@ -23,7 +23,7 @@ from twisted.python.failure import Failure
 from zope.interface import Interface, implementer
 
 if TYPE_CHECKING:
-    from acpkit_agent.tools.plan import PlanEntry, PlanState
+    from acpkit_agent.tools.plan_state import PlanEntry, PlanState
 
 __all__ = [
     "Diff",

@@ -9,7 +9,7 @@ capped: the head and the tail are kept around a ``[… N bytes omitted …]`` ma
 The call ends when the shell exits: a background job (``cmd &``, ``(cmd &)``) that still
 holds the output pipe does not hold the call longer than :attr:`BashTool.pipe_grace`; the
 result then says which pids still run.  Every group stays in
-:data:`acpkit.process_groups.child_groups` until it is empty, so such jobs are killed at
+:data:`acpkit.io.process_groups.child_groups` until it is empty, so such jobs are killed at
 the latest when the agent's process exits (see :meth:`ChildGroups.kill_at_shutdown`).
 """
 
@@ -30,7 +30,7 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from acpkit.process_groups import (
+from acpkit.io.process_groups import (
     ChildGroups,
     child_groups,
     group_has_live_members,

@@ -23,6 +23,7 @@ import attrs
 from twisted.internet.defer import Deferred, succeed
 
 from acpkit_agent.tools.base import ArgumentError, ToolContext, ToolResult, title_text
+from acpkit_agent.tools.plan_state import PlanEntry, PlanState
 
 __all__ = ["PRIORITIES", "STATUSES", "PlanEntry", "PlanState", "PlanTool"]
 
@@ -33,34 +34,6 @@ STATUSES = ("pending", "in_progress", "completed")
 
 _MODIFYING = frozenset({"set", "update", "clear"})
 _ACTIONS = ("set", "update", "clear", "show")
-_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
-
-
-@attrs.frozen
-class PlanEntry:
-    """One task of the plan, with the ACP ``PlanEntry`` fields."""
-
-    content: str
-    priority: str = "medium"
-    status: str = "pending"
-
-
-@attrs.define
-class PlanState:
-    """The session's current plan (an ordered list of entries)."""
-
-    entries: list[PlanEntry] = attrs.field(factory=list)
-
-    def render(self) -> str:
-        """The plan as numbered text for the model, e.g. ``1. [x] Write tests (high)``."""
-        if not self.entries:
-            return "The plan is empty."
-        done = sum(entry.status == "completed" for entry in self.entries)
-        lines = [f"Plan ({done}/{len(self.entries)} completed):"]
-        for number, entry in enumerate(self.entries, start=1):
-            mark = _MARKS.get(entry.status, "[?]")
-            lines.append(f"{number}. {mark} {entry.content} ({entry.priority})")
-        return "\n".join(lines)
 
 
 def _choice(value: Any, name: str, allowed: Sequence[str], default: str | None) -> str:

@@ -11,7 +11,7 @@ from twisted.logger import ILogObserver, textFileLogObserver
 from twisted.python import usage
 
 from acpkit.connection import AgentConnection
-from acpkit.endpoints import serve_stdio
+from acpkit.io import serve_stdio
 
 # Typed as a reactor on every Twisted version (older ones type the module itself).
 reactor = cast(IReactorCore, global_reactor)

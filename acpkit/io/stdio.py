@@ -1,0 +1,60 @@
+"""
+This process's stdin and stdout as a transport: :func:`serve_stdio` (an agent's side).
+
+The transport always ends with ``connectionLost``, also when the peer closed our stdout
+first, and offers ``flushNow()``: the JSON-RPC engine writes what it has to say at once
+instead of on the reactor's next turn (most of a round trip over a pipe).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.error import ConnectionDone
+from twisted.internet.interfaces import IProtocol
+from twisted.python.failure import Failure
+
+from acpkit.compat import StandardIO, flush_writer, stdio_writer
+from acpkit.trace.recording import attach_tracer
+
+__all__ = ["serve_stdio"]
+
+
+class _StandardIO(StandardIO):
+    """
+    ``StandardIO`` that always ends with ``connectionLost``, and can flush at once.
+
+    With an ``IHalfCloseableProtocol``, stock ``StandardIO`` never calls
+    ``connectionLost`` when stdout is lost first (the peer stopped reading: it died)
+    and ``loseConnection`` comes later: the process would then wait forever.
+    """
+
+    def flushNow(self) -> None:
+        """Write buffered output now rather than on the reactor's next turn."""
+        flush_writer(stdio_writer(self))
+
+    def loseConnection(self) -> None:
+        super().loseConnection()
+        if stdio_writer(self) is None and not self.disconnected:
+            self.connectionLost(Failure(ConnectionDone("stdout was already closed")))
+
+
+def serve_stdio(
+    protocol: IProtocol,
+    reactor: Any = None,
+    *,
+    name: str = "client",
+    stdin: int = 0,
+    stdout: int = 1,
+) -> StandardIO:
+    """
+    Connect ``protocol`` to this process's stdin and stdout (or the given descriptors).
+
+    When stdin reaches EOF, an ``IHalfCloseableProtocol`` (every framing and
+    JSON-RPC protocol of acpkit) gets ``readConnectionLost()`` and may still write its
+    last replies; other protocols get ``connectionLost``.  ``loseConnection`` always leads to
+    ``connectionLost``, also when stdout was closed by the peer first.  ``name`` is the
+    peer name used in traces.
+    """
+    attach_tracer(protocol, name)
+    return _StandardIO(protocol, stdin=stdin, stdout=stdout, reactor=reactor)

@@ -1,0 +1,225 @@
+"""
+``async def`` handlers on the asyncio reactor: asyncio awaitables and Deferreds together.
+
+On Twisted's default reactor a coroutine handler runs as
+``Deferred.fromCoroutine(coro)``: it may await Deferreds, and nothing of asyncio (no
+event loop runs: ``await asyncio.sleep(1)`` raises "no running event loop").
+
+On the asyncio reactor (``twistd --reactor asyncio``, ``asyncioreactor.install()``,
+``acpkit.run_agent(..., reactor="asyncio")``) an event loop runs, and
+:func:`coroutine_deferred` runs each coroutine as an **asyncio task** instead, so that
+asyncio libraries (``asyncio.sleep``, ``httpx``, the ``openai`` SDK, anything needing
+``asyncio.current_task()``) work in it.  The coroutine may still await Deferreds in the
+same body: the task is driven through a small bridge that turns each Deferred the
+coroutine waits on into a future of the loop.
+
+.. list-table::
+   :header-rows: 1
+   :widths: 3 3 3
+
+   * -
+     - default reactor
+     - asyncio reactor
+   * - a coroutine handler runs as
+     - ``Deferred.fromCoroutine``
+     - an asyncio task
+   * - ``await <Deferred>`` in it
+     - yes
+     - yes (bridged)
+   * - ``await <asyncio awaitable>`` in it
+     - no: "no running event loop"
+     - yes
+   * - a cancelled handler sees, at its ``await``
+     - Twisted's ``CancelledError``
+     - ``asyncio.CancelledError``
+   * - the answer of a cancelled request
+     - ``cancelled`` (prompt), else -32800
+     - the same
+   * - acpkit's Deferreds (``conn.…``) in tasks of your own (``gather``…)
+     - (no tasks)
+     - awaitable
+
+Cancelling the handler's Deferred (``session/cancel``, ``$/cancel_request``) cancels the
+task; the Deferred it was awaiting, if any, is cancelled too, as ``fromCoroutine``
+does.  The request is answered once the task has ended, with what it ended with; a
+task that ends with ``asyncio.CancelledError`` counts as cancelled (Twisted's
+``CancelledError``), so the answer is the one a cancelled request gets today.
+
+"Asyncio mode" means: an asyncio event loop is running in this thread when the handler
+is called, which on Twisted is exactly "the reactor is the asyncio reactor".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Coroutine, Generator
+from typing import Any, TypeVar
+
+from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.python.failure import Failure
+
+__all__ = ["as_deferred", "coroutine_deferred", "running_loop", "task_awaitable"]
+
+T = TypeVar("T")
+
+#: Tasks started here, held until they end (the loop keeps only weak references).
+_tasks: set[asyncio.Task[Any]] = set()
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The asyncio event loop running in this thread (the asyncio reactor's), or None."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def coroutine_deferred(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
+    """
+    Run ``coro`` and return a Deferred of its result: as an asyncio task when an asyncio
+    loop runs (see the module docstring), else with ``Deferred.fromCoroutine``.
+    """
+    loop = running_loop()
+    if loop is None:
+        return Deferred.fromCoroutine(coro)
+    task: asyncio.Task[T] = loop.create_task(_Bridge(coro, loop))
+    _tasks.add(task)
+    task.add_done_callback(_tasks.discard)
+    d = Deferred.fromFuture(task)
+    d.addErrback(_as_twisted_cancel)
+    return d
+
+
+def as_deferred(value: Any) -> Deferred[Any]:
+    """
+    What a handler returned, as a Deferred: a Deferred as it is, a coroutine run by
+    :func:`coroutine_deferred`, any other awaitable awaited the same way, anything else
+    a fired Deferred of that value.
+    """
+    if isinstance(value, Deferred):
+        return value
+    if inspect.iscoroutine(value):
+        return coroutine_deferred(value)
+    if inspect.isawaitable(value):
+        return coroutine_deferred(_awaited(value))
+    return succeed(value)
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def task_awaitable(d: Deferred[T]) -> Deferred[T]:
+    """
+    ``d``, awaitable from any asyncio task, not only the handler's own (a task of
+    ``asyncio.gather``, ``asyncio.create_task``…): a plain Deferred awaited there makes
+    the task fail with "Task got bad yield".  Without a running loop, or once ``d`` has
+    fired, ``d`` itself.  Cancelling the result cancels ``d``.
+    """
+    if d.called or running_loop() is None:
+        return d
+    out: _TaskAwaitableDeferred[T] = _TaskAwaitableDeferred(lambda _: d.cancel())
+    d.addBoth(out.callback)
+    return out
+
+
+class _TaskAwaitableDeferred(Deferred[T]):
+    """A Deferred whose ``await`` inside an asyncio task waits on a future of the loop."""
+
+    def __await__(self) -> Generator[Any, None, T]:
+        loop = running_loop()
+        if loop is not None and asyncio.current_task(loop) is not None:
+            while not self.called or self.paused:
+                yield from _future_of(self, loop)
+        return (yield from super().__await__())
+
+
+def _as_twisted_cancel(failure: Failure) -> Failure:
+    """A task that ended with ``asyncio.CancelledError`` was cancelled: say it as Twisted does."""
+    if failure.check(asyncio.CancelledError):
+        return Failure(CancelledError("the handler's asyncio task was cancelled"))
+    return failure
+
+
+def _ignore_cancel(failure: Failure) -> None:
+    failure.trap(CancelledError)
+
+
+def _future_of(d: Deferred[Any], loop: asyncio.AbstractEventLoop) -> Generator[Any, None, None]:
+    """
+    Wait, inside a task, until ``d`` has a result (without taking it: the awaiting code
+    reads it).  Cancelling the task while it waits cancels ``d``.
+    """
+    future: asyncio.Future[None] = loop.create_future()
+
+    def fired(result: object) -> object:
+        if not future.done():
+            future.set_result(None)
+        return result
+
+    def done(f: asyncio.Future[None]) -> None:
+        if f.cancelled():
+            d.cancel()
+            d.addErrback(_ignore_cancel)
+
+    d.addBoth(fired)
+    future.add_done_callback(done)
+    yield from future.__await__()
+
+
+class _Bridge(Coroutine[Any, Any, T]):
+    """
+    Drives ``coro`` for an asyncio task: what it yields goes to the task as is, except a
+    Deferred (``await deferred``), waited on as a future of the loop.  The task calls
+    ``send``/``throw``; ``coro`` never learns the difference.
+    """
+
+    def __init__(self, coro: Coroutine[Any, Any, T], loop: asyncio.AbstractEventLoop) -> None:
+        self._coro = coro
+        self._loop = loop
+        self._waiting: Generator[Any, None, None] | None = None
+        # What asyncio shows of the task's coroutine (Task.__repr__, warnings).
+        self.__name__ = getattr(coro, "__name__", type(coro).__name__)
+        self.__qualname__ = getattr(coro, "__qualname__", self.__name__)
+
+    def send(self, value: Any) -> Any:
+        waiting = self._waiting
+        if waiting is not None:
+            try:
+                return next(waiting)
+            except StopIteration:
+                self._waiting = None
+            value = None
+        return self._bridged(self._coro.send(value))
+
+    def throw(self, *exc: Any) -> Any:
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            waiting.close()
+        return self._bridged(self._coro.throw(*exc))
+
+    def close(self) -> None:
+        waiting, self._waiting = self._waiting, None
+        if waiting is not None:
+            waiting.close()
+        self._coro.close()
+
+    def _bridged(self, yielded: Any) -> Any:
+        if isinstance(yielded, Deferred):
+            waiting = _future_of(yielded, self._loop)
+            self._waiting = waiting
+            return next(waiting)
+        return yielded
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self
+
+    def __iter__(self) -> _Bridge[T]:
+        return self
+
+    def __next__(self) -> Any:
+        return self.send(None)
+
+    def __repr__(self) -> str:
+        return f"<acpkit bridge of {self._coro!r}>"
