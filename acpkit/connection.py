@@ -58,7 +58,7 @@ from __future__ import annotations
 import inspect
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeAlias, TypeVar, cast
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
@@ -95,8 +95,10 @@ __all__ = [
     "SUPPORTED_PROTOCOL_VERSIONS",
     "Agent",
     "AgentConnection",
+    "AgentSource",
     "Client",
     "ClientConnection",
+    "ClientSource",
     "ProtocolVersionError",
     "is_implemented",
     "negotiate_version",
@@ -597,7 +599,7 @@ class AgentConnection(_Role[IAgent]):
 
     def __init__(
         self,
-        agent: IAgent | Callable[[AgentConnection], IAgent],
+        agent: AgentSource,
         *,
         protocol: JSONRPCProtocol | None = None,
         strict: bool = False,
@@ -971,7 +973,7 @@ class ClientConnection(_Role[IClient]):
 
     def __init__(
         self,
-        client: IClient | Callable[[ClientConnection], IClient],
+        client: ClientSource,
         *,
         protocol: JSONRPCProtocol | None = None,
         strict: bool = False,
@@ -1260,3 +1262,14 @@ class ClientConnection(_Role[IClient]):
         )
         for req in list(self._permissions.get(session_id, [])):
             req.cancel()
+
+
+#: What :class:`AgentConnection`, :func:`~acpkit.run_agent` and the other entry points take
+#: as the agent: an :class:`~acpkit.interfaces.IAgent` provider or a callable given the
+#: connection that returns one (an :class:`Agent` subclass itself, usually).  :class:`Agent`
+#: is named beside ``IAgent`` so that its subclasses type-check with plain mypy and pyright
+#: (without the ``mypy_zope`` plugin, which alone knows that ``Agent`` implements ``IAgent``).
+AgentSource: TypeAlias = "IAgent | Agent | Callable[[AgentConnection], IAgent | Agent]"
+#: The same for the client: an :class:`~acpkit.interfaces.IClient` provider, a
+#: :class:`Client`, or a callable given the :class:`ClientConnection` that returns one.
+ClientSource: TypeAlias = "IClient | Client | Callable[[ClientConnection], IClient | Client]"

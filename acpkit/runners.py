@@ -52,10 +52,9 @@ from twisted.logger import (
 )
 from twisted.python.failure import Failure
 
-from acpkit.connection import AgentConnection, ClientConnection
+from acpkit.connection import AgentConnection, AgentSource, ClientConnection, ClientSource
 from acpkit.errors import AgentExited, RPCError
 from acpkit.framing import LineTracer
-from acpkit.interfaces import IAgent, IClient
 from acpkit.jsonrpc.asyncio_bridge import coroutine_deferred
 
 __all__ = ["ReactorChoiceError", "run_agent", "run_client", "select_reactor"]
@@ -184,7 +183,7 @@ def _report(failure: Failure, who: str) -> int:
 
 
 def run_agent(
-    agent: IAgent | Callable[[AgentConnection], IAgent],
+    agent: AgentSource,
     *,
     reactor: str | Any | None = None,
     tracer: LineTracer | None = None,
@@ -226,7 +225,7 @@ def run_client(
     main: Callable[[ClientConnection], Awaitable[object] | object],
     command: Sequence[str],
     *,
-    client: IClient | Callable[[ClientConnection], IClient] | None = None,
+    client: ClientSource | None = None,
     reactor: str | Any | None = None,
     tracer: LineTracer | None = None,
     strict: bool = False,

@@ -18,6 +18,7 @@ from twisted.internet.interfaces import (
     IStreamClientEndpoint,
     IStreamServerEndpoint,
 )
+from twisted.internet.protocol import Protocol
 
 from acpkit.io.admission import Admission, AdmissionLimits, AdmittedFactory
 from acpkit.io.bind_policy import BindAuthentication, check_bind
@@ -60,7 +61,7 @@ def serve(
     return endpoint.listen(AdmittedFactory(factory, admission, accept_on=b"\n"))
 
 
-def connect(reactor: Any, description: str, protocol: IProtocol) -> Deferred[IProtocol]:
+def connect(reactor: Any, description: str, protocol: IProtocol | Protocol) -> Deferred[IProtocol]:
     """Connect ``protocol`` to a client endpoint string; fires with the protocol."""
     endpoint: IStreamClientEndpoint = clientFromString(reactor, description)
     connected: Deferred[IProtocol] = connectProtocol(endpoint, protocol)

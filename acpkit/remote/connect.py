@@ -32,15 +32,14 @@ URL of its scheme is connected.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from twisted.internet.defer import Deferred, fail
 
-from acpkit.connection import ClientConnection
+from acpkit.connection import ClientConnection, ClientSource
 from acpkit.http.tls import ClientTLS
-from acpkit.interfaces import IClient
 from acpkit.remote.tokens import token_for_url
 
 if TYPE_CHECKING:
@@ -96,7 +95,7 @@ def with_bearer_token(
 def connect_remote(
     reactor: Any,
     url: str,
-    client: IClient | Callable[[ClientConnection], IClient],
+    client: ClientSource,
     *,
     headers: Mapping[str, str] | None = None,
     tls: ClientTLS | None = None,
