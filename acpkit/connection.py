@@ -618,6 +618,7 @@ class AgentConnection(_Role[IAgent]):
         super().__init__(
             agent, protocol=protocol, strict=strict, name=name, interface=IAgent, tracer=tracer
         )
+        self.protocol.side = "agent"
         self.protocol.on_request_received = self._request_received
 
     # -- inbound semantics -----------------------------------------------------------
@@ -988,6 +989,7 @@ class ClientConnection(_Role[IClient]):
         super().__init__(
             client, protocol=protocol, strict=strict, name=name, interface=IClient, tracer=tracer
         )
+        self.protocol.side = "client"
         self.protocol.on_request_received = self._request_received
 
     @property

@@ -38,7 +38,7 @@ from acpkit.connection import Client, ClientConnection
 from acpkit.errors import AuthRequired, ConnectionLost, InvalidParams, RPCError
 from acpkit.interfaces import IClient
 from acpkit.io import AgentExited
-from acpkit_client.agents import AgentRun, AgentStartError, describe_rpc_error
+from acpkit_client.agents import AgentRun, AgentStartError
 from acpkit_client.config import AgentEntry
 from acpkit_client.conversation import ENTRY_TEXT_CAP, Conversation
 from acpkit_client.fs import FileAccess
@@ -265,7 +265,7 @@ class AgentWindow(Client):
         if isinstance(error, AuthRequired):
             return self.run.login_required(error)
         if isinstance(error, RPCError):
-            return f"the agent answered {describe_rpc_error(error)}"
+            return f"the agent answered {self.run.describe_agent_error(error)}"
         if self.run.exit is not None:
             return str(self.run.exit)
         return str(error) or type(error).__name__
