@@ -57,6 +57,7 @@ from acpkit.connection import AgentConnection, AgentSource, ClientConnection, Cl
 from acpkit.errors import AgentExited, InternalError, RPCError
 from acpkit.framing import LineTracer
 from acpkit.jsonrpc.asyncio_bridge import coroutine_deferred
+from acpkit.stdlib_log import bridge_stdlib_logging
 
 __all__ = ["ReactorChoiceError", "run_agent", "run_client", "select_reactor"]
 
@@ -118,9 +119,12 @@ def _install(name: str) -> None:
 
 
 def _log_to(stream: IO[str] | None, level: LogLevel) -> None:
-    """Send the Twisted log, from ``level`` up, to ``stream`` (never stdout's ACP)."""
+    """Send the Twisted log, from ``level`` up, to ``stream`` (never stdout's ACP), and
+    standard-library ``logging`` records into it (:mod:`acpkit.stdlib_log`)."""
     if stream is None:
         return
+    # Libraries log through the standard library: into the same log, at the same level.
+    bridge_stdlib_logging(level)
     observer = FilteringLogObserver(
         textFileLogObserver(stream), [LogLevelFilterPredicate(defaultLogLevel=level)]
     )
@@ -222,7 +226,8 @@ def run_agent(
     ``reactor``: see :func:`select_reactor` (``"asyncio"`` to await asyncio libraries
     in handlers).  ``tracer``: record every message (else ``ACPKIT_TRACE`` decides).
     ``strict``: refuse unknown fields in params.  ``name``: the peer's name in logs and
-    traces.  ``log_to``/``log_level``: where the Twisted log goes (``None``: nowhere).
+    traces.  ``log_to``/``log_level``: where the Twisted log goes (``None``: nowhere), from
+    which level up; standard-library ``logging`` records join it at the same level.
     ``debug_errors``: a development switch: a handler's unexpected exception goes to the
     client with its type and message in the ``-32603`` error's ``data`` (None: the
     ``ACPKIT_DEBUG_ERRORS`` environment variable decides; off by default, as exception
