@@ -116,5 +116,5 @@ def connect_remote(
         from acpkit.remote.http_client import connect_http
 
         return connect_http(reactor, url, client, headers=headers, tls=tls, http2=http2, name=name)
-    except ValueError as e:
+    except (ValueError, ImportError) as e:  # ImportError: the transport's extra is missing
         return fail(e)

@@ -744,7 +744,9 @@ class ACPResource(Resource):
         """
         resource = self._websocket_resource()
         if resource is None:
-            return _json_error(request, 501, "WebSocket not available")
+            return _json_error(
+                request, 501, "WebSocket not available: the server lacks the 'websocket' extra"
+            )
         if self.open_connections() >= self.limits.max_connections:
             return self._too_many(request)
         answer = cast("bytes | int", resource.render(request))

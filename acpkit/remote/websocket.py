@@ -67,7 +67,8 @@ try:
     import txaio
 except ImportError as missing:  # pragma: no cover - the core leg of CI checks the message
     raise ImportError(
-        "acpkit.remote.websocket needs Autobahn: pip install 'txacpkit[remote]'"
+        "WebSocket support needs the 'websocket' extra (Autobahn): "
+        "python -m pip install 'txacpkit[websocket]'"
     ) from missing
 
 txaio.use_twisted()
