@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail
-from twisted.internet.endpoints import clientFromString, connectProtocol, serverFromString
+from twisted.internet.endpoints import clientFromString, connectProtocol
 from twisted.internet.interfaces import (
     IListeningPort,
     IProtocol,
@@ -51,10 +51,11 @@ def serve(
     auth = BindAuthentication(client_certificate=client_ca is not None, no_token=no_token)
     try:
         description = check_bind(description, auth, raw=True)
-        if client_ca is None:
-            endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
-        else:
-            endpoint = server_endpoint(reactor, description, client_ca=Path(client_ca).expanduser())
+        endpoint: IStreamServerEndpoint = server_endpoint(
+            reactor,
+            description,
+            client_ca=None if client_ca is None else Path(client_ca).expanduser(),
+        )
     except Exception as e:  # the policy's refusal, whatever the endpoint parser raises
         return fail(e)
     admission = Admission(limits, clock=reactor)
