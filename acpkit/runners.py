@@ -36,6 +36,7 @@ builds its service with :class:`~acpkit.connection.AgentConnection` and
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -52,11 +53,11 @@ from twisted.logger import (
 )
 from twisted.python.failure import Failure
 
-from acpkit.connection import AgentConnection, ClientConnection
-from acpkit.errors import AgentExited, RPCError
+from acpkit.connection import AgentConnection, AgentSource, ClientConnection, ClientSource
+from acpkit.errors import AgentExited, InternalError, RPCError
 from acpkit.framing import LineTracer
-from acpkit.interfaces import IAgent, IClient
 from acpkit.jsonrpc.asyncio_bridge import coroutine_deferred
+from acpkit.stdlib_log import bridge_stdlib_logging
 
 __all__ = ["ReactorChoiceError", "run_agent", "run_client", "select_reactor"]
 
@@ -118,9 +119,12 @@ def _install(name: str) -> None:
 
 
 def _log_to(stream: IO[str] | None, level: LogLevel) -> None:
-    """Send the Twisted log, from ``level`` up, to ``stream`` (never stdout's ACP)."""
+    """Send the Twisted log, from ``level`` up, to ``stream`` (never stdout's ACP), and
+    standard-library ``logging`` records into it (:mod:`acpkit.stdlib_log`)."""
     if stream is None:
         return
+    # Libraries log through the standard library: into the same log, at the same level.
+    bridge_stdlib_logging(level)
     observer = FilteringLogObserver(
         textFileLogObserver(stream), [LogLevelFilterPredicate(defaultLogLevel=level)]
     )
@@ -176,15 +180,32 @@ def _report(failure: Failure, who: str) -> int:
     if failure.check(OSError, AgentExited, RPCError, ConnectionError) or type(
         failure.value
     ).__module__.startswith(("acpkit.", "twisted.internet.error")):
-        sys.stderr.write(f"{who}: {failure.value}\n")
+        data = getattr(failure.value, "data", None) if failure.check(RPCError) else None
+        detail = f"; data: {json.dumps(data, default=repr)[:2000]}" if data is not None else ""
+        sys.stderr.write(f"{who}: {failure.value}{detail}\n")
     else:
         sys.stderr.write(f"{who}: unexpected error:\n{failure.getTraceback()}")
     sys.stderr.flush()
     return 1
 
 
+#: How many of the agent's last stderr lines run_client shows when a request fails -32603.
+STDERR_LINES_SHOWN = 20
+
+
+def _show_stderr_tail(tail: str, agent_name: str) -> None:
+    """Write the agent's last stderr lines (an Internal error's reason, usually)."""
+    lines = tail.rstrip("\n").splitlines()[-STDERR_LINES_SHOWN:]
+    if not lines:
+        sys.stderr.write(f"{agent_name} answered Internal error and wrote nothing on stderr\n")
+    else:
+        sys.stderr.write(f"{agent_name} answered Internal error; its last stderr lines:\n")
+        sys.stderr.writelines(f"  {line}\n" for line in lines)
+    sys.stderr.flush()
+
+
 def run_agent(
-    agent: IAgent | Callable[[AgentConnection], IAgent],
+    agent: AgentSource,
     *,
     reactor: str | Any | None = None,
     tracer: LineTracer | None = None,
@@ -194,6 +215,7 @@ def run_agent(
     stdout: int = 1,
     log_to: IO[str] | None = sys.stderr,
     log_level: LogLevel = LogLevel.warn,
+    debug_errors: bool | None = None,
 ) -> NoReturn:
     """
     Serve ``agent`` (an :class:`~acpkit.interfaces.IAgent`, or a callable given the
@@ -204,7 +226,12 @@ def run_agent(
     ``reactor``: see :func:`select_reactor` (``"asyncio"`` to await asyncio libraries
     in handlers).  ``tracer``: record every message (else ``ACPKIT_TRACE`` decides).
     ``strict``: refuse unknown fields in params.  ``name``: the peer's name in logs and
-    traces.  ``log_to``/``log_level``: where the Twisted log goes (``None``: nowhere).
+    traces.  ``log_to``/``log_level``: where the Twisted log goes (``None``: nowhere), from
+    which level up; standard-library ``logging`` records join it at the same level.
+    ``debug_errors``: a development switch: a handler's unexpected exception goes to the
+    client with its type and message in the ``-32603`` error's ``data`` (None: the
+    ``ACPKIT_DEBUG_ERRORS`` environment variable decides; off by default, as exception
+    text may hold secrets).
     """
     chosen = select_reactor(reactor)
     _log_to(log_to, log_level)
@@ -213,6 +240,7 @@ def run_agent(
         from acpkit.io import serve_stdio
 
         conn = AgentConnection(agent, strict=strict, name=name, tracer=tracer)
+        conn.protocol.error_details = debug_errors
         serve_stdio(conn.protocol, chosen, name=name, stdin=stdin, stdout=stdout)
         d = conn.closed
         d.addCallback(lambda _: 0)
@@ -226,7 +254,7 @@ def run_client(
     main: Callable[[ClientConnection], Awaitable[object] | object],
     command: Sequence[str],
     *,
-    client: IClient | Callable[[ClientConnection], IClient] | None = None,
+    client: ClientSource | None = None,
     reactor: str | Any | None = None,
     tracer: LineTracer | None = None,
     strict: bool = False,
@@ -248,6 +276,10 @@ def run_client(
     ``main`` returned, ``n`` for ``SystemExit(n)``, 1 (and one line on stderr) when it
     failed or the agent could not start.  Stopped by a signal (SIGINT, SIGTERM), it
     stops the agent the same way, then exits 1.
+
+    When a request fails with ``-32603`` (Internal error) and ``main`` lets it through,
+    the agent's last stderr lines (its traceback, usually) are written on stderr before
+    the error line, which shows the error's ``data`` too.
 
     ``reactor``, ``tracer``, ``strict``, ``log_to``, ``log_level``: as for
     :func:`run_agent`.  ``env`` (added over ours), ``cwd`` and ``name`` go to
@@ -274,12 +306,20 @@ def run_client(
         )
         # Stopped by a signal (the reactor shuts down): the agent is stopped first.
         chosen.addSystemEventTrigger("before", "shutdown", agent.stop, stop_grace)
+        internal_error = False
         try:
             result = main(conn)
             if isinstance(result, Awaitable):
                 await result
+        except RPCError as e:
+            internal_error = e.code == InternalError.CODE
+            raise
         finally:
             await agent.stop(stop_grace)
+            if internal_error:
+                # The agent failed: its reason is on its stderr (all read once it has
+                # ended), which the log shows at info, below the default level.
+                _show_stderr_tail(agent.stderr_tail(), agent_name)
         return 0
 
     def start() -> Deferred[int]:

@@ -35,7 +35,7 @@ from twisted.application.service import IService, Service
 from twisted.internet.defer import Deferred, DeferredList, succeed
 from twisted.internet.interfaces import IProtocol
 from twisted.internet.protocol import Factory
-from twisted.logger import ILogObserver, Logger, eventAsText
+from twisted.logger import ILogObserver, Logger, LogLevel, eventAsText
 from twisted.python import usage
 from zope.interface import implementer
 
@@ -44,6 +44,7 @@ from acpkit.io import serve, serve_stdio
 from acpkit.io.admission import AdmissionLimits
 from acpkit.io.process_groups import child_groups
 from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.stdlib_log import bridge_stdlib_logging
 from acpkit_agent.agent import AGENT_VERSION, BobAgent
 from acpkit_agent.banner import banner_lines, mcp_server_line
 from acpkit_agent.config import AgentConfig, ConfigError, load_config
@@ -497,6 +498,10 @@ class AgentService(Service):
 def makeService(options: Options) -> IService:
     """Load the configuration and build the engine; a bad one exits with a clear message."""
     from twisted.internet import reactor
+
+    # Libraries bob uses (HTTP clients, SDKs) log through the standard library: into
+    # twistd's log, from info up (twistd's own log keeps every level).
+    bridge_stdlib_logging(LogLevel.info)
 
     try:
         config = load_config(options["config"], cwd=os.getcwd())

@@ -62,6 +62,7 @@ __all__ = [
     "client_info",
     "describe_auth_methods",
     "describe_rpc_error",
+    "stderr_excerpt",
 ]
 
 log = Logger()
@@ -135,6 +136,25 @@ def describe_rpc_error(error: RPCError) -> str:
     except (TypeError, ValueError):
         data = repr(error.data)
     return f"{message} (code {error.code}; data: {clip(data, ERROR_DATA_LIMIT)})"
+
+
+#: How many of the agent's last stderr lines an Internal error's description quotes.
+STDERR_LINES_QUOTED = 8
+
+
+def stderr_excerpt(tail: str, lines: int = STDERR_LINES_QUOTED) -> str:
+    """
+    The agent's last non-blank stderr lines on one line (`` | `` between them), cut from
+    the front at :data:`ERROR_DATA_LIMIT` characters: an Internal error's reason, usually.
+
+    >>> stderr_excerpt("Traceback (most recent call last):\\n  ...\\nValueError: no key\\n")
+    'Traceback (most recent call last): | ... | ValueError: no key'
+    """
+    kept = [line.strip() for line in tail.splitlines() if line.strip()][-lines:]
+    text = " | ".join(kept)
+    if len(text) > ERROR_DATA_LIMIT:
+        text = "…" + text[-(ERROR_DATA_LIMIT - 1) :]
+    return text
 
 
 class _Deadline:
@@ -546,9 +566,18 @@ class AgentRun:
             "line first"
         )
 
+    def describe_agent_error(self, error: RPCError) -> str:
+        """:func:`describe_rpc_error`, and for an Internal error (``-32603``) the agent's
+        last stderr lines, where its reason usually is."""
+        text = describe_rpc_error(error)
+        if error.code == -32603 and self.process is not None:
+            excerpt = stderr_excerpt(self.process.stderr_tail())
+            text += f"; the agent's stderr ends with: {excerpt}" if excerpt else ""
+        return text
+
     def _reason(self, error: BaseException) -> str:
         if isinstance(error, RPCError):
-            return describe_rpc_error(error)
+            return self.describe_agent_error(error)
         if self.exit is not None:
             return str(self.exit)
         return str(error) or type(error).__name__

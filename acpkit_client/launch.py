@@ -62,8 +62,8 @@ MISSING_EXTRA_EXIT_STATUS = 2
 #: Each extra a command may need, and the top-level modules its distributions provide
 #: (setup.cfg's ``[options.extras_require]``; tests/test_extras.py keeps them in step).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
-    "agent": ("treq", "yaml", "lsprotocol", "autobahn"),
-    "client": ("urwid", "pygments", "pathspec", "autobahn", "treq", "h2"),
+    "agent": ("treq", "yaml", "lsprotocol"),
+    "client": ("urwid", "pygments", "pathspec", "treq", "h2"),
     "conformance": ("hypothesis", "jsonschema"),
 }
 #: A file only our ``acpkit`` package has (the notice of the vendored ACP schemas).

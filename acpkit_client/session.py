@@ -48,7 +48,7 @@ from acpkit.errors import AuthRequired, ConnectionLost, InvalidParams, RPCError
 from acpkit.interfaces import IClient
 from acpkit.io import AgentExited
 from acpkit.remote.reconnect import ReconnectFailed, TurnInterrupted
-from acpkit_client.agents import AgentRun, AgentStartError, describe_rpc_error
+from acpkit_client.agents import AgentRun, AgentStartError
 from acpkit_client.config import AgentEntry
 from acpkit_client.conversation import ENTRY_TEXT_CAP, Conversation
 from acpkit_client.forms import UnsupportedForm, form_fields
@@ -336,7 +336,7 @@ class AgentWindow(Client):
         if isinstance(error, AuthRequired):
             return self.run.login_required(error)
         if isinstance(error, RPCError):
-            return f"the agent answered {describe_rpc_error(error)}"
+            return f"the agent answered {self.run.describe_agent_error(error)}"
         if self.run.exit is not None:
             return str(self.run.exit)
         return str(error) or type(error).__name__

@@ -25,6 +25,7 @@ from acpkit import schema
 from acpkit.connection import Client, ClientConnection
 from acpkit.errors import RPCError
 from acpkit.io import AgentProcess, spawn_agent
+from acpkit.jsonrpc.handler_errors import ASYNCIO_HINT
 
 pytestmark = pytest.mark.process
 
@@ -168,12 +169,17 @@ class AsyncioReactorAgentTests(TestCase):
 
     async def test_default_reactor_has_no_event_loop(self) -> None:
         """
-        On the default reactor nothing changed: no event loop runs, httpx cannot work in
-        a handler, the prompt is answered -32603 and the failure logged on stderr.
+        On the default reactor no event loop runs, httpx cannot work in a handler: the
+        prompt is answered -32603 with the explanation in ``data`` (the client developer
+        learns to use the asyncio reactor, without the debug switch), and the agent's log
+        line names its own side, the method and the explanation.
         """
         conn, _client, base = await self.start("default")
         with self.assertRaises(RPCError) as caught:
             await self.prompt(conn, f"{base}/hello")
         self.assertEqual(caught.exception.code, -32603)
+        self.assertEqual(caught.exception.data, {"hint": ASYNCIO_HINT})
         exited = await self.agent.stop()
-        self.assertIn("handler for session/prompt (id 3) failed", exited.stderr_tail)
+        line = "agent: handler for session/prompt (id 3, from the client) raised"
+        self.assertIn(line, exited.stderr_tail)
+        self.assertIn('reactor="asyncio"', exited.stderr_tail)

@@ -140,6 +140,7 @@ GROUPS = [
     ("core", (), (), CORE),
     ("testing", ("testing",), (), sorted(TESTING)),
     ("remote", ("remote",), (), sorted(REMOTE)),
+    ("websocket", ("websocket",), (), ["acpkit.remote.websocket"]),
     ("conformance", ("conformance",), (), CONFORMANCE),
     ("pytest plugin", (), ("pytest",), sorted(PYTEST_ONLY)),
     ("pytest items", ("conformance",), ("pytest",), sorted(PYTEST_ITEMS)),
@@ -227,7 +228,7 @@ def test_all_holds_every_user_extra_and_test_holds_all() -> None:
     """``all`` is everything a user runs; ``test`` is ``all`` plus the test tools."""
     config = _setup_cfg()["options.extras_require"]
     named = {name: {str(Requirement(line)) for line in _lines(config[name])} for name in config}
-    user_extras = ("agent", "client", "conformance", "testing", "remote")
+    user_extras = ("agent", "client", "conformance", "testing", "remote", "websocket")
     for extra in user_extras:
         assert named[extra] <= named["all"], extra
     assert set().union(*(named[extra] for extra in user_extras)) == named["all"]
@@ -424,3 +425,51 @@ def test_a_ctrl_c_while_importing_is_one_line_and_status_130() -> None:
     assert done.returncode == launch.INTERRUPTED_EXIT_STATUS == 130, done.stderr
     assert done.stderr == "\nacpkit-client: interrupted\n"
     assert done.stdout == ""
+
+
+def test_no_extra_but_websocket_and_remote_pulls_autobahn() -> None:
+    """Autobahn (and its WAMP serializers) comes only with the extras that use WebSocket:
+    ``websocket``, ``remote`` (both transports) and those holding everything."""
+    pulling = {
+        extra
+        for extra in extra_names()
+        if any(canonicalize_name(r.name) == "autobahn" for r in requirements((extra,)))
+    }
+    assert pulling == {"websocket", "remote", "all", "test"}
+
+
+@pytest.mark.process
+def test_websocket_without_its_extra_says_which_to_install() -> None:
+    """Without Autobahn: importing the WebSocket module is one ImportError line naming the
+    extra, and ``connect_remote`` to a ``ws://`` URL fails with it (no traceback from an
+    import deep inside); the rest of acpkit.remote still imports."""
+    program = _REFUSE + textwrap.dedent(
+        """
+        from twisted.internet import reactor
+
+        from acpkit.connection import Client
+        from acpkit.remote.connect import connect_remote
+
+        try:
+            import acpkit.remote.websocket
+        except ImportError as e:
+            print(str(e))
+        failures = []
+        connect_remote(reactor, "ws://127.0.0.1:9/acp", Client()).addErrback(failures.append)
+        print(type(failures[0].value).__name__, failures[0].value)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program, "autobahn,txaio"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    line = (
+        "WebSocket support needs the 'websocket' extra (Autobahn): "
+        "python -m pip install 'txacpkit[websocket]'"
+    )
+    assert done.stdout == f"{line}\nImportError {line}\n"

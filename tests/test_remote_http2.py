@@ -19,6 +19,7 @@ from twisted.web.server import Site
 from acpkit import schema
 from acpkit.errors import ConnectionLost
 from acpkit.http.tls import ClientTLS
+from acpkit.io.pem import certificate_options
 from acpkit.remote.http_client import HTTPClientTransport, connect_http
 from acpkit.remote.security import tls_serving_problem
 from tests import test_remote_http_client
@@ -51,14 +52,18 @@ class TLSOptionTests(TestCase):
     timeout = 30
 
     def setUp(self) -> None:
-        from twisted.internet.ssl import PrivateCertificate
+        from twisted.internet.ssl import CertificateOptions, PrivateCertificate
 
         directory = Path(self.mktemp())
         directory.mkdir()
         key, self.cert = write_certificate(directory)
         self.server = FakeAcpServer()
         self.server.answer = scripted_agent
-        options = PrivateCertificate.loadPEM(key.read_bytes() + self.cert.read_bytes()).options()
+        options = CertificateOptions(
+            **certificate_options(
+                PrivateCertificate.loadPEM(key.read_bytes() + self.cert.read_bytes())
+            )
+        )
         port = cast(Any, reactor).listenSSL(0, Site(self.server), options, interface="127.0.0.1")
         self.addCleanup(port.stopListening)
         self.url = f"https://localhost:{port.getHost().port}/acp"

@@ -746,12 +746,15 @@ def test_websocket_upgrade_goes_through_the_security_checks_first() -> None:
 
 
 def test_websocket_upgrade_without_the_websocket_module_is_501(monkeypatch: Any) -> None:
-    """While acpkit.remote.websocket cannot be imported: 501 'WebSocket not available'."""
+    """While acpkit.remote.websocket cannot be imported: 501 'WebSocket not available',
+    naming the extra that brings it."""
     monkeypatch.setitem(sys.modules, "acpkit.remote.websocket", None)
     server = Server()
     response = server.request("GET", {"Upgrade": "websocket", "Connection": "Upgrade"})
     assert response.status == 501
-    assert response.json()["error"]["message"] == "WebSocket not available"
+    assert response.json()["error"]["message"] == (
+        "WebSocket not available: the server lacks the 'websocket' extra"
+    )
 
 
 # -- interop: the official Python SDK's Streamable HTTP client --------------------------------

@@ -30,6 +30,7 @@ from txaio.tx import get_global_log_level, set_global_log_level
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, ClientConnection, negotiate_version
 from acpkit.errors import ConnectionLost
+from acpkit.io.pem import certificate_options
 from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit.remote.security import tls_serving_problem
 from acpkit.remote.websocket import (
@@ -828,7 +829,7 @@ class TLSTests(_WsBase):
     """wss:// on loopback with a certificate of our own."""
 
     def serve_tls(self) -> tuple[str, bytes]:
-        from twisted.internet.ssl import PrivateCertificate
+        from twisted.internet.ssl import CertificateOptions, PrivateCertificate
 
         self.events = []
         self.agents = []
@@ -843,7 +844,9 @@ class TLSTests(_WsBase):
         self.resources.append(resource)
         root.putChild(b"acp", resource)
         key_pem, cert_pem = self_signed_localhost()
-        options = PrivateCertificate.loadPEM(key_pem + cert_pem).options()
+        options = CertificateOptions(
+            **certificate_options(PrivateCertificate.loadPEM(key_pem + cert_pem))
+        )
         port = cast(Any, reactor).listenSSL(0, Site(root), options, interface="127.0.0.1")
         self.addCleanup(port.stopListening)
         return f"wss://localhost:{port_number(port)}/acp", cert_pem

@@ -30,6 +30,8 @@ class Host:
         self.max_queued_requests = queue
         self.cancellation = cancellation
         self.name = "test"
+        self.side: str | None = None
+        self.error_details: bool | None = None
         self.log = Logger()
         self.on_request_received: Callable[[InboundRequest], None] | None = None
         self.answers: list[dict[str, Any]] = []

@@ -122,7 +122,9 @@ class RunAgentTests(TestCase):
 class RunClientTests(TestCase):
     timeout = 60
 
-    async def client(self, mode: str, *reactor_name: str) -> tuple[str, str, int, int]:
+    async def client(
+        self, mode: str, *reactor_name: str, env: dict[str, str] | None = None
+    ) -> tuple[str, str, int, int]:
         """Run the client program against the agent program: out, err, status, agent pid."""
         pidfile = Path(self.mktemp()).resolve()
         out, err, code = await getProcessOutputAndValue(
@@ -138,7 +140,7 @@ class RunClientTests(TestCase):
                 "agent",
                 str(pidfile),
             ],
-            env=child_env(),
+            env={**child_env(), **(env or {})},
             reactor=reactor,
         )
         pid = int(pidfile.read_text()) if pidfile.exists() else 0
@@ -163,6 +165,34 @@ class RunClientTests(TestCase):
         self.assertEqual(err.count("\n"), 1, err)
         self.assertIn("runner_programs.py: ", err)
         self.assertIn("no session 'nope'", err)
+
+    async def test_internal_error_shows_the_agents_stderr(self) -> None:
+        """
+        A handler failing in the agent (-32603): the client's stderr shows the agent's last
+        stderr lines, where the agent's log line names its side, the method and the
+        exception; the exception's text is not sent (no ``data``).
+        """
+        _out, err, code, _pid = await self.client("crash", env={"ACPKIT_DEBUG_ERRORS": ""})
+        self.assertEqual(code, 1, err)
+        self.assertIn("answered Internal error; its last stderr lines:", err)
+        self.assertIn(
+            "agent: handler for session/prompt (id 3, from the client) raised ValueError", err
+        )
+        self.assertIn("ValueError: the model's API key is missing", err)
+        last = err.rstrip("\n").splitlines()[-1]
+        self.assertEqual(last, "runner_programs.py: Internal error (code -32603)")
+
+    async def test_debug_errors_puts_the_exception_in_data(self) -> None:
+        """With ``ACPKIT_DEBUG_ERRORS=1`` in the agent's environment, the error's ``data``
+        carries the exception's type and message, and the client's error line shows it."""
+        _out, err, code, _pid = await self.client("crash", env={"ACPKIT_DEBUG_ERRORS": "1"})
+        self.assertEqual(code, 1, err)
+        last = err.rstrip("\n").splitlines()[-1]
+        self.assertEqual(
+            last,
+            "runner_programs.py: Internal error (code -32603); data: "
+            '{"exception": "ValueError", "message": "the model\'s API key is missing"}',
+        )
 
     async def test_unexpected_error_has_its_traceback(self) -> None:
         """An unexpected exception in main: status 1 and its traceback on stderr."""

@@ -37,6 +37,7 @@ NEEDED = (
     "NOTICE",
     ".ci/run",
     ".ci/install-real-agents",
+    ".readthedocs.yaml",
     "tests/conftest.py",
     "tests/fixtures",
     "docs/conf.py",

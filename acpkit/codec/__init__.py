@@ -6,6 +6,7 @@ Contract (others code against it)::
 
     decode(cls, obj, *, strict=False) -> instance of cls      # raises DecodeError
     encode(value) -> JSON-able builtins                       # None fields omitted
+                                                              # raises EncodeError (a wrong type)
     decode_json(cls, data, *, strict=False), encode_json(value) -> bytes
     loads(data) -> builtins, dumps(obj) -> bytes              # orjson, json fallbacks
     wire_tag(value) -> str | None                             # a variant's wire tag
@@ -49,6 +50,9 @@ override's hook, never a step beside the converter):
 - Null-meaningful fields (``Diff.old_text``, ``SessionInfoUpdate.title`` /
   ``updated_at``, the ``request_id`` scope of elicitations) default to
   :data:`acpkit.schema.ABSENT`: ``ABSENT`` is omitted, ``None`` is written as ``null``.
+- On encode, each attribute's Python type is checked (:mod:`acpkit.codec.encoders`): a
+  wrong one (``NewSessionResponse(session_id=1)``) raises :class:`EncodeError` naming the
+  model, the field and its wire key, instead of reaching the wire.
 - JSON types are checked, not coerced (cattrs' default ``str`` hook would turn ``3`` into
   ``"3"``): small per-field hooks for ``str``/``int``/``float``/``bool``/objects. A
   ``null`` optional field decodes to its default (a per-field hook where the default is
@@ -86,6 +90,8 @@ module                             its job
 :mod:`acpkit.codec.unions`         tagged and untagged unions
 :mod:`acpkit.codec.fast`           the generated fast path: fused class hooks, slot
                                    twins, slot constructors
+:mod:`acpkit.codec.encoders`       the generated class encoders, which check each
+                                   attribute's type (:class:`EncodeError`)
 :mod:`acpkit.codec.primitives`     the small hooks: JSON primitives, nulls, defaults
 :mod:`acpkit.codec.wire`           wire keys and tags; which types are the models'
 :mod:`acpkit.codec.decode_errors`  :class:`DecodeError` and the JSON paths of errors
@@ -100,6 +106,7 @@ import cattrs
 
 from acpkit.codec.converters import decode, decode_json, encode, encode_json, hooks
 from acpkit.codec.decode_errors import DecodeError
+from acpkit.codec.encoders import EncodeError
 from acpkit.codec.fast import constructor, slot_twin
 from acpkit.codec.hooks import get_converter
 from acpkit.codec.wire import wire_name, wire_tag
@@ -107,6 +114,7 @@ from acpkit.jsonrpc.jsonbytes import dumps, loads
 
 __all__ = [
     "DecodeError",
+    "EncodeError",
     "converter",
     "decode",
     "decode_json",

@@ -17,11 +17,11 @@ import cattrs
 from cattrs.fns import identity
 from cattrs.gen import (
     make_dict_structure_fn_from_attrs,
-    make_dict_unstructure_fn_from_attrs,
     override,
 )
 
 from acpkit.codec.decode_errors import Invalid, at, snippet, type_error
+from acpkit.codec.encoders import checked_unstructure
 from acpkit.codec.fast import constructor, fused_structure
 from acpkit.codec.primitives import (
     NONES,
@@ -58,7 +58,6 @@ from acpkit.codec.wire import (
     is_our_union,
     resolved_fields,
     strip_optional,
-    tag_value,
     union_args,
     wire_name,
 )
@@ -324,7 +323,8 @@ class Hooks:
 
     # ---------------------------------------------------------- unstructure
     def unstructure_class(self, cls: type) -> UnstructureHook:
-        """cattrs' generated function for a model; a variant's tag is written first."""
+        """The generated encoder of a model (:mod:`acpkit.codec.encoders`): cattrs' rules,
+        a variant's tag written first, every attribute's type checked."""
         if getattr(cls, "__acp_unknown__", None) is not None:
 
             def unstructure_unknown(o: Any) -> Any:
@@ -334,21 +334,12 @@ class Hooks:
             return unstructure_unknown
         self._generating.add(("u", cls))
         try:
-            fields = resolved_fields(cls)
-            overrides: dict[str, Any] = {
-                a.name: override(
-                    rename=wire_name(a),
-                    omit_if_default=a.default is None or a.default is ABSENT,
-                    unstruct_hook=self._field_unhook(a.type),
-                )
-                for a in fields
-            }
-            tag = getattr(cls, "__acp_tag__", None)
-            if tag is not None:
-                fields.insert(0, TAG_FIELD)
-                overrides[TAG] = override(rename=tag[0], unstruct_hook=tag_value)
-            generated: UnstructureHook = make_dict_unstructure_fn_from_attrs(
-                fields, cls, self.conv, **overrides
+            generated = checked_unstructure(
+                cls,
+                resolved_fields(cls),
+                getattr(cls, "__acp_tag__", None),
+                self._field_unhook,
+                lambda hook: hook is identity,
             )
         finally:
             self._generating.discard(("u", cls))

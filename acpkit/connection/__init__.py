@@ -66,9 +66,9 @@ module                             its job
 
 from __future__ import annotations
 
-from acpkit.connection.agent import Agent, AgentConnection
+from acpkit.connection.agent import Agent, AgentConnection, AgentSource
 from acpkit.connection.client import MAX_EARLY_UPDATES as MAX_EARLY_UPDATES
-from acpkit.connection.client import Client, ClientConnection
+from acpkit.connection.client import Client, ClientConnection, ClientSource
 from acpkit.connection.role import is_implemented, unimplemented
 from acpkit.connection.versions import (
     LATEST_PROTOCOL_VERSION,
@@ -82,8 +82,10 @@ __all__ = [
     "SUPPORTED_PROTOCOL_VERSIONS",
     "Agent",
     "AgentConnection",
+    "AgentSource",
     "Client",
     "ClientConnection",
+    "ClientSource",
     "ProtocolVersionError",
     "is_implemented",
     "negotiate_version",

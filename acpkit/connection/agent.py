@@ -6,7 +6,7 @@ base for handlers that answers ``-32601`` to what it does not override.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
@@ -23,7 +23,7 @@ from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol
 if TYPE_CHECKING:  # annotations only: the unstable models load when a program uses them
     from acpkit import unstable
 
-__all__ = ["Agent", "AgentConnection"]
+__all__ = ["Agent", "AgentConnection", "AgentSource"]
 
 _CANCELLED_PROMPT: dict[str, Any] = {"stopReason": "cancelled"}
 
@@ -147,7 +147,7 @@ class AgentConnection(Role[IAgent]):
 
     def __init__(
         self,
-        agent: IAgent | Callable[[AgentConnection], IAgent],
+        agent: AgentSource,
         *,
         protocol: JSONRPCProtocol | None = None,
         strict: bool = False,
@@ -166,6 +166,7 @@ class AgentConnection(Role[IAgent]):
         super().__init__(
             agent, protocol=protocol, strict=strict, name=name, interface=IAgent, tracer=tracer
         )
+        self.protocol.side = "agent"
         self.protocol.on_request_received = self._request_received
 
     # -- inbound semantics -----------------------------------------------------------
@@ -415,3 +416,11 @@ class AgentConnection(Role[IAgent]):
         except CapabilityError:
             return fail()
         return self._notify("elicitation/complete", params)
+
+
+#: What :class:`AgentConnection`, :func:`~acpkit.run_agent` and the other entry points take
+#: as the agent: an :class:`~acpkit.interfaces.IAgent` provider or a callable given the
+#: connection that returns one (an :class:`Agent` subclass itself, usually).  :class:`Agent`
+#: is named beside ``IAgent`` so that its subclasses type-check with plain mypy and pyright
+#: (without the ``mypy_zope`` plugin, which alone knows that ``Agent`` implements ``IAgent``).
+AgentSource: TypeAlias = "IAgent | Agent | Callable[[AgentConnection], IAgent | Agent]"

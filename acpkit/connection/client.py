@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from twisted.internet.defer import Deferred, fail
 from zope.interface import implementer
@@ -29,7 +29,7 @@ from acpkit.jsonrpc.asyncio_bridge import task_awaitable
 if TYPE_CHECKING:  # annotations only: the unstable models load when a program uses them
     pass
 
-__all__ = ["MAX_EARLY_UPDATES", "Client", "ClientConnection"]
+__all__ = ["MAX_EARLY_UPDATES", "Client", "ClientConnection", "ClientSource"]
 
 #: How many updates for not-yet-known sessions a client keeps before dropping the oldest.
 MAX_EARLY_UPDATES = 1000
@@ -136,7 +136,7 @@ class ClientConnection(Role[IClient]):
 
     def __init__(
         self,
-        client: IClient | Callable[[ClientConnection], IClient],
+        client: ClientSource,
         *,
         protocol: JSONRPCProtocol | None = None,
         strict: bool = False,
@@ -151,6 +151,7 @@ class ClientConnection(Role[IClient]):
         super().__init__(
             client, protocol=protocol, strict=strict, name=name, interface=IClient, tracer=tracer
         )
+        self.protocol.side = "client"
         self.protocol.on_request_received = self._request_received
 
     @property
@@ -425,3 +426,9 @@ class ClientConnection(Role[IClient]):
         )
         for req in list(self._permissions.get(session_id, [])):
             req.cancel()
+
+
+#: The same as :data:`~acpkit.connection.agent.AgentSource` for the client: an
+#: :class:`~acpkit.interfaces.IClient` provider, a :class:`Client`, or a callable given the
+#: :class:`ClientConnection` that returns one.
+ClientSource: TypeAlias = "IClient | Client | Callable[[ClientConnection], IClient | Client]"

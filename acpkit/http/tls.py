@@ -34,7 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from acpkit.io.pem import read_certificates, read_private_key, require_twisted_tls
+from acpkit.io.pem import (
+    certificate_options,
+    read_certificates,
+    read_private_key,
+    require_twisted_tls,
+)
 
 if TYPE_CHECKING:
     from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
@@ -107,9 +112,12 @@ class ClientTLS:
         require_twisted_tls()
         from twisted.internet.ssl import optionsForClientTLS
 
+        client = self._client_certificate()
         return optionsForClientTLS(
             hostname,
             trustRoot=self._trust(),
-            clientCertificate=self._client_certificate(),
+            # The client certificate as cryptography's objects where pyOpenSSL takes
+            # them (``clientCertificate=`` would pass pyOpenSSL's, deprecated there).
+            extraCertificateOptions=certificate_options(client) if client is not None else None,
             acceptableProtocols=list(alpn) or None,
         )

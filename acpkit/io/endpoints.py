@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail
-from twisted.internet.endpoints import clientFromString, connectProtocol, serverFromString
+from twisted.internet.endpoints import clientFromString, connectProtocol
 from twisted.internet.interfaces import (
     IListeningPort,
     IProtocol,
@@ -18,6 +18,7 @@ from twisted.internet.interfaces import (
     IStreamClientEndpoint,
     IStreamServerEndpoint,
 )
+from twisted.internet.protocol import Protocol
 
 from acpkit.io.admission import Admission, AdmissionLimits, AdmittedFactory
 from acpkit.io.bind_policy import BindAuthentication, check_bind, speaks_proxy_protocol
@@ -50,17 +51,18 @@ def serve(
     auth = BindAuthentication(client_certificate=client_ca is not None, no_token=no_token)
     try:
         description = check_bind(description, auth, raw=True)
-        if client_ca is None:
-            endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
-        else:
-            endpoint = server_endpoint(reactor, description, client_ca=Path(client_ca).expanduser())
+        endpoint: IStreamServerEndpoint = server_endpoint(
+            reactor,
+            description,
+            client_ca=None if client_ca is None else Path(client_ca).expanduser(),
+        )
     except Exception as e:  # the policy's refusal, whatever the endpoint parser raises
         return fail(e)
     admission = Admission(limits, clock=reactor, proxied=speaks_proxy_protocol(description))
     return endpoint.listen(AdmittedFactory(factory, admission, accept_on=b"\n"))
 
 
-def connect(reactor: Any, description: str, protocol: IProtocol) -> Deferred[IProtocol]:
+def connect(reactor: Any, description: str, protocol: IProtocol | Protocol) -> Deferred[IProtocol]:
     """Connect ``protocol`` to a client endpoint string; fires with the protocol."""
     endpoint: IStreamClientEndpoint = clientFromString(reactor, description)
     connected: Deferred[IProtocol] = connectProtocol(endpoint, protocol)

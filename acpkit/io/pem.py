@@ -8,12 +8,17 @@ them here.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from twisted.internet.ssl import Certificate, KeyPair
+    from twisted.internet.ssl import Certificate, KeyPair, PrivateCertificate
 
-__all__ = ["read_certificates", "read_private_key", "require_twisted_tls"]
+__all__ = [
+    "certificate_options",
+    "read_certificates",
+    "read_private_key",
+    "require_twisted_tls",
+]
 
 _BEGIN_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
 _END_CERTIFICATE = b"-----END CERTIFICATE-----"
@@ -35,6 +40,21 @@ def require_twisted_tls() -> None:
         raise ImportError(
             f"TLS needs Twisted's TLS support (pip install 'twisted[tls]'): {e}"
         ) from e
+
+
+def certificate_options(certificate: PrivateCertificate) -> dict[str, Any]:
+    """
+    ``privateKey`` and ``certificate`` for Twisted's ``CertificateOptions`` (or
+    ``optionsForClientTLS``'s ``extraCertificateOptions``): cryptography's key and
+    certificate objects where pyOpenSSL takes them (24.3 and later, where passing its own
+    ``PKey``/``X509`` is deprecated and warns), else pyOpenSSL's.
+    """
+    from OpenSSL import __version__ as openssl_version
+
+    key, cert = certificate.privateKey.original, certificate.original
+    if tuple(int(p) for p in openssl_version.split(".")[:2] if p.isdigit()) >= (24, 3):
+        return {"privateKey": key.to_cryptography_key(), "certificate": cert.to_cryptography()}
+    return {"privateKey": key, "certificate": cert}  # pragma: no cover - old pyOpenSSL
 
 
 def _certificate_blocks(pem: bytes) -> list[bytes]:

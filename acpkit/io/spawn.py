@@ -35,7 +35,7 @@ from twisted.internet.interfaces import (
     IReactorTime,
     ITransport,
 )
-from twisted.internet.protocol import ProcessProtocol
+from twisted.internet.protocol import ProcessProtocol, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
@@ -462,7 +462,7 @@ def _resolve_command(command: str, path_variable: str | None, cwd: str | None) -
 
 def spawn_agent(
     reactor: Any,
-    protocol: IProtocol,
+    protocol: IProtocol | Protocol,
     command: str,
     args: Sequence[str] = (),
     *,

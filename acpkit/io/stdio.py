@@ -12,6 +12,7 @@ from typing import Any
 
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IProtocol
+from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 
 from acpkit.compat import StandardIO, flush_writer, stdio_writer
@@ -40,7 +41,7 @@ class _StandardIO(StandardIO):
 
 
 def serve_stdio(
-    protocol: IProtocol,
+    protocol: IProtocol | Protocol,
     reactor: Any = None,
     *,
     name: str = "client",

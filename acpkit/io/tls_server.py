@@ -14,7 +14,9 @@ offers ``h2`` on each connection.
 =========================================  ==============================================
 ``client_ca``                              endpoint
 =========================================  ==============================================
-``None``                                   ``serverFromString(reactor, description)``
+``None``, ``ssl:`` endpoint                ``SSL4ServerEndpoint`` from the same
+                                           parameters, asking for no client certificate
+``None``, any other endpoint               ``serverFromString(reactor, description)``
 a PEM file, ``ssl:`` endpoint              ``SSL4ServerEndpoint``: a client certificate
                                            from a CA in the file, or no handshake
 a PEM file, any other endpoint             ``ClientAuthError`` (only TLS carries client
@@ -62,13 +64,17 @@ def server_endpoint(
     """
     The endpoint to listen on for ``description``; with ``client_ca`` (a PEM file of one
     or more CA certificates) an ``ssl:`` endpoint requiring a client certificate signed
-    by one of them (see the module docstring).
+    by one of them (see the module docstring).  ``ssl:`` is always built here (the same
+    parameters as ``serverFromString``'s), handing pyOpenSSL cryptography's key and
+    certificate objects: Twisted's own parser hands it pyOpenSSL's, deprecated there.
     """
-    if client_ca is None:
-        endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
-        return endpoint
     args, kwargs = endpoint_arguments(description)
     kind = args[0].lower() if args else ""
+    if client_ca is None:
+        if kind == "ssl":
+            return _ssl_endpoint(reactor, description, args[1:], kwargs, None)
+        endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
+        return endpoint
     if kind != "ssl":
         raise ClientAuthError(
             f"TLS client authentication needs an ssl: endpoint, not {kind or description}:"
@@ -83,9 +89,10 @@ def _ssl_endpoint(
     description: str,
     positional: list[Any],
     named: dict[str, Any],
-    authorities: list[Any],
+    authorities: list[Any] | None,
 ) -> IStreamServerEndpoint:
-    """``SSL4ServerEndpoint`` for the ``ssl:`` parameters, verifying client certificates."""
+    """``SSL4ServerEndpoint`` for the ``ssl:`` parameters, verifying client certificates
+    signed by ``authorities`` (None: asking for none)."""
     from twisted.internet import ssl
     from twisted.internet.endpoints import SSL4ServerEndpoint
     from twisted.python.filepath import FilePath
@@ -119,18 +126,34 @@ def _ssl_endpoint(
         options["dhParameters"] = ssl.DiffieHellmanParameters.fromFile(
             FilePath(str(parameters["dhParameters"]))
         )
-    context = ssl.CertificateOptions(
-        privateKey=server.privateKey.original,
-        certificate=server.original,
-        extraCertChain=chain,
-        # trustRoot: verify the peer, require its certificate, signed by one of these.
-        trustRoot=ssl.trustRootFromCertificates(authorities),
-        **options,
-    )
+
+    def certificate_options(modern: bool) -> Any:
+        # modern: cryptography's certificate and key objects, which pyOpenSSL takes since
+        # 24.3 and prefers (its own X509/PKey objects are deprecated there and warn).
+        return ssl.CertificateOptions(
+            privateKey=(
+                server.privateKey.original.to_cryptography_key()
+                if modern
+                else server.privateKey.original
+            ),
+            certificate=server.original.to_cryptography() if modern else server.original,
+            extraCertChain=(
+                None if chain is None else [c.to_cryptography() if modern else c for c in chain]
+            ),
+            # trustRoot: verify the peer, require its certificate, signed by one of these.
+            trustRoot=None if authorities is None else ssl.trustRootFromCertificates(authorities),
+            **options,
+        )
+
+    context = certificate_options(modern=True)
+    try:
+        openssl_context = context.getContext()
+    except TypeError:  # pragma: no cover - pyOpenSSL before 24.3 takes its own objects only
+        context = certificate_options(modern=False)
+        openssl_context = context.getContext()
     # Name the acceptable CAs in the certificate request, so that a client holding
     # several certificates (a browser, curl) offers one these CAs signed.
-    openssl_context = context.getContext()
-    for authority in authorities:
+    for authority in authorities or ():
         try:
             openssl_context.add_client_ca(authority.original.to_cryptography())
         except TypeError:  # pragma: no cover - pyOpenSSL before 24.3 takes X509 only

@@ -21,6 +21,8 @@ module                                  its job
                                         notification, response, invalid)
 :mod:`acpkit.jsonrpc.dispatch`          inbound: wire order, handler slots, queue,
                                         cancellation, one answer per request
+:mod:`acpkit.jsonrpc.handler_errors`    a handler's unexpected exception: its log line, its
+                                        -32603 answer (``ACPKIT_DEBUG_ERRORS``)
 :mod:`acpkit.jsonrpc.outgoing`          our pending requests: ids, timers, late answers
 :mod:`acpkit.jsonrpc.cancel`            the dialects' cancel notifications (ACP, LSP, MCP)
 :mod:`acpkit.jsonrpc.jsonbytes`         JSON text to builtins and back (orjson), nesting

@@ -15,7 +15,8 @@ the handler                                 the answer
 returns a value (or its Deferred/coroutine  that value as the ``result``
 fires with one)
 raises / fails with an :class:`RPCError`    that error
-raises / fails with anything else           -32603 ``Internal error`` (logged)
+raises / fails with anything else           -32603 ``Internal error`` (logged; see
+                                            :mod:`acpkit.jsonrpc.handler_errors`)
 ends with ``CancelledError`` (cancelled)    the method's ``cancelled_result``, else
                                             the policy's error (-32800), else nothing
                                             (MCP)
@@ -41,10 +42,16 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from acpkit.errors import InternalError, RPCError
+from acpkit.errors import RPCError
 from acpkit.jsonrpc.asyncio_bridge import as_deferred
 from acpkit.jsonrpc.cancel import ICancellationPolicy
 from acpkit.jsonrpc.classify import RequestId
+from acpkit.jsonrpc.handler_errors import (
+    ASYNCIO_HINT,
+    describe_exception,
+    internal_error_for,
+    is_asyncio_on_default_reactor,
+)
 
 __all__ = [
     "CancelledResult",
@@ -77,6 +84,12 @@ class DispatchHost(Protocol):
 
     #: The peer's name, in log lines.
     name: str
+    #: This side's role in log lines (``"agent"``, ``"client"``), or None.
+    side: str | None
+    #: Whether a handler's unexpected exception is described in the error's ``data``
+    #: (None: the ``ACPKIT_DEBUG_ERRORS`` variable decides; see
+    #: :mod:`acpkit.jsonrpc.handler_errors`).
+    error_details: bool | None
     #: How many request handlers may run at once.
     max_concurrent_requests: int
     #: How many requests may wait for a handler slot.
@@ -334,14 +347,21 @@ class InboundDispatcher:
         elif isinstance(result.value, RPCError):
             self.answer(request, error=result.value)
         else:
-            self._host.log.failure(
-                "{peer}: handler for {method} (id {id}) failed",
+            host = self._host
+            error = result.value
+            assert error is not None  # a Failure holds its exception
+            hint = f" ({ASYNCIO_HINT})" if is_asyncio_on_default_reactor(error) else ""
+            host.log.failure(
+                "{side}: handler for {method} (id {id}, from the {peer}) raised {error}{hint}",
                 result,
-                peer=self._host.name,
+                side=host.side or "handler",
+                peer=host.name,
                 method=request.method,
                 id=request.id,
+                error=describe_exception(error),
+                hint=hint,
             )
-            self.answer(request, error=InternalError())
+            self.answer(request, error=internal_error_for(error, details=host.error_details))
 
     def answer_cancelled(self, request: InboundRequest) -> None:
         """

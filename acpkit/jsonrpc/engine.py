@@ -274,6 +274,15 @@ class JSONRPCEngine(Protocol):
     #: for a slot (not called for requests answered with an error at once).
     on_request_received: Callable[[InboundRequest], None] | None = None
 
+    #: This side's role in log lines ("agent: handler for session/prompt raised ..."):
+    #: the typed connections set it; None names no side.
+    side: str | None = None
+
+    #: Whether a handler's unexpected exception goes in its -32603 answer's ``data``
+    #: (type and message): None lets ``ACPKIT_DEBUG_ERRORS`` decide (see
+    #: :mod:`acpkit.jsonrpc.handler_errors`); ``run_agent(debug_errors=True)`` sets it.
+    error_details: bool | None = None
+
     #: How deep we are in ``dataReceived`` (writes made meanwhile are flushed after it).
     _receiving = 0
 

@@ -33,15 +33,14 @@ back when lost, its sessions loaded again (:mod:`acpkit.remote.reconnect`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from twisted.internet.defer import Deferred, fail
 
-from acpkit.connection import ClientConnection
+from acpkit.connection import ClientConnection, ClientSource
 from acpkit.http.tls import ClientTLS
-from acpkit.interfaces import IClient
 from acpkit.remote.tokens import token_for_url
 
 if TYPE_CHECKING:
@@ -104,7 +103,7 @@ def with_bearer_token(
 def connect_remote(
     reactor: Any,
     url: str,
-    client: IClient | Callable[[ClientConnection], IClient],
+    client: ClientSource,
     *,
     headers: Mapping[str, str] | None = None,
     tls: ClientTLS | None = None,
@@ -125,14 +124,14 @@ def connect_remote(
         from acpkit.remote.http_client import connect_http
 
         return connect_http(reactor, url, client, headers=headers, tls=tls, http2=http2, name=name)
-    except ValueError as e:
+    except (ValueError, ImportError) as e:  # ImportError: the transport's extra is missing
         return fail(e)
 
 
 def connect_resumable(
     reactor: Any,
     url: str,
-    client: IClient | Callable[[ClientConnection], IClient],
+    client: ClientSource,
     *,
     headers: Mapping[str, str] | None = None,
     tls: ClientTLS | None = None,

@@ -81,7 +81,7 @@ from twisted.internet.error import ConnectError, DNSLookupError
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.python.failure import Failure
 
-from acpkit.connection import ClientConnection
+from acpkit.connection import ClientConnection, ClientSource
 from acpkit.errors import NotDelivered, clip
 from acpkit.framing import DEFAULT_MAX_LENGTH, MessageFraming
 from acpkit.http import transport as http_transport
@@ -96,7 +96,6 @@ from acpkit.http.responses import (
 from acpkit.http.sse import SSEParser
 from acpkit.http.tls import ClientTLS
 from acpkit.http.transport import HTTPTransportBase, hashable_id, pop_request, status_line
-from acpkit.interfaces import IClient
 from acpkit.jsonrpc import JSONRPCEngine, JSONRPCProtocol, jsonbytes
 from acpkit.trace import attach_tracer
 
@@ -600,7 +599,7 @@ class HTTPClientTransport(HTTPTransportBase):
 def connect_http(
     reactor: Any,
     url: str,
-    client: IClient | Callable[[ClientConnection], IClient],
+    client: ClientSource,
     *,
     headers: Mapping[str, str] | None = None,
     name: str = "agent",

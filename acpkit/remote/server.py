@@ -41,7 +41,7 @@ from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
 from acpkit.compat import http_request_path
-from acpkit.connection import AgentConnection
+from acpkit.connection import Agent, AgentConnection
 from acpkit.framing import MessageFraming
 from acpkit.interfaces import IAgent
 from acpkit.io.admission import Admission, AdmissionLimits, GuardedProtocol, Ticket
@@ -79,7 +79,7 @@ SESSION_ID_HEADER = b"Acp-Session-Id"
 #: it); every other request or notification carrying ``params.sessionId`` needs it.
 SESSION_ATTACHING_METHODS = frozenset({"session/load", "session/resume", "session/fork"})
 
-AgentFactory = Callable[[AgentConnection], IAgent]
+AgentFactory = Callable[[AgentConnection], "IAgent | Agent"]
 
 #: Who a request comes from: the position of the bearer token it carries (None: no token
 #: configured) and the SHA-256 digest of its TLS client certificate (None: none).
@@ -792,7 +792,9 @@ class ACPResource(Resource):
         """
         resource = self._websocket_resource()
         if resource is None:
-            return _json_error(request, 501, "WebSocket not available")
+            return _json_error(
+                request, 501, "WebSocket not available: the server lacks the 'websocket' extra"
+            )
         if self.draining:
             return self._draining_refusal(request)
         if self.open_connections() >= self.limits.max_connections:

@@ -67,7 +67,8 @@ try:
     import txaio
 except ImportError as missing:  # pragma: no cover - the core leg of CI checks the message
     raise ImportError(
-        "acpkit.remote.websocket needs Autobahn: pip install 'txacpkit[remote]'"
+        "WebSocket support needs the 'websocket' extra (Autobahn): "
+        "python -m pip install 'txacpkit[websocket]'"
     ) from missing
 
 txaio.use_twisted()
@@ -91,11 +92,10 @@ from twisted.python.failure import Failure  # noqa: E402
 from txaio.tx import make_logger  # noqa: E402
 from zope.interface import implementer  # noqa: E402
 
-from acpkit.connection import AgentConnection, ClientConnection  # noqa: E402
+from acpkit.connection import AgentConnection, ClientConnection, ClientSource  # noqa: E402
 from acpkit.framing import DEFAULT_MAX_LENGTH, MessageFraming  # noqa: E402
 from acpkit.http.tls import ClientTLS  # noqa: E402
 from acpkit.http.tls_errors import tls_error_text  # noqa: E402
-from acpkit.interfaces import IClient  # noqa: E402
 from acpkit.jsonrpc import JSONRPCProtocol  # noqa: E402
 from acpkit.trace import attach_tracer  # noqa: E402
 
@@ -530,7 +530,7 @@ class _ClientFactory(WebSocketClientFactory):
         self,
         url: str,
         headers: dict[str, str],
-        client: IClient | Callable[[ClientConnection], IClient],
+        client: ClientSource,
         cookies: MutableMapping[str, str],
         max_message_size: int,
         name: str,
@@ -548,7 +548,7 @@ class _ClientFactory(WebSocketClientFactory):
 def connect_websocket(
     reactor: Any,
     url: str,
-    client: IClient | Callable[[ClientConnection], IClient],
+    client: ClientSource,
     *,
     headers: Mapping[str, str] | None = None,
     cookies: MutableMapping[str, str] | None = None,

@@ -15,7 +15,6 @@ timeouts deterministically.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -26,8 +25,7 @@ from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 
-from acpkit.connection import AgentConnection, ClientConnection
-from acpkit.interfaces import IAgent, IClient
+from acpkit.connection import AgentConnection, AgentSource, ClientConnection, ClientSource
 from acpkit.jsonrpc import JSONRPCProtocol
 
 __all__ = ["ConnectedPair", "MemoryTransport", "PendingError", "connected_pair"]
@@ -123,8 +121,8 @@ class ConnectedPair:
 
 
 def connected_pair(
-    agent: IAgent | Callable[[AgentConnection], IAgent],
-    client: IClient | Callable[[ClientConnection], IClient],
+    agent: AgentSource,
+    client: ClientSource,
     *,
     clock: Clock | None = None,
     strict: bool = False,

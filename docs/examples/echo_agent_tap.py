@@ -6,18 +6,20 @@ from typing import cast
 from minimal_agent import EchoAgent
 from twisted.application.service import Service
 from twisted.internet import reactor as global_reactor
-from twisted.internet.interfaces import IReactorCore
-from twisted.logger import ILogObserver, textFileLogObserver
+from twisted.internet.base import ReactorBase
+from twisted.logger import FileLogObserver, textFileLogObserver
 from twisted.python import usage
 
 from acpkit.connection import AgentConnection
 from acpkit.io import serve_stdio
 
-# Typed as a reactor on every Twisted version (older ones type the module itself).
-reactor = cast(IReactorCore, global_reactor)
+# Typed as a reactor on every Twisted version (older ones type the module itself); as the
+# reactors' base class, not the IReactorCore interface, so that plain mypy and pyright (no
+# zope plugin) can call its methods.
+reactor = cast(ReactorBase, global_reactor)
 
 
-def stderr_observer() -> ILogObserver:
+def stderr_observer() -> FileLogObserver:
     """twistd's log goes to stderr: stdout carries ACP messages only."""
     return textFileLogObserver(sys.stderr)
 

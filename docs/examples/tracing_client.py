@@ -41,7 +41,7 @@ async def main(conn: ClientConnection, trace_path: str, prompt: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").strip().splitlines()[0])
     parser.add_argument("--trace", default=os.environ.get(TRACE_VARIABLE), help="the trace file")
     parser.add_argument("prompt")
     parser.add_argument("command", nargs="+", help="the agent's command, after --")
