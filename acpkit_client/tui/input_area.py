@@ -3,13 +3,136 @@
 ``Enter`` is not handled here (the window sends the prompt or takes a list entry);
 ``Alt-Enter`` inserts a line break. The arrows, ``Home``, ``End``, ``Backspace`` and
 ``Delete`` edit as usual (backspace at the start of a line joins it to the one above).
+
+The cost of a key does not grow with what the input holds (a paste of 10,000 lines
+included): each line's wrapping is computed once and kept by the line's text
+(:class:`WrappedLines`), so an edit wraps only the line it changed; the rows before the
+caret are summed, and only the rows on screen are drawn (:meth:`InputBox.render`).  What
+is left per key is a few passes at C speed over the text (splitting it into lines,
+summing the kept row counts).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import accumulate
+from typing import Any
+
 import urwid
+from urwid import text_layout
+from urwid.canvas import apply_text_layout
 
 from acpkit_client.tui.sizes import Size, box_size, flow_width
+
+#: One row of an urwid text layout (segments of ``(columns, start, end)`` and the like).
+LayoutRow = list[Any]
+
+
+class _RowsOfLine(dict[str, list[LayoutRow]]):
+    """Line text -> its wrapped layout at one width (computed once per distinct line)."""
+
+    def __init__(self, layout: text_layout.TextLayout, columns: int) -> None:
+        super().__init__()
+        self.layout = layout
+        self.columns = columns
+        #: Lines wrapped (for the tests: the work of an edit).
+        self.wrapped = 0
+
+    def __missing__(self, line: str) -> list[LayoutRow]:
+        self.wrapped += 1
+        if line.isascii() and line.isprintable() and len(line) <= self.columns:
+            # what urwid's layout gives for a line that fits, without asking it
+            rows: list[LayoutRow] = (
+                [[(len(line), 0, len(line)), (0, len(line))]] if line else [[(0, 0)]]
+            )
+        else:
+            rows = self.layout.layout(line, self.columns, "left", "space")
+        self[line] = rows
+        return rows
+
+
+class WrappedLines:
+    """The layout of a text, line by line, at one width: what the input draws and measures.
+
+    ``lines`` are the text's lines; ``starts[i]`` the offset of line ``i`` in the text;
+    ``row_starts[i]`` the display row where line ``i`` starts (and the total rows last).
+    Each distinct line is wrapped once (kept in ``rows_of``, shared between texts).
+    """
+
+    def __init__(self, text: str, rows_of: _RowsOfLine) -> None:
+        self.text = text
+        self.rows_of = rows_of
+        self.lines = text.split("\n")
+        # offsets of the lines (one more than the previous line's length each time)
+        self.starts = list(accumulate(map((1).__add__, map(len, self.lines)), initial=0))
+        self.row_starts = list(
+            accumulate(map(len, map(rows_of.__getitem__, self.lines)), initial=0)
+        )
+
+    @property
+    def rows(self) -> int:
+        """Display rows of the whole text."""
+        return self.row_starts[-1]
+
+    def line_of_offset(self, offset: int) -> int:
+        """The line holding text offset ``offset``."""
+        return bisect_right(self.starts, offset, 0, len(self.lines)) - 1
+
+    def line_of_row(self, row: int) -> int:
+        """The line drawn on display row ``row``."""
+        return bisect_right(self.row_starts, row, 0, len(self.lines)) - 1
+
+    def coords(self, offset: int) -> tuple[int, int]:
+        """Column and row of text offset ``offset``."""
+        index = self.line_of_offset(offset)
+        line = self.lines[index]
+        x, y = text_layout.calc_coords(line, self.rows_of[line], offset - self.starts[index])
+        return x, self.row_starts[index] + y
+
+    def offset(self, x: Any, row: int) -> int:
+        """The text offset nearest column ``x`` (or ``left``/``right``) of row ``row``."""
+        index = self.line_of_row(row)
+        line = self.lines[index]
+        within = text_layout.calc_pos(line, self.rows_of[line], x, row - self.row_starts[index])
+        return self.starts[index] + within
+
+    def canvases(self, top: int, count: int) -> tuple[list[urwid.Canvas], int]:
+        """The canvases of the lines on rows ``top`` to ``top + count``, and the rows of
+        the first one to skip."""
+        index = self.line_of_row(top)
+        skip = top - self.row_starts[index]
+        drawn: list[urwid.Canvas] = []
+        rows = -skip
+        while index < len(self.lines) and rows < count:
+            line = self.lines[index]
+            layout = self.rows_of[line]
+            drawn.append(apply_text_layout(line, [], layout, self.rows_of.columns))
+            rows += len(layout)
+            index += 1
+        return drawn, skip
+
+    def translation(self) -> list[LayoutRow]:
+        """The whole text's layout, as urwid's ``Text`` gives it (every row: slow)."""
+        rows: list[LayoutRow] = []
+        for start, line in zip(self.starts, self.lines, strict=False):
+            rows.extend(_shifted(row, start) if start else row for row in self.rows_of[line])
+        return rows
+
+
+def _shifted(row: LayoutRow, by: int) -> LayoutRow:
+    """A layout row of a line moved to offset ``by`` of the text."""
+    moved: LayoutRow = []
+    for segment in row:
+        if len(segment) == 3 and isinstance(segment[2], int):
+            moved.append((segment[0], segment[1] + by, segment[2] + by))
+        elif len(segment) == 3:
+            moved.append((segment[0], segment[1] + by, segment[2]))
+        elif segment[1] is None:
+            moved.append(segment)
+        else:
+            moved.append((segment[0], segment[1] + by))
+    return moved
+
 
 __all__ = ["InputArea", "InputBox"]
 
@@ -19,6 +142,68 @@ class InputArea(urwid.Edit):
 
     def __init__(self) -> None:
         super().__init__("", multiline=True)
+        self._rows_of: _RowsOfLine | None = None
+        self._wrapped: WrappedLines | None = None
+        #: Widgets drawing this one's rows (their canvases go stale with it).
+        self.drawn_by: list[urwid.Widget] = []
+
+    def _invalidate(self) -> None:
+        super()._invalidate()
+        for widget in getattr(self, "drawn_by", ()):
+            widget._invalidate()
+
+    def wrapped(self, columns: int) -> WrappedLines:
+        """The text's layout at ``columns`` (kept while the text and width stay)."""
+        rows_of = self._rows_of
+        if rows_of is None or rows_of.columns != columns:
+            rows_of = self._rows_of = _RowsOfLine(self._w.layout, columns)
+            self._wrapped = None
+        text: str = self.edit_text
+        wrapped = self._wrapped
+        if wrapped is None or wrapped.text is not text:
+            wrapped = self._wrapped = WrappedLines(text, rows_of)
+            if len(rows_of) > 4 * len(wrapped.lines) + 1024:  # forget lines gone from the text
+                rows_of.clear()
+                wrapped = self._wrapped = WrappedLines(text, rows_of)
+        return wrapped
+
+    # -- urwid.Edit's layout, line by line (see the module docstring) -----------------------
+
+    def get_line_translation(self, maxcol: int, ta: Any = None) -> list[LayoutRow]:
+        return self.wrapped(maxcol).translation()
+
+    def position_coords(self, maxcol: int, pos: int) -> tuple[int, int]:
+        return self.wrapped(maxcol).coords(pos)
+
+    def rows(self, size: tuple[int], focus: bool = False) -> int:
+        return self.wrapped(size[0]).rows
+
+    def move_cursor_to_coords(self, size: tuple[int], x: Any, y: int) -> bool:
+        (maxcol,) = size
+        wrapped = self.wrapped(maxcol)
+        if y < 0 or y >= wrapped.rows:
+            return False
+        self.set_edit_pos(min(max(wrapped.offset(x, y), 0), len(self.edit_text)))
+        self.pref_col_maxcol = x, maxcol
+        self._invalidate()
+        return True
+
+    def render(self, size: tuple[int], focus: bool = False) -> urwid.Canvas:  # type: ignore[override]
+        (maxcol,) = size
+        return self.render_rows(maxcol, 0, self.wrapped(maxcol).rows, focus)
+
+    def render_rows(self, columns: int, top: int, count: int, focus: bool) -> urwid.CompositeCanvas:
+        """Rows ``top`` to ``top + count`` of the text (only those are drawn)."""
+        wrapped = self.wrapped(columns)
+        drawn, skip = wrapped.canvases(top, count)
+        canvas = urwid.CanvasCombine([(c, None, False) for c in drawn])
+        shown = min(count, canvas.rows() - skip)
+        canvas.trim(skip, shown)
+        if focus:
+            coords = self.get_cursor_coords((columns,))
+            if coords is not None and top <= coords[1] < top + shown:
+                canvas.cursor = (coords[0], coords[1] - top)
+        return canvas
 
     def keypress(self, size: Size, key: str) -> str | None:
         if key == "enter":
@@ -67,7 +252,9 @@ class InputBox(urwid.Widget):
         super().__init__()
         self.edit = edit
         self.top = 0
-        urwid.connect_signal(edit, "change", lambda *_: self._invalidate())
+        # its rows are drawn here without its own canvas: a change of its text or caret
+        # must make this box's canvas stale
+        edit.drawn_by.append(self)
 
     def _scroll_to_caret(self, columns: int, rows: int) -> None:
         coords = self.edit.get_cursor_coords((columns,))
@@ -84,9 +271,8 @@ class InputBox(urwid.Widget):
     def render(self, size: Size, focus: bool = False) -> urwid.Canvas:
         columns, rows = box_size(size)
         self._scroll_to_caret(columns, rows)
-        canvas = urwid.CompositeCanvas(self.edit.render((columns,), focus))
-        shown = min(rows, canvas.rows() - self.top)
-        canvas.trim(self.top, shown)
+        canvas = self.edit.render_rows(columns, self.top, rows, focus)
+        shown = canvas.rows()
         if shown < rows:
             canvas.pad_trim_top_bottom(0, rows - shown)
         return canvas
