@@ -55,6 +55,7 @@ from acpkit_client.status import status_report
 from acpkit_client.tui.agent_window import AgentWindowWidget
 from acpkit_client.tui.copy import Clipboards
 from acpkit_client.tui.fitted_overlay import FittedOverlay, centered, dropped_from
+from acpkit_client.tui.frames import FramePacer
 from acpkit_client.tui.glyphs import use_terminal_encoding
 from acpkit_client.tui.menu import Menu, MenuBar, MenuDropdown, MenuItem
 from acpkit_client.tui.paste import PasteCollector
@@ -95,6 +96,7 @@ class _Desktop(urwid.WidgetWrap[urwid.Widget]):
 
     def render(self, size: Size, focus: bool = False) -> urwid.Canvas:
         columns, rows = box_size(size)
+        self.app.frames.drawn()
         if columns < MIN_COLUMNS or rows < MIN_ROWS:
             return _too_small(columns, rows)
         return super().render(size, focus)
@@ -158,7 +160,8 @@ class App:
         self.statusbar.set_hint(HINT)
         self.root = _Desktop(self)
         self.loop: urwid.MainLoop | None = None
-        self._redraw_pending = False
+        #: Draws of changes from outside urwid's own events, at most one per frame.
+        self.frames = FramePacer(reactor, self._draw)
         self._area: urwid.Widget = urwid.SolidFill(" ")
         self._spinner = LoopingCall(self._tick)
         self._spinner.clock = reactor
@@ -178,15 +181,13 @@ class App:
         return float(self.reactor.seconds())
 
     def request_redraw(self) -> None:
-        """Redraw soon (coalesced)."""
+        """Redraw at the next frame (coalesced: one draw however many requests)."""
         self._refresh_usage()
-        if self._redraw_pending or self.loop is None:
+        if self.loop is None:
             return
-        self._redraw_pending = True
-        self.reactor.callLater(0, self._draw)
+        self.frames.request()
 
     def _draw(self) -> None:
-        self._redraw_pending = False
         if self.loop is not None and self.loop.screen.started:
             self.loop.draw_screen()
 
@@ -576,6 +577,7 @@ class App:
         finally:
             if self._spinner.running:
                 self._spinner.stop()
+            self.frames.cancel()
             self.loop = None
 
 
