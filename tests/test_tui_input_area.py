@@ -54,6 +54,21 @@ KEYS = st.lists(
 )
 
 
+def _apply(edit: InputArea, columns: int, key: str) -> str | None:
+    """Press ``key``, or make the edit it names (not at the caret, for some)."""
+    if key == "@paste":
+        edit.insert_text("pasted\n\tlines, some long enough to wrap\n")
+    elif key == "@jump":
+        edit.set_edit_pos(len(edit.edit_text) // 2)
+    elif key == "@replace":
+        edit.replace(0, min(3, len(edit.edit_text)), "R\nS")
+    elif key == "@set":
+        edit.set_edit_text(edit.edit_text[::-1])
+    else:
+        return edit.keypress((columns,), key)
+    return None
+
+
 def _state(edit: InputArea, columns: int) -> tuple[Any, ...]:
     canvas = edit.render((columns,), focus=True)
     return (
@@ -84,7 +99,7 @@ def test_the_input_lays_out_edits_and_draws_as_urwid_edit_does(
         edit.set_edit_pos(min(start, len(text)))
     assert _state(ours, columns) == _state(reference, columns)
     for key in keys:
-        assert ours.keypress((columns,), key) == reference.keypress((columns,), key)
+        assert _apply(ours, columns, key) == _apply(reference, columns, key)
         assert _state(ours, columns) == _state(reference, columns)
 
 
@@ -106,8 +121,8 @@ def test_the_box_draws_the_rows_of_the_whole_edit_around_the_caret(
         edit.set_edit_text(text)
     for key in ["noop", *keys]:
         if key != "noop":
-            ours.keypress((columns,), key)
-            reference.keypress((columns,), key)
+            _apply(ours, columns, key)
+            _apply(reference, columns, key)
         drawn = box.render((columns, rows), focus=True)
         whole = reference.render((columns,), focus=True).text
         expected = whole[box.top : box.top + rows]
@@ -141,17 +156,20 @@ def test_a_paste_then_keys_edit_where_the_caret_is(tmp_path: Path) -> None:
 
 
 def test_a_key_after_a_long_paste_wraps_only_its_line(tmp_path: Path) -> None:
-    """With 10,000 pasted lines in the input, a typed key wraps one line again (the
-    line it changed), not the whole text."""
+    """With 10,000 pasted lines in the input, a typed key (at the end, then in the
+    middle) splits and wraps one line again (the line it changed), not the whole text."""
     ui = Harness(tmp_path)
     window = ui.open()
     ui.press(*paste_keys("\n".join(f"line {number} of the paste" for number in range(10_000))))
     ui.screen()
     columns = SIZE[0]  # the window is maximised: the input is as wide as the screen
-    wrapped = window.input.wrapped(columns).rows_of
-    before = wrapped.wrapped
-    for key in "typed":
+    layout = window.input.wrapped(columns)
+    wrapped, split = layout.rows_of.wrapped, layout.lines_split
+    edits = ["t", "y", "p", "e", "backspace", "d"]
+    for key in [*edits[:2], *["up"] * 50, *edits[2:]]:
         ui.press(key)
         ui.screen()
-    assert window.input.wrapped(columns).rows_of is wrapped
-    assert wrapped.wrapped - before <= len("typed")
+    assert window.input.wrapped(columns) is layout
+    assert layout.rows_of.wrapped - wrapped <= len(edits)
+    assert layout.lines_split - split <= len(edits)
+    assert "\nline 9949 of the pastepd\n" in ui.input_text

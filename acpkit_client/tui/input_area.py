@@ -5,11 +5,11 @@
 ``Delete`` edit as usual (backspace at the start of a line joins it to the one above).
 
 The cost of a key does not grow with what the input holds (a paste of 10,000 lines
-included): each line's wrapping is computed once and kept by the line's text
-(:class:`WrappedLines`), so an edit wraps only the line it changed; the rows before the
-caret are summed, and only the rows on screen are drawn (:meth:`InputBox.render`).  What
-is left per key is a few passes at C speed over the text (splitting it into lines,
-summing the kept row counts).
+included): the text is kept as lines with their wrapping (:class:`WrappedLines`), an
+edit splits and wraps again only the lines it touched, and only the rows on screen are
+drawn (:meth:`InputBox.render`).  What is left per key is a few scans at C speed over
+the text (urwid's ``Edit`` builds the new text whole; the edit is checked against it;
+the rows are summed again when a line's row count changed).
 """
 
 from __future__ import annotations
@@ -54,29 +54,63 @@ class _RowsOfLine(dict[str, list[LayoutRow]]):
 class WrappedLines:
     """The layout of a text, line by line, at one width: what the input draws and measures.
 
-    ``lines`` are the text's lines; ``starts[i]`` the offset of line ``i`` in the text;
-    ``row_starts[i]`` the display row where line ``i`` starts (and the total rows last).
-    Each distinct line is wrapped once (kept in ``rows_of``, shared between texts).
+    ``lines`` are the text's lines and ``line_rows`` the display rows of each; each
+    distinct line is wrapped once (kept in ``rows_of``, shared between texts).  An edit
+    (:meth:`update`) splits and wraps again only the lines it touched, found from where
+    the caret was and is, and checked against the text (else everything is split again).
     """
 
-    def __init__(self, text: str, rows_of: _RowsOfLine) -> None:
-        self.text = text
+    def __init__(self, text: str, rows_of: _RowsOfLine, caret: int = 0) -> None:
         self.rows_of = rows_of
+        self._whole(text)
+        #: The caret's offset when the text was last seen.
+        self.caret = caret
+        #: Lines split again by the edits so far (for the tests: the work of an edit).
+        self.lines_split = 0
+
+    def _whole(self, text: str) -> None:
+        self.text = text
         self.lines = text.split("\n")
-        # offsets of the lines (one more than the previous line's length each time)
-        self.starts = list(accumulate(map((1).__add__, map(len, self.lines)), initial=0))
-        self.row_starts = list(
-            accumulate(map(len, map(rows_of.__getitem__, self.lines)), initial=0)
-        )
+        self.line_rows = list(map(len, map(self.rows_of.__getitem__, self.lines)))
+        self._row_starts: list[int] | None = None
+
+    def update(self, text: str, caret: int) -> None:
+        """The text is now ``text`` and the caret at ``caret``."""
+        old, was = self.text, self.caret
+        self.caret = caret
+        if text is old:
+            return
+        moved = len(text) - len(old)
+        # the edit lies between where the caret was and where it is: whole lines around
+        first = old.rfind("\n", 0, max(min(was, caret), 0)) + 1
+        end = old.find("\n", min(max(was, caret - moved, first), len(old)))
+        end = len(old) if end < 0 else end
+        if not (first <= end + moved and text.startswith(old[:first]) and text.endswith(old[end:])):
+            self._whole(text)
+            self.lines_split += len(self.lines)
+            return
+        low = old.count("\n", 0, first)
+        high = low + old.count("\n", first, end) + 1
+        lines = text[first : end + moved].split("\n")
+        rows = list(map(len, map(self.rows_of.__getitem__, lines)))
+        if len(lines) != high - low or rows != self.line_rows[low:high]:
+            self._row_starts = None
+        self.lines[low:high] = lines
+        self.line_rows[low:high] = rows
+        self.text = text
+        self.lines_split += len(lines)
+
+    @property
+    def row_starts(self) -> list[int]:
+        """The display row where each line starts, then the total."""
+        if self._row_starts is None:
+            self._row_starts = list(accumulate(self.line_rows, initial=0))
+        return self._row_starts
 
     @property
     def rows(self) -> int:
         """Display rows of the whole text."""
         return self.row_starts[-1]
-
-    def line_of_offset(self, offset: int) -> int:
-        """The line holding text offset ``offset``."""
-        return bisect_right(self.starts, offset, 0, len(self.lines)) - 1
 
     def line_of_row(self, row: int) -> int:
         """The line drawn on display row ``row``."""
@@ -84,9 +118,10 @@ class WrappedLines:
 
     def coords(self, offset: int) -> tuple[int, int]:
         """Column and row of text offset ``offset``."""
-        index = self.line_of_offset(offset)
+        index = self.text.count("\n", 0, offset)
+        start = self.text.rfind("\n", 0, offset) + 1
         line = self.lines[index]
-        x, y = text_layout.calc_coords(line, self.rows_of[line], offset - self.starts[index])
+        x, y = text_layout.calc_coords(line, self.rows_of[line], offset - start)
         return x, self.row_starts[index] + y
 
     def offset(self, x: Any, row: int) -> int:
@@ -94,7 +129,7 @@ class WrappedLines:
         index = self.line_of_row(row)
         line = self.lines[index]
         within = text_layout.calc_pos(line, self.rows_of[line], x, row - self.row_starts[index])
-        return self.starts[index] + within
+        return sum(map(len, self.lines[:index])) + index + within
 
     def canvases(self, top: int, count: int) -> tuple[list[urwid.Canvas], int]:
         """The canvases of the lines on rows ``top`` to ``top + count``, and the rows of
@@ -114,7 +149,8 @@ class WrappedLines:
     def translation(self) -> list[LayoutRow]:
         """The whole text's layout, as urwid's ``Text`` gives it (every row: slow)."""
         rows: list[LayoutRow] = []
-        for start, line in zip(self.starts, self.lines, strict=False):
+        starts = accumulate(map((1).__add__, map(len, self.lines)), initial=0)
+        for start, line in zip(starts, self.lines, strict=False):
             rows.extend(_shifted(row, start) if start else row for row in self.rows_of[line])
         return rows
 
@@ -159,12 +195,17 @@ class InputArea(urwid.Edit):
             rows_of = self._rows_of = _RowsOfLine(self._w.layout, columns)
             self._wrapped = None
         text: str = self.edit_text
+        caret = int(self.edit_pos)
         wrapped = self._wrapped
-        if wrapped is None or wrapped.text is not text:
-            wrapped = self._wrapped = WrappedLines(text, rows_of)
+        if wrapped is None:
+            wrapped = self._wrapped = WrappedLines(text, rows_of, caret)
+        elif wrapped.text is not text:
+            wrapped.update(text, caret)
             if len(rows_of) > 4 * len(wrapped.lines) + 1024:  # forget lines gone from the text
                 rows_of.clear()
-                wrapped = self._wrapped = WrappedLines(text, rows_of)
+                wrapped = self._wrapped = WrappedLines(text, rows_of, caret)
+        else:
+            wrapped.caret = caret
         return wrapped
 
     # -- urwid.Edit's layout, line by line (see the module docstring) -----------------------
