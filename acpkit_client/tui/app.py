@@ -58,7 +58,7 @@ from acpkit_client.tui.fitted_overlay import FittedOverlay, centered, dropped_fr
 from acpkit_client.tui.frames import FramePacer
 from acpkit_client.tui.glyphs import use_terminal_encoding
 from acpkit_client.tui.menu import Menu, MenuBar, MenuDropdown, MenuItem
-from acpkit_client.tui.paste import PasteCollector
+from acpkit_client.tui.paste import PasteCollector, Pasted
 from acpkit_client.tui.permission_modal import ModalPermissionPrompt, PermissionModal
 from acpkit_client.tui.rule import FRAMES_PER_SECOND
 from acpkit_client.tui.sizes import MIN_COLUMNS, MIN_ROWS, Size, box_size
@@ -480,6 +480,9 @@ class App:
 
     def keypress(self, size: Size, key: str) -> str | None:
         """A paste, then global keys, then the open modal, menu, text window or front window."""
+        if isinstance(key, Pasted):
+            self.paste(key.text)
+            return None
         if self.pastes.wants(key):
             text = self.pastes.feed(key)
             if text is not None:
@@ -522,6 +525,10 @@ class App:
             return None
         result = frame.keypress(size, key)
         return result
+
+    def filter_input(self, keys: list[Any], raw: Any = None) -> list[Any]:
+        """The keys of one read, each paste in them joined (urwid's ``input_filter``)."""
+        return self.pastes.filter(keys, raw)
 
     def paste(self, text: str) -> None:
         """Text the terminal pasted: into the front window's input, never sent by itself.
@@ -566,7 +573,12 @@ class App:
         # Bracketed paste: a pasted line break must not send the prompt (see tui.paste).
         screen = urwid.raw_display.Screen(bracketed_paste_mode=True)
         self.loop = urwid.MainLoop(
-            self.root, cast(Any, PALETTE), screen=screen, event_loop=event_loop, handle_mouse=True
+            self.root,
+            cast(Any, PALETTE),
+            screen=screen,
+            event_loop=event_loop,
+            handle_mouse=True,
+            input_filter=self.filter_input,
         )
         screen.tty_signal_keys(
             intr="undefined", quit="undefined", start="undefined", stop="undefined"
