@@ -4,7 +4,8 @@ Run from the repository root::
 
     python -m benchmarks.bench_tui_stream [--quick] [--only NAME ...]
 
-Sections (``--only`` picks some: ``length``, ``ratio``, ``paste``, ``typing``):
+Sections (``--only`` picks some: ``length``, ``ratio``, ``streamed``, ``paste``,
+``typing``):
 
 ``length``
 
@@ -25,6 +26,12 @@ benchmark stays short even where a chunk is slow.
     drawn after each chunk (the worst case: one frame per chunk).  Code and prose rounds
     are interleaved and repeated; it prints each kind's median CPU milliseconds per chunk
     with the spread (min-max over the rounds), and the code/prose ratio per round.
+
+``streamed``
+    The same chunks streamed through the application as an agent sends them (2,000 a
+    second, 4 a read, in the reactor simulation of ``typing`` below, without keys): the
+    screen is drawn when the application asks, so what a chunk costs includes its share
+    of the draws.  CPU milliseconds per chunk, code against prose, interleaved rounds.
 
 ``paste``
     The application (in process, on a ``Clock``, its own screen model: urwid canvases)
@@ -264,47 +271,62 @@ def paste_section(rounds: int, sizes: Sequence[int]) -> None:
         print(f"  {lines:>6,} lines, then a key  {_spread(keys, digits=2)}")
 
 
-def typing_while_streaming(
-    chunks: int, rate: float, per_read: int, key_every: float
-) -> list[float]:
-    """Key latencies (seconds) in the reactor simulation (see the module docstring)."""
+def simulate(
+    kind: str, chunks: int, rate: float, per_read: int, key_every: float | None
+) -> tuple[list[float], float, int]:
+    """The reactor simulation (see the module docstring): ``chunks`` of ``kind`` arrive at
+    ``rate`` a second, ``per_read`` a read, and a key every ``key_every`` seconds.
+
+    Returns the keys' latencies, the UI's busy seconds in all, and the screens drawn.
+    Costs are CPU seconds (the machine is shared: CPU time is what the UI itself spent).
+    """
     app, session, clock, loop = _app()
     conversation = session.conversation
-    conversation.apply(_chunk("Here it is:\n```python\n"))
-    pieces = numbered_pieces("code", chunks // 3 + 1)[:chunks]
+    conversation.apply(_chunk("Here it is:\n```python\n" if kind == "code" else "Here:\n"))
+    pieces = numbered_pieces(kind, chunks // 3 + 1)[:chunks]
     reads = [pieces[i : i + per_read] for i in range(0, len(pieces), per_read)]
     events: list[tuple[float, int, str, Any]] = []
     for number, read in enumerate(reads):
         events.append((number * per_read / rate, len(events), "read", read))
     end = len(reads) * per_read / rate
-    count = int(end / key_every)
-    for number in range(count):
-        events.append(((number + 0.5) * key_every, len(events), "key", "abcdefgh"[number % 8]))
+    if key_every is not None:
+        for number in range(int(end / key_every)):
+            key = "abcdefgh"[number % 8]
+            events.append(((number + 0.5) * key_every, len(events), "key", key))
     heapq.heapify(events)
+    draws_before = loop.draws
     busy_until = 0.0
+    busy = 0.0
     latencies: list[float] = []
 
     def run(work: Callable[[], None]) -> float:
-        started = time.perf_counter()
+        nonlocal busy
+        started = time.process_time()
         work()
-        return time.perf_counter() - started
+        cost = time.process_time() - started
+        busy += cost
+        return cost
 
     def advance_to(moment: float) -> float:
         """Run the timers due by ``moment``; their cost."""
         return run(lambda: clock.advance(max(moment - clock.seconds(), 0.0)))
 
-    while events:
-        arrival, _, kind, payload = heapq.heappop(events)
-        # timers due before the UI gets to this event run first
+    def timers_until(moment: float) -> None:
+        """Run the timers due before the UI is free at ``moment`` (they come first)."""
+        nonlocal busy_until
         while True:
             due = [call.getTime() for call in clock.getDelayedCalls()]
-            if not due or min(due) > max(arrival, busy_until):
-                break
-            moment = max(min(due), busy_until)
-            busy_until = moment + advance_to(moment)
+            if not due or min(due) > max(moment, busy_until):
+                return
+            at = max(min(due), busy_until)
+            busy_until = at + advance_to(at)
+
+    while events:
+        arrival, _, what, payload = heapq.heappop(events)
+        timers_until(arrival)
         start = max(arrival, busy_until)
         busy_until = start + advance_to(start)
-        if kind == "read":
+        if what == "read":
 
             def fold(read: list[str] = payload) -> None:
                 for piece in read:
@@ -319,7 +341,8 @@ def typing_while_streaming(
 
             busy_until += run(press)
             latencies.append(busy_until - arrival)
-    return latencies
+    timers_until(busy_until + 1.0)  # the last frame
+    return latencies, busy, loop.draws - draws_before
 
 
 def typing_section(rounds: int, chunks: int) -> None:
@@ -327,15 +350,33 @@ def typing_section(rounds: int, chunks: int) -> None:
     latencies: list[float] = []
     medians: list[float] = []
     for _ in range(rounds):
-        measured = typing_while_streaming(chunks, rate=2000.0, per_read=4, key_every=0.05)
+        measured, _, _ = simulate("code", chunks, rate=2000.0, per_read=4, key_every=0.05)
         latencies.extend(measured)
         medians.append(statistics.median(measured))
     print(f"\ntyping: {chunks:,} code chunks at 2,000/s, a key every 50 ms, {rounds} rounds")
-    print(
-        f"  key to screen, median of the rounds' medians (min-max)  {_spread(medians, digits=1)} ms"
-    )
+    print(f"  key to screen (ms), median of each round (min-max)  {_spread(medians, digits=1)}")
     median, worst = statistics.median(latencies) * 1000, max(latencies) * 1000
     print(f"  every key: median {median:.1f} ms, max {worst:.1f} ms")
+
+
+def streamed_section(rounds: int, chunks: int) -> None:
+    """Code against prose streamed through the application (its own draws), no keys."""
+    code: list[float] = []
+    prose: list[float] = []
+    draws: dict[str, int] = {}
+    for _ in range(rounds):
+        for kind, costs in (("code", code), ("prose", prose)):
+            _, busy, drawn = simulate(kind, chunks, rate=2000.0, per_read=4, key_every=None)
+            costs.append(busy / chunks)
+            draws[kind] = drawn
+    ratios = [c / p for c, p in zip(code, prose, strict=True)]
+    print(
+        f"\nstreamed: {chunks:,} chunks at 2,000/s through the application, {rounds} rounds, "
+        "UI CPU ms per chunk, median (min-max)"
+    )
+    print(f"  code   {_spread(code)}  ({draws['code']} screens drawn)")
+    print(f"  prose  {_spread(prose)}  ({draws['prose']} screens drawn)")
+    print(f"  code/prose  {_spread(ratios, 1.0, 2)}")
 
 
 def length_section(quick: bool) -> None:
@@ -353,7 +394,7 @@ def length_section(quick: bool) -> None:
         print(f"{kind:<8} ratio {LENGTHS[-1]:,} lines / {LENGTHS[0]} lines: {ratio:.2f}x")
 
 
-SECTIONS = ("length", "ratio", "paste", "typing")
+SECTIONS = ("length", "ratio", "streamed", "paste", "typing")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -367,6 +408,8 @@ def main(argv: list[str] | None = None) -> None:
         length_section(quick)
     if "ratio" in options.only:
         ratio_section(rounds=3 if quick else 5, chunks=1500 if quick else 5000)
+    if "streamed" in options.only:
+        streamed_section(rounds=3 if quick else 5, chunks=1500 if quick else 5000)
     if "paste" in options.only:
         paste_section(rounds=1 if quick else 3, sizes=(1_000, 10_000))
     if "typing" in options.only:
