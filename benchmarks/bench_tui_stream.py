@@ -36,28 +36,35 @@ benchmark stays short even where a chunk is slow.
 ``paste``
     The application (in process, on a ``Clock``, its own screen model: urwid canvases)
     gets a bracketed paste of 1,000 and 10,000 lines as urwid reports it (``begin
-    paste``, a key per character, ``end paste``); timed until the screen is drawn.  Then
-    20 keys are typed, the screen drawn after each: the per-key milliseconds.
+    paste``, a key per character, ``end paste``), read by read (4,096 keys a read, each
+    read through the application's input filter when it has one, as urwid's main loop
+    does); timed until the screen is drawn.  Then 20 keys are typed, the screen drawn
+    after each: the per-key milliseconds.  Wall time, then CPU time (the machine may be
+    shared).
 
 ``typing``
     Keystroke-to-screen latency while code streams: an agent sends 5,000 code chunks at
-    2,000 a second (4 per read) while a key is typed every 50 ms.  The run is a
-    simulation of the single-threaded reactor: every event (a read of chunks, a timer, a
-    key) costs what it really costs on this machine (measured), and an event waits while
-    the UI is busy with earlier ones; a key's latency is from its arrival to the end of
-    the screen drawn after it.  The screen is drawn when the application asks (its
-    timers) and after each key, as urwid's main loop does.
+    2,000 a second (4 per read) while a key is typed every 50 ms; the client reads the
+    agent's bytes (``session/update`` lines) through its real protocol stack, in memory.
+    The run is a simulation of the single-threaded reactor: every event (a read of
+    chunks, a timer, a key) costs what it really costs on this machine (measured), and
+    an event waits while the UI is busy with earlier ones; a key's latency is from its
+    arrival to the end of the screen drawn after it. The screen is drawn when the
+    application asks (its timers) and after each key, as urwid's main loop does.
 
-The paste and typing sections drive only public names present in earlier releases too
-(``App``, ``AgentWindow``, ``Conversation``), so the same file measures an older tree
-(``PYTHONPATH=old-tree python benchmarks/bench_tui_stream.py``): the ratios in
-``docs/explanation/performance.md`` come from such a pair of runs.
+Every section drives only public names present in earlier trees too (``App``,
+``AgentWindow``, ``Conversation``, ``ConversationView``), so the same file measures an
+older tree (copy it there, run it with that tree first on ``PYTHONPATH``): the table in
+``docs/reference/client-protocol.md`` comes from such a pair of runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import gc
 import heapq
+import json
 import statistics
 import tempfile
 import time
@@ -68,6 +75,8 @@ from typing import Any, cast
 from twisted.internet.task import Clock
 
 from acpkit import schema
+from acpkit.connection import Agent, AgentConnection
+from acpkit.testing.pair import connected_pair
 from acpkit_client.config import AgentEntry
 from acpkit_client.conversation import Conversation
 from acpkit_client.session import AgentWindow
@@ -207,19 +216,58 @@ class _Loop:
 
     def draw_screen(self) -> None:
         self.draws += 1
-        self.app.root.render(SIZE, focus=True)
+        canvas = self.app.root.render(SIZE, focus=True)
+        for _row in canvas.content():  # what a screen reads of it to write it out
+            pass
 
 
-def _app() -> tuple[App, AgentWindow, Clock, _Loop]:
+class _Agent(Agent):
+    """Answers the handshake; the chunks are written to the client as bytes."""
+
+    def __init__(self, connection: AgentConnection) -> None:
+        self.connection = connection
+
+    def initialize(self, params: schema.InitializeRequest) -> schema.InitializeResponse:
+        return schema.InitializeResponse(protocol_version=1)
+
+    def new_session(self, params: schema.NewSessionRequest) -> schema.NewSessionResponse:
+        return schema.NewSessionResponse(session_id="s1")
+
+
+def update_line(text: str) -> bytes:
+    """The ``session/update`` line an agent writes for a chunk of ``text``."""
+    message = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {
+            "sessionId": "s1",
+            "update": {
+                "sessionUpdate": "agent_message_chunk",
+                "content": {"type": "text", "text": text},
+            },
+        },
+    }
+    return json.dumps(message).encode() + b"\n"
+
+
+def _app() -> tuple[App, AgentWindow, Clock, _Loop, Callable[[bytes], None]]:
+    """The application with a window on an in-memory agent (handshake done), and what
+    hands the client bytes read from the agent (as its transport would)."""
     clock = Clock()
     root = tempfile.mkdtemp(prefix="bench-tui-")
     app = App(root, clock, environ={"ACPKIT_DIR": root + "/none"})
     session = AgentWindow(AgentEntry(name="bench", command="bench", source="bench"), root)
+    pair = connected_pair(_Agent, session)
     app.attach_window(session)
+    opened = session.open_on(pair.client, clock)
+    for _ in range(20):
+        pair.pump()
+        clock.advance(0)
+    assert opened.called
     loop = _Loop(app)
     app.loop = cast(Any, loop)
     loop.draw_screen()
-    return app, session, clock, loop
+    return app, session, clock, loop, pair.client.protocol.dataReceived
 
 
 #: Keys of one read from the terminal during a paste (a 4 KiB read of ASCII text).
@@ -232,9 +280,10 @@ def paste_keys(text: str) -> list[str]:
     return ["begin paste", *(named.get(c, c) for c in text), "end paste"]
 
 
-def paste_once(lines: int, typed: int) -> tuple[float, list[float]]:
-    """Seconds until a paste of ``lines`` lines is drawn; then seconds per typed key."""
-    app, _session, _clock, loop = _app()
+def paste_once(lines: int, typed: int, clock: Callable[[], float]) -> tuple[float, list[float]]:
+    """Seconds until a paste of ``lines`` lines is drawn; then seconds per typed key
+    (measured with ``clock``)."""
+    app, _session, _clock, loop, _feed = _app()
     text = "\n".join(
         f"pasted line {n}: some words of a long paste, {n * 7} units" for n in range(lines)
     )
@@ -242,33 +291,35 @@ def paste_once(lines: int, typed: int) -> tuple[float, list[float]]:
     # as urwid's main loop: the keys of each read (4 KiB) through the input filter, if
     # the application has one, then to the widgets one by one
     filter_input = getattr(app, "filter_input", lambda keys, raw: keys)
-    started = time.perf_counter()
+    gc.collect()
+    started = clock()
     for start in range(0, len(keys), READ_KEYS):
         for key in filter_input(keys[start : start + READ_KEYS], []):
             app.root.keypress(SIZE, key)
     loop.draw_screen()
-    pasted = time.perf_counter() - started
+    pasted = clock() - started
     per_key = []
     for key in ("x y z " * typed)[:typed]:
-        started = time.perf_counter()
+        started = clock()
         app.root.keypress(SIZE, key)
         loop.draw_screen()
-        per_key.append(time.perf_counter() - started)
+        per_key.append(clock() - started)
     return pasted, per_key
 
 
 def paste_section(rounds: int, sizes: Sequence[int]) -> None:
     """Paste then type, per paste size."""
-    print(f"\npaste: {rounds} rounds, wall ms, median (min-max)")
-    for lines in sizes:
-        pastes: list[float] = []
-        keys: list[float] = []
-        for _ in range(rounds):
-            pasted, per_key = paste_once(lines, 20)
-            pastes.append(pasted)
-            keys.extend(per_key)
-        print(f"  {lines:>6,} lines on screen  {_spread(pastes, digits=1)}")
-        print(f"  {lines:>6,} lines, then a key  {_spread(keys, digits=2)}")
+    for name, clock in (("wall", time.perf_counter), ("CPU", time.process_time)):
+        print(f"\npaste: {rounds} rounds, {name} ms, median (min-max)")
+        for lines in sizes:
+            pastes: list[float] = []
+            keys: list[float] = []
+            for _ in range(rounds):
+                pasted, per_key = paste_once(lines, 20, clock)
+                pastes.append(pasted)
+                keys.extend(per_key)
+            print(f"  {lines:>6,} lines on screen  {_spread(pastes, digits=1)}")
+            print(f"  {lines:>6,} lines, then a key  {_spread(keys, digits=2)}")
 
 
 def simulate(
@@ -280,11 +331,10 @@ def simulate(
     Returns the keys' latencies, the UI's busy seconds in all, and the screens drawn.
     Costs are CPU seconds (the machine is shared: CPU time is what the UI itself spent).
     """
-    app, session, clock, loop = _app()
-    conversation = session.conversation
-    conversation.apply(_chunk("Here it is:\n```python\n" if kind == "code" else "Here:\n"))
-    pieces = numbered_pieces(kind, chunks // 3 + 1)[:chunks]
-    reads = [pieces[i : i + per_read] for i in range(0, len(pieces), per_read)]
+    app, _session, clock, loop, feed = _app()
+    feed(update_line("Here it is:\n```python\n" if kind == "code" else "Here:\n"))
+    lines = [update_line(piece) for piece in numbered_pieces(kind, chunks // 3 + 1)[:chunks]]
+    reads = [b"".join(lines[i : i + per_read]) for i in range(0, len(lines), per_read)]
     events: list[tuple[float, int, str, Any]] = []
     for number, read in enumerate(reads):
         events.append((number * per_read / rate, len(events), "read", read))
@@ -327,12 +377,7 @@ def simulate(
         start = max(arrival, busy_until)
         busy_until = start + advance_to(start)
         if what == "read":
-
-            def fold(read: list[str] = payload) -> None:
-                for piece in read:
-                    conversation.apply(_chunk(piece))
-
-            busy_until += run(fold)
+            busy_until += run(functools.partial(feed, payload))
         else:
 
             def press(key: str = payload) -> None:
