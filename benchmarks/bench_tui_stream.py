@@ -61,10 +61,12 @@ older tree (copy it there, run it with that tree first on ``PYTHONPATH``): the t
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import gc
 import heapq
 import json
+import shutil
 import statistics
 import tempfile
 import time
@@ -255,6 +257,7 @@ def _app() -> tuple[App, AgentWindow, Clock, _Loop, Callable[[bytes], None]]:
     hands the client bytes read from the agent (as its transport would)."""
     clock = Clock()
     root = tempfile.mkdtemp(prefix="bench-tui-")
+    atexit.register(shutil.rmtree, root, True)
     app = App(root, clock, environ={"ACPKIT_DIR": root + "/none"})
     session = AgentWindow(AgentEntry(name="bench", command="bench", source="bench"), root)
     pair = connected_pair(_Agent, session)
