@@ -59,6 +59,7 @@ from acpkit_client.tui.frames import FramePacer
 from acpkit_client.tui.glyphs import use_terminal_encoding
 from acpkit_client.tui.menu import Menu, MenuBar, MenuDropdown, MenuItem
 from acpkit_client.tui.paste import PasteCollector, Pasted
+from acpkit_client.tui.paste_screen import PasteScreen
 from acpkit_client.tui.permission_modal import ModalPermissionPrompt, PermissionModal
 from acpkit_client.tui.rule import FRAMES_PER_SECOND
 from acpkit_client.tui.sizes import MIN_COLUMNS, MIN_ROWS, Size, box_size
@@ -571,7 +572,7 @@ class App:
         """Run the UI until quit (starts and stops the reactor)."""
         event_loop = urwid.TwistedEventLoop(reactor=self.reactor, manage_reactor=True)
         # Bracketed paste: a pasted line break must not send the prompt (see tui.paste).
-        screen = urwid.raw_display.Screen(bracketed_paste_mode=True)
+        screen = PasteScreen(bracketed_paste_mode=True)
         self.loop = urwid.MainLoop(
             self.root,
             cast(Any, PALETTE),
