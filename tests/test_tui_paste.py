@@ -8,11 +8,15 @@ in the input area whole.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from acpkit_client.tui.paste import PasteCollector, pasted_character
+from acpkit_client.tui.paste import PasteCollector, Pasted, pasted_character
+from tests.helpers import examples
 from tests.test_tui_pty import Terminal
 from tests.test_tui_window import Harness
 
@@ -117,3 +121,39 @@ def test_in_a_terminal_a_multi_line_paste_is_not_sent(tmp_path: Path) -> None:
         assert terminal.wait_exit() == 0
     finally:
         terminal.close()
+
+
+def test_the_filter_joins_a_paste_split_over_reads_in_place() -> None:
+    """A paste cut over three reads, between typed keys, becomes one ``Pasted`` key in its
+    place; the other keys pass in order, and named keys inside the paste are dropped."""
+    collector = PasteCollector()
+    keys = ["a", *paste_keys("x\ny\tz"), "b"]
+    keys.insert(4, "f5")  # a named key inside the paste
+    reads = [keys[:3], keys[3:7], keys[7:]]
+    out = [key for read in reads for key in collector.filter(read)]
+    assert out == ["a", "paste", "b"]
+    assert isinstance(out[1], Pasted) and out[1].text == "x\ny\tz"
+    assert not collector.pasting
+
+
+@settings(max_examples=examples(1), deadline=None)
+@given(
+    before=st.text(alphabet="ab ", max_size=5),
+    pasted=st.text(alphabet="xy\n\t é", max_size=60),
+    cuts=st.lists(st.integers(min_value=0, max_value=80), max_size=6),
+)
+def test_reads_filtered_then_pressed_give_what_keys_one_by_one_give(
+    tmp_path_factory: pytest.TempPathFactory, before: str, pasted: str, cuts: list[int]
+) -> None:
+    """However the terminal's reads cut a paste, filtering each read (as urwid's main loop
+    does) puts the same text in the input as feeding the keys one by one."""
+    keys = [*before, *paste_keys(pasted), "z"]
+    one_by_one = Harness(tmp_path_factory.mktemp("one"))
+    one_by_one.open()
+    one_by_one.press(*keys)
+    filtered = Harness(tmp_path_factory.mktemp("filtered"))
+    filtered.open()
+    points = sorted({0, len(keys), *(cut for cut in cuts if cut < len(keys))})
+    for start, end in itertools.pairwise(points):
+        filtered.press(*filtered.app.filter_input(keys[start:end], []))
+    assert filtered.input_text == one_by_one.input_text == before + pasted + "z"

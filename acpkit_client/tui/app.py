@@ -55,9 +55,11 @@ from acpkit_client.status import status_report
 from acpkit_client.tui.agent_window import AgentWindowWidget
 from acpkit_client.tui.copy import Clipboards
 from acpkit_client.tui.fitted_overlay import FittedOverlay, centered, dropped_from
+from acpkit_client.tui.frames import FramePacer
 from acpkit_client.tui.glyphs import use_terminal_encoding
 from acpkit_client.tui.menu import Menu, MenuBar, MenuDropdown, MenuItem
-from acpkit_client.tui.paste import PasteCollector
+from acpkit_client.tui.paste import PasteCollector, Pasted
+from acpkit_client.tui.paste_screen import PasteScreen
 from acpkit_client.tui.permission_modal import ModalPermissionPrompt, PermissionModal
 from acpkit_client.tui.rule import FRAMES_PER_SECOND
 from acpkit_client.tui.sizes import MIN_COLUMNS, MIN_ROWS, Size, box_size
@@ -95,6 +97,7 @@ class _Desktop(urwid.WidgetWrap[urwid.Widget]):
 
     def render(self, size: Size, focus: bool = False) -> urwid.Canvas:
         columns, rows = box_size(size)
+        self.app.frames.drawn()
         if columns < MIN_COLUMNS or rows < MIN_ROWS:
             return _too_small(columns, rows)
         return super().render(size, focus)
@@ -158,7 +161,8 @@ class App:
         self.statusbar.set_hint(HINT)
         self.root = _Desktop(self)
         self.loop: urwid.MainLoop | None = None
-        self._redraw_pending = False
+        #: Draws of changes from outside urwid's own events, at most one per frame.
+        self.frames = FramePacer(reactor, self._draw)
         self._area: urwid.Widget = urwid.SolidFill(" ")
         self._spinner = LoopingCall(self._tick)
         self._spinner.clock = reactor
@@ -178,15 +182,13 @@ class App:
         return float(self.reactor.seconds())
 
     def request_redraw(self) -> None:
-        """Redraw soon (coalesced)."""
+        """Redraw at the next frame (coalesced: one draw however many requests)."""
         self._refresh_usage()
-        if self._redraw_pending or self.loop is None:
+        if self.loop is None:
             return
-        self._redraw_pending = True
-        self.reactor.callLater(0, self._draw)
+        self.frames.request()
 
     def _draw(self) -> None:
-        self._redraw_pending = False
         if self.loop is not None and self.loop.screen.started:
             self.loop.draw_screen()
 
@@ -479,6 +481,9 @@ class App:
 
     def keypress(self, size: Size, key: str) -> str | None:
         """A paste, then global keys, then the open modal, menu, text window or front window."""
+        if isinstance(key, Pasted):
+            self.paste(key.text)
+            return None
         if self.pastes.wants(key):
             text = self.pastes.feed(key)
             if text is not None:
@@ -522,6 +527,10 @@ class App:
         result = frame.keypress(size, key)
         return result
 
+    def filter_input(self, keys: list[Any], raw: Any = None) -> list[Any]:
+        """The keys of one read, each paste in them joined (urwid's ``input_filter``)."""
+        return self.pastes.filter(keys, raw)
+
     def paste(self, text: str) -> None:
         """Text the terminal pasted: into the front window's input, never sent by itself.
 
@@ -563,9 +572,14 @@ class App:
         """Run the UI until quit (starts and stops the reactor)."""
         event_loop = urwid.TwistedEventLoop(reactor=self.reactor, manage_reactor=True)
         # Bracketed paste: a pasted line break must not send the prompt (see tui.paste).
-        screen = urwid.raw_display.Screen(bracketed_paste_mode=True)
+        screen = PasteScreen(bracketed_paste_mode=True)
         self.loop = urwid.MainLoop(
-            self.root, cast(Any, PALETTE), screen=screen, event_loop=event_loop, handle_mouse=True
+            self.root,
+            cast(Any, PALETTE),
+            screen=screen,
+            event_loop=event_loop,
+            handle_mouse=True,
+            input_filter=self.filter_input,
         )
         screen.tty_signal_keys(
             intr="undefined", quit="undefined", start="undefined", stop="undefined"
@@ -576,6 +590,7 @@ class App:
         finally:
             if self._spinner.running:
                 self._spinner.stop()
+            self.frames.cancel()
             self.loop = None
 
 

@@ -149,8 +149,8 @@ class ConversationView(urwid.Widget):
         self._dragging = False
         self._height = 1
         self._width_seen = 80
-        # The canvases of the plain lines drawn last, by line index: (line, width, canvas).
-        self._drawn: dict[int, tuple[Line, int, urwid.Canvas]] = {}
+        # The rows of the plain lines drawn last, by line index: (line, width, rows).
+        self._drawn: dict[int, tuple[Line, int, list[_Row]]] = {}
         for entry in conversation.entries:
             self._append(entry)
         conversation.subscribe(self)
@@ -331,31 +331,37 @@ class ConversationView(urwid.Widget):
         first = self._line_at_row(maxcol, self.top)
         skip = self.top - starts[first]
         selection = self.selection
-        canvases: list[tuple[urwid.Canvas, Any, bool]] = []
-        drawn = 0
+        rows: list[_Row] = []
         index = first
-        drawn_now: dict[int, tuple[Line, int, urwid.Canvas]] = {}
-        while index < len(lines) and drawn < maxrow + skip:
+        drawn_now: dict[int, tuple[Line, int, list[_Row]]] = {}
+        while index < len(lines) and len(rows) < maxrow + skip:
             line = lines[index]
             w, lead = self._widths[index]
             if (selection is not None and index in selection) or (index == self.cursor and focus):
-                canvas = _bar(line, w, lead, maxcol)
+                line_rows = _canvas_rows(_bar(line, w, lead, maxcol))
             else:
                 known = self._drawn.get(index)
                 if known is not None and known[0] is line and known[1] == maxcol:
-                    canvas = known[2]
+                    line_rows = known[2]
                 else:
-                    canvas = _draw(line.markup, w, lead, maxcol)
-                drawn_now[index] = (line, maxcol, canvas)
-            canvases.append((canvas, None, False))
-            drawn += canvas.rows()
+                    line_rows = _canvas_rows(_draw(line.markup, w, lead, maxcol))
+                drawn_now[index] = (line, maxcol, line_rows)
+            rows.extend(line_rows)
             index += 1
         self._drawn = drawn_now
-        combined = urwid.CanvasCombine(canvases)
-        combined.trim(skip, min(maxrow, drawn - skip))
-        if combined.rows() < maxrow:
-            combined.pad_trim_top_bottom(0, maxrow - combined.rows())
-        return combined
+        shown = rows[skip : skip + maxrow]
+        blank = b" " * maxcol
+        while len(shown) < maxrow:
+            shown.append((blank, [], []))
+        # one text canvas for the pane: its rows are the lines' rows, kept drawn (a
+        # composite of a canvas per line would cost a shard per line at every draw)
+        return urwid.TextCanvas(
+            [text for text, _, _ in shown],
+            [list(attr) for _, attr, _ in shown],
+            [list(cs) for _, _, cs in shown],
+            maxcol=maxcol,
+            check_width=False,
+        )
 
     # -- keys and mouse ------------------------------------------------------------------------
 
@@ -437,6 +443,24 @@ class ConversationView(urwid.Widget):
             self._invalidate()
             return True
         return False
+
+
+#: One drawn row: its bytes, its attributes and its character sets (run lengths).
+_Row = tuple[bytes, list[tuple[Any, int]], list[tuple[Any, int]]]
+
+
+def _canvas_rows(canvas: urwid.Canvas) -> list[_Row]:
+    """The rows of ``canvas``, as a text canvas holds them."""
+    rows: list[_Row] = []
+    for row in canvas.content():
+        rows.append(
+            (
+                b"".join(segment[2] for segment in row),
+                [(segment[0], len(segment[2])) for segment in row],
+                [(segment[1], len(segment[2])) for segment in row],
+            )
+        )
+    return rows
 
 
 def _plain(line: Line) -> str:

@@ -32,6 +32,7 @@ Rules of the colouring:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.token import Error, Token, Whitespace
 
 from acpkit.compat import regex_lexer_states
+from acpkit_client.tui.lexer_states import state_matcher
 from acpkit_client.tui.theme import token_attribute
 
 if TYPE_CHECKING:  # annotations only; at run time the class is type(Token)
@@ -56,6 +58,7 @@ __all__ = [
     "Markup",
     "WorkCounter",
     "highlight_lines",
+    "resumable_tokens",
 ]
 
 #: A list of ``(palette entry, text)`` segments.
@@ -126,13 +129,19 @@ def _lexer(language: str) -> Lexer | None:
     return get_lexer_by_name(name, stripnl=False)
 
 
+_RESUMABLE: dict[type[Lexer], bool] = {}
+
+
 def _resumable(lexer: Lexer) -> bool:
     """Whether ``lexer`` runs Pygments' own ``RegexLexer`` loop (so its state can be kept)."""
-    return (
-        isinstance(lexer, RegexLexer)
-        and type(lexer).get_tokens_unprocessed is RegexLexer.get_tokens_unprocessed
-        and regex_lexer_states(lexer) is not None
-    )
+    known = _RESUMABLE.get(type(lexer))
+    if known is None:
+        known = _RESUMABLE[type(lexer)] = (
+            isinstance(lexer, RegexLexer)
+            and type(lexer).get_tokens_unprocessed is RegexLexer.get_tokens_unprocessed
+            and regex_lexer_states(lexer) is not None
+        )
+    return known
 
 
 def _regex_tokens(
@@ -142,20 +151,33 @@ def _regex_tokens(
 
     ``states`` receives, for each line start that falls between two matches, the stack
     there.  The loop is adapted from Pygments' ``RegexLexer.get_tokens_unprocessed``
-    (Pygments 2.x, BSD-2-Clause, copyright the Pygments team); only the noting is added.
+    (Pygments 2.x, BSD-2-Clause, copyright the Pygments team); only the noting is added,
+    and the rule that matches is found with one joined expression per state where the
+    rules allow it (:mod:`acpkit_client.tui.lexer_states`).
     """
     pos = 0
     tokendefs = regex_lexer_states(lexer)
     assert tokendefs is not None  # _resumable() checked it
     statestack = list(stack)
     statetokens = tokendefs[statestack[-1]]
+    matcher = state_matcher(tokendefs, statestack[-1])
     while True:
         if (pos == 0 or text[pos - 1] == "\n") and pos not in states:
             states[pos] = tuple(statestack)
-        for rexmatch, action, new_state in statetokens:
-            m = rexmatch(text, pos)
-            if not m:
-                continue
+        m: re.Match[str] | None = None
+        if matcher is not None:
+            m = matcher[0](text, pos)
+            if m is not None:
+                rexmatch, action, new_state = statetokens[matcher[1][m.lastindex or 0]]
+                if action is not None and type(action) is not _TOKEN_TYPE:
+                    m = rexmatch(text, pos)  # the rule's own groups, for its action
+                    assert m is not None
+        else:
+            for rexmatch, action, new_state in statetokens:  # noqa: B007 (used after the loop)
+                m = rexmatch(text, pos)
+                if m:
+                    break
+        if m is not None:
             if action is not None:
                 if type(action) is _TOKEN_TYPE:
                     yield pos, action, m.group()
@@ -180,18 +202,29 @@ def _regex_tokens(
                 elif new_state == "#push":
                     statestack.append(statestack[-1])
                 statetokens = tokendefs[statestack[-1]]
-            break
+                matcher = state_matcher(tokendefs, statestack[-1])
         else:
             if pos >= len(text):
                 return
             if text[pos] == "\n":
                 statestack = ["root"]
                 statetokens = tokendefs["root"]
+                matcher = state_matcher(tokendefs, "root")
                 yield pos, Whitespace, "\n"
                 pos += 1
                 continue
             yield pos, Error, text[pos]
             pos += 1
+
+
+def resumable_tokens(language: str, text: str) -> list[tuple[int, Any, str]] | None:
+    """The tokens the highlighter's own lexing loop cuts ``text`` into, from the start
+    state, for fence ``language``; None when that language is not lexed so."""
+    lexer = _lexer(language)
+    if lexer is None or not _resumable(lexer):
+        return None
+    assert isinstance(lexer, RegexLexer)
+    return list(_regex_tokens(lexer, text, ROOT, {}))
 
 
 def _lex(
@@ -212,18 +245,28 @@ def _lex(
         tokens = _regex_tokens(lexer, text, stack, states)
     else:
         tokens = lexer.get_tokens_unprocessed(text)
-    result: list[Markup] = [[]]
+    current: Markup = []
+    result: list[Markup] = [current]
     starts: set[int] = {0}
+    attributes = _ATTRIBUTES
     for index, token, value in tokens:
         if not resumable and (index == 0 or text[index - 1] == "\n"):
             starts.add(index)
-        attribute = _attribute(token)
+        attribute = attributes.get(token)
+        if attribute is None:
+            attribute = _attribute(token)
+        if "\n" not in value:
+            if value:
+                current.append((attribute, value))
+            continue
         pieces = value.split("\n")
-        for number, piece in enumerate(pieces):
-            if number:
-                result.append([])
+        if pieces[0]:
+            current.append((attribute, pieces[0]))
+        for piece in pieces[1:]:
+            current = []
+            result.append(current)
             if piece:
-                result[-1].append((attribute, piece))
+                current.append((attribute, piece))
     while len(result) < len(lines):
         result.append([])
     resume: list[Stack | None] = []

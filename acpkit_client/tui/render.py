@@ -21,6 +21,7 @@ copied); a lone ``\r`` elsewhere is a control character (drawn as a replacement 
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterable, Sequence
 from typing import Protocol
@@ -143,6 +144,10 @@ class _Builder:
         self._region += 1
         return (self.entry_number, self._region)
 
+    def append(self, line: Line) -> None:
+        """Add a line built before (nothing is built again)."""
+        self.lines.append(line)
+
     def add(
         self,
         region: tuple[int, int],
@@ -167,11 +172,20 @@ class _Builder:
 
 @attrs.define
 class _CodeBlock:
-    """A fenced code block being read."""
+    """A fenced code block being read.
+
+    ``built_lines`` keeps the lines built for the block's open lines, and ``built_for``
+    the markups they were built from (the highlighter keeps an open line's markup until
+    the line is frozen or coloured again), so that drawing the block's tail again after
+    a chunk builds only its unfinished line.  Copies of the block (the reader's trials)
+    share them.
+    """
 
     fence: str
     region: tuple[int, int]
     highlighter: CodeHighlighter
+    built_for: list[Markup] = attrs.field(factory=list)
+    built_lines: list[Line] = attrs.field(factory=list)
 
     def closes(self, line: str) -> bool:
         stripped = line.strip()
@@ -198,7 +212,13 @@ class _BodyReader:
         twin.prose_region = self.prose_region
         twin.blanks = list(self.blanks)
         if self.code is not None:
-            twin.code = _CodeBlock(self.code.fence, self.code.region, self.code.highlighter.copy())
+            twin.code = _CodeBlock(
+                self.code.fence,
+                self.code.region,
+                self.code.highlighter.copy(),
+                self.code.built_for,
+                self.code.built_lines,
+            )
         return twin
 
     def _prose(self, line: str) -> Markup:
@@ -208,6 +228,28 @@ class _BodyReader:
         assert self.code is not None
         for markup in markups:
             self.builder.add(self.code.region, INDENT, markup)
+
+    def _open_code_lines(self, markups: Sequence[Markup], unfinished: int) -> None:
+        """Add the lines of the open code block: ``markups`` are its open lines' then its
+        ``unfinished`` last ones.  The open lines built last time are reused while their
+        markups are the very ones they were built from (checked by identity, at C speed)."""
+        code = self.code
+        assert code is not None
+        settled = len(markups) - unfinished
+        reuse = min(len(code.built_for), settled)
+        if reuse and not all(map(operator.is_, markups[:reuse], code.built_for)):
+            reuse = 0
+        lines = code.built_lines[:reuse]
+        start = len(self.builder.lines)
+        for markup in markups[reuse:settled]:
+            self.builder.add(code.region, INDENT, markup)
+        lines.extend(self.builder.lines[start:])
+        del self.builder.lines[start:]
+        code.built_for[:] = markups[:settled]
+        code.built_lines[:] = lines
+        self.builder.lines.extend(lines)
+        for markup in markups[settled:]:
+            self.builder.add(code.region, INDENT, markup)
 
     def feed(self, line: str) -> None:
         """Read one finished line."""
@@ -243,11 +285,11 @@ class _BodyReader:
         """The text ends with ``last``, unfinished: draw it and whatever is still open."""
         code = self.code
         if code is not None and not code.closes(last):
-            self._code_lines(code.highlighter.render([last]))
+            self._open_code_lines(code.highlighter.render([last]), 1)
             return
         self.feed(last)
         if self.code is not None:
-            self._code_lines(self.code.highlighter.render())
+            self._open_code_lines(self.code.highlighter.render(), 0)
 
 
 class EntryRenderer(Protocol):
@@ -305,8 +347,10 @@ class MessageRenderer:
         self._frozen += len(frozen)
         after = [*frozen, *tail] if frozen else tail
         # Lines drawn last time and drawn the same now are kept.
-        same = 0
-        for before, now in zip(self._open, after, strict=False):
+        # (the lines kept by identity are found at C speed, then compared for equality)
+        differs = list(map(operator.is_not, self._open, after))
+        same = differs.index(True) if True in differs else len(differs)
+        for before, now in zip(self._open[same:], after[same:], strict=False):
             if before != now:
                 break
             same += 1
