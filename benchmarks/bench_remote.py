@@ -364,7 +364,13 @@ def make_servers(
         Server(
             "acpkit",
             lambda: start_printing_port(
-                [sys.executable, str(here / "remote_acpkit_echo.py"), endpoint], workdir
+                [
+                    sys.executable,
+                    str(here / "remote_acpkit_echo.py"),
+                    endpoint,
+                    str(args.connections + 50),
+                ],
+                workdir,
             ),
         ),
         Server("bob", lambda: start_bob(args.connections, workdir, f"http:{endpoint}")),

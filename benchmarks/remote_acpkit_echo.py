@@ -5,8 +5,9 @@ remote_sdk_echo.py and remote_ts_echo.mjs): ``Echo: <prompt>`` in
 ``agent_message_chunk`` updates of at most 24 characters cut at word boundaries, each
 awaited.
 
-``python remote_acpkit_echo.py [ENDPOINT]`` (default ``tcp:0``, loopback, no token; an
-``ssl:0:privateKey=…:certKey=…`` endpoint serves HTTPS, HTTP/2 by ALPN).  Prints
+``python remote_acpkit_echo.py [ENDPOINT [MAX_CONNECTIONS]]`` (default ``tcp:0``, loopback,
+no token; an ``ssl:0:privateKey=…:certKey=…`` endpoint serves HTTPS, HTTP/2 by ALPN;
+``MAX_CONNECTIONS``, default 1000, as bob's ``--max-connections``).  Prints
 ``PORT <n>`` on stdout once listening; runs until killed.
 """
 
@@ -21,7 +22,7 @@ from twisted.internet.interfaces import IListeningPort
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
-from acpkit.remote import serve_remote
+from acpkit.remote import RemoteLimits, serve_remote
 
 #: A word and the whitespace after it (bob's echo engine cuts the same way).
 _PIECE = re.compile(r"\S+\s*|\s+")
@@ -71,6 +72,8 @@ class EchoAgent(Agent):
 def main() -> None:
     endpoint = sys.argv[1] if len(sys.argv) > 1 else "tcp:0"
     options = {} if endpoint.startswith("unix:") else {"no_token": True}
+    max_connections = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+    limits = RemoteLimits(max_connections=max_connections)
 
     def listening(port: IListeningPort) -> None:
         print(f"PORT {port.getHost().port}", flush=True)  # type: ignore[attr-defined]
@@ -79,7 +82,9 @@ def main() -> None:
         print(f"FAILED {failure}", flush=True)
         reactor.stop()
 
-    serve_remote(reactor, endpoint, EchoAgent, **options).addCallbacks(listening, failed)
+    serve_remote(reactor, endpoint, EchoAgent, limits=limits, **options).addCallbacks(
+        listening, failed
+    )
     reactor.run()
 
 
