@@ -442,6 +442,69 @@ def test_stream_carries_every_message_in_order() -> None:
     assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
 
 
+def _count_writes(stream: Response) -> list[bytes]:
+    """The writes made on ``stream``'s transport from now on."""
+    writes: list[bytes] = []
+    transport = stream.transport
+    write, write_sequence = transport.write, transport.writeSequence
+
+    def counted_write(data: bytes) -> None:
+        writes.append(data)
+        write(data)
+
+    def counted_sequence(data: Any) -> None:
+        data = list(data)
+        writes.append(b"".join(data))
+        write_sequence(data)
+
+    transport.write = counted_write  # type: ignore[method-assign]
+    transport.writeSequence = counted_sequence  # type: ignore[method-assign]
+    return writes
+
+
+def test_a_turn_is_one_write_on_the_stream() -> None:
+    """A streamed turn's chunks and its answer, written while one POST is processed,
+    reach the stream as one write (one HTTP chunk, one HTTP/2 DATA frame), in order."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    writes = _count_writes(stream)
+    server.prompt(cid, "stream 20")
+    assert len(writes) == 1
+    events = Response.events_of(writes[0])
+    assert updates(events) == [str(i) for i in range(20)]
+    assert events[-1]["id"] == 2
+
+
+def test_a_message_written_outside_a_read_is_sent_by_the_next_reactor_turn() -> None:
+    """A message the engine writes without flushing (``sendMessage``) is held at most until
+    the reactor's next turn."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    connection = server.resource.connections[cid]
+    connection.protocol.sendMessage(b'{"jsonrpc":"2.0","method":"note"}')
+    assert stream.events() == []
+    server.clock.advance(0)
+    assert stream.events() == [{"jsonrpc": "2.0", "method": "note"}]
+
+
+def test_messages_held_when_the_stream_goes_are_queued_for_the_next_stream() -> None:
+    """Messages held for a stream that closes before they are written are kept, in order,
+    ahead of later ones, for the client's next stream."""
+    server = Server()
+    cid = server.initialize()
+    first = server.stream(cid)
+    connection = server.resource.connections[cid]
+    connection.deliver(b'{"jsonrpc":"2.0","method":"one"}')
+    first.close()
+    connection.deliver(b'{"jsonrpc":"2.0","method":"two"}')
+    second = server.stream(cid)
+    assert [event["method"] for event in second.events()] == ["one", "two"]
+    assert first.events() == []
+
+
 def test_messages_before_the_stream_opens_are_queued() -> None:
     """What the agent writes before the GET arrives is delivered first, in order, on open."""
     server = Server()
