@@ -36,7 +36,13 @@ from acpkit.remote.security import (
     origin_allowed,
     tls_serving_problem,
 )
-from acpkit.remote.server import ACPResource, LimitedRequest, RemoteLimits, RemoteSite
+from acpkit.remote.server import (
+    MAX_BATCH_BYTES,
+    ACPResource,
+    LimitedRequest,
+    RemoteLimits,
+    RemoteSite,
+)
 from tests.helpers import child_env
 from tests.real_peers import NODE22, TS_SDK_MODULES, peer, require_peer
 
@@ -475,6 +481,21 @@ def test_a_turn_is_one_write_on_the_stream() -> None:
     events = Response.events_of(writes[0])
     assert updates(events) == [str(i) for i in range(20)]
     assert events[-1]["id"] == 2
+
+
+def test_a_long_turn_is_written_as_it_goes_past_the_batch_bound() -> None:
+    """A turn writing more than ``MAX_BATCH_BYTES`` is written in pieces as it goes (so
+    the socket's back-pressure still reaches the agent), none much beyond the bound."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    writes = _count_writes(stream)
+    server.prompt(cid, "big 20")  # 20 chunks of 10 kB
+    assert len(writes) >= 3
+    assert all(len(data) < MAX_BATCH_BYTES + 11_000 for data in writes)
+    events = Response.events_of(b"".join(writes))
+    assert [text[:6] for text in updates(events)] == [f"{i:06d}" for i in range(20)]
 
 
 def test_a_message_written_outside_a_read_is_sent_by_the_next_reactor_turn() -> None:

@@ -88,6 +88,10 @@ Identity = tuple[int | None, str | None]
 #: Session-scoped GET streams one connection may hold open at once (beyond: 429).
 MAX_SESSION_STREAMS = 64
 
+#: Bytes of messages held for one write on the event stream (:meth:`RemoteConnection.flush`)
+#: beyond which they are written at once: a long turn still meets the socket's back-pressure.
+MAX_BATCH_BYTES = 64 * 1024
+
 
 @attr.s(frozen=True, auto_attribs=True, kw_only=True)
 class RemoteLimits:
@@ -261,6 +265,7 @@ class RemoteConnection:
         self._init_waiter: tuple[Any, Deferred[bytes]] | None = None
         #: Messages for the open stream, written as one write at :meth:`flush`.
         self._batch: list[bytes] = []
+        self._batch_bytes = 0
         self._batch_flush: IDelayedCall | None = None
         #: Why the connection ended, once it has.
         self.ended: Failure | None = None
@@ -303,7 +308,10 @@ class RemoteConnection:
             # stream, one HTTP chunk or HTTP/2 DATA frame, not one per message.  The
             # reactor's next turn flushes what no flushNow followed.
             self._batch.append(message)
-            if self._batch_flush is None:
+            self._batch_bytes += len(message)
+            if self._batch_bytes >= MAX_BATCH_BYTES:
+                self.flush()
+            elif self._batch_flush is None:
                 self._batch_flush = self._clock.callLater(0, self.flush)
             return
         if self._overflow is not None:
@@ -337,6 +345,7 @@ class RemoteConnection:
         if not batch:
             return
         self._batch = []
+        self._batch_bytes = 0
         stream = self.stream
         if stream is None or self._stream_paused or self.queue:
             for message in reversed(batch):
