@@ -498,6 +498,33 @@ def test_a_long_turn_is_written_as_it_goes_past_the_batch_bound() -> None:
     assert [text[:6] for text in updates(events)] == [f"{i:06d}" for i in range(20)]
 
 
+def test_post_bodies_are_never_parsed_as_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """twisted.web's form handling stays off where this Twisted lets it be turned off: a
+    POST's Content-Type is not run through its parser (``email``'s, a cost on every
+    message) and no body is parsed as a form before the resource sees it."""
+    import inspect
+
+    import twisted.web.http
+    from twisted.web.server import Site
+
+    if "parsePOSTFormSubmission" not in inspect.signature(Site.__init__).parameters:
+        pytest.skip("this Twisted always parses form bodies")
+
+    def parsed(line: bytes) -> bytes:
+        raise AssertionError(f"Content-Type parsed for a form: {line!r}")
+
+    monkeypatch.setattr(twisted.web.http, "_parseContentType", parsed)
+    server = Server()
+    cid = server.initialize()
+    server.new_session(cid)
+    form = server.request(
+        "POST",
+        {"Content-Type": "application/x-www-form-urlencoded", "Acp-Connection-Id": cid},
+        b"a=1",
+    )
+    assert form.status == 415
+
+
 def test_a_message_written_outside_a_read_is_sent_by_the_next_reactor_turn() -> None:
     """A message the engine writes without flushing (``sendMessage``) is held at most until
     the reactor's next turn."""

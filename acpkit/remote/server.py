@@ -35,7 +35,7 @@ from twisted.internet.interfaces import (
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http
-from twisted.web.http import HTTPChannel, HTTPFactory
+from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
@@ -1017,11 +1017,13 @@ class _GuardedRequests:
 
 def _site_options() -> dict[str, Any]:
     """
-    ``parsePOSTFormSubmission=False`` where this Twisted has it (24.10 and later): no POST
-    body is parsed as a form (ours are JSON; a form is answered 415).  Twisted 24.7 parses
-    form bodies before rendering; they are bounded by ``max_message_size`` all the same.
+    ``parsePOSTFormSubmission=False`` where this Twisted's ``Site`` has it (24.10 and
+    later): no POST body is parsed as a form (ours are JSON; a form is answered 415), and
+    no request's ``Content-Type`` goes through ``email``'s header parser first.  Twisted
+    24.7 parses form bodies before rendering; they are bounded by ``max_message_size``
+    all the same.
     """
-    parameters = inspect.signature(HTTPFactory.__init__).parameters
+    parameters = inspect.signature(Site.__init__).parameters
     return {"parsePOSTFormSubmission": False} if "parsePOSTFormSubmission" in parameters else {}
 
 
