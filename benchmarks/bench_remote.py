@@ -1,41 +1,47 @@
 """
-Remote ACP under load, on loopback: one bob process (``twistd -n acp-agent --engine echo
---listen http:tcp:0``) serving ``--connections`` (200) concurrent remote connections, each
-doing one streamed turn, over WebSocket and over Streamable HTTP; beside it, in the same
-run, the official Python SDK 0.12.1's server (``acp.http.asgi`` under uvicorn, one
-process, benchmarks/remote_sdk_echo.py) with an echo agent streaming the same chunks.
+Remote ACP turns under load, on loopback, four servers side by side in one run, each
+answering like bob's echo engine (``Echo: <prompt>`` in chunks of at most 24 characters,
+each ``session/update`` awaited):
+
+* ``acpkit``: the control, a minimal acpkit agent behind ``serve_remote``
+  (benchmarks/remote_acpkit_echo.py);
+* ``bob``: ``twistd -n acp-agent --engine echo --listen http:tcp:0 --no-token``;
+* ``py-sdk``: the official Python SDK 0.12.1's server (``acp.http.asgi`` under uvicorn,
+  benchmarks/remote_sdk_echo.py);
+* ``ts-sdk``: the official TypeScript SDK's ``AcpServer`` on Node
+  (benchmarks/remote_ts_echo.mjs; found as tests/real_peers.py finds it, under
+  ``$ACPKIT_REAL_AGENTS``; skipped when missing).
 
 The load comes from this process, with acpkit's own remote clients (``connect_remote``:
-Autobahn for ``ws://``, treq for ``http://``, session streams on as the SDK's server
-needs): the same client for both servers, so the ratios compare the servers. After a
-warm-up (two connections, untimed), all connections are opened (initialize,
-session/new) first; then every prompt is sent at
-once. Measured per server and transport:
+Autobahn for ``ws://``, treq for ``http://``; ``connect_http`` over TLS): the same client
+for every server, so the ratios compare the servers.  Each case starts its server fresh:
+its idle RSS, a warm-up (two connections), then ``--connections`` connections opened at
+once (initialize, session/new), then ``--turns`` turns on each (one after the other on a
+connection, all connections at once), then ``--sessions`` ``session/new`` at once on one
+more connection.  Cases: ``ws`` and ``http`` (HTTP/1.1), then over TLS (a throwaway
+certificate) ``h1`` for every server and ``h2`` (ALPN) for acpkit and bob (the SDKs'
+servers speak no HTTP/2).  The cases run interleaved, ``--repeats`` times, the order
+rotated each time.  Measured per case:
 
-* round trip of each ``session/prompt`` (sent -> its answer, after all its chunks):
-  p50 and p99 over the connections;
-* notifications/s: the ``session/update`` chunks received by all clients, divided by the
-  time from the first prompt sent to the last answer;
-* the server process's CPU seconds during the turns (``/proc/<pid>/stat``), and this
-  process's (the clients');
-* setup: the time to open and initialize all the connections.
+* ``p50_ms``/``p99_ms``: round trip of each ``session/prompt`` (sent -> its answer, after
+  its chunks);
+* ``cpu_ms_per_turn``: the server process's CPU (``/proc/<pid>/stat``) during the turns,
+  per turn: the figure least disturbed by a loaded machine;
+* ``notifications_per_s``; ``connections_per_s`` (opening them); ``sessions_per_s``;
+* ``idle_rss_mib``; ``rss_per_connection_kib`` and ``rss_per_session_kib`` (growth of the
+  server's RSS while opening them, per connection or session).
 
-Then the ratios acpkit/SDK (round trips: lower is better; notifications/s: higher).
+Printed: each run, each case's median [min, max] over the repeats, and ratios between
+cases paired by repeat (median [min, max]).
 
-HTTP/2 (``--part http2``, also in the default ``all``): the same figures for acpkit's
-Streamable HTTP client over HTTP/2 and over HTTP/1.1 against one bob served over TLS
-(``--listen http:ssl:...``, a throwaway self-signed certificate), ``http2="auto"`` (ALPN
-picks h2) against ``http2="never"``, plus the server's open file descriptors once every
-connection is open (HTTP/1.1 holds a TCP connection per SSE stream and more for the
-POSTs; HTTP/2 one per client connection). Ratios HTTP/2 / HTTP/1.1. Skipped where
-Twisted cannot serve TLS (``acpkit.remote.security.tls_serving_problem``).
+bob and the control allow ``--connections`` + 50 connections.  Beyond ~120 connections,
+HTTP/1.1 (a socket per event stream, more for POSTs) meets the 256 sockets one peer may
+hold (``acpkit.admission``).
 
-bob allows 100 remote connections by default: it is started with ``--max-connections``
-``--connections`` + 50.
-
-Run: ``python benchmarks/bench_remote.py [--connections 200] [--words 50]
-[--part all|servers|http2]``; needs the ``remote`` extra, the SDK (``acp``) and uvicorn.
-Linux (``/proc``).
+Run: ``python benchmarks/bench_remote.py [--connections 50] [--turns 4] [--words 50]
+[--sessions 200] [--repeats 3] [--part all|servers|http2] [--servers acpkit,bob,...]
+[--json]``; needs the ``remote`` extra, the SDK (``acp``) and uvicorn, and for ``ts-sdk``
+Node with ``@agentclientprotocol/sdk`` and ``ws``.  Linux (``/proc``).
 """
 
 from __future__ import annotations
@@ -462,7 +468,9 @@ async def compare(
     """Every server, every transport, ``--repeats`` times, interleaved (order rotated)."""
     servers = make_servers(args, workdir, tls)
     if tls is None:
-        cases = [(s, t, {}) for t in ("ws", "http") for s in servers]
+        cases: list[tuple[Server, str, dict[str, Any]]] = [
+            (s, t, {}) for t in ("ws", "http") for s in servers
+        ]
     else:
         from acpkit.remote.tls import ClientTLS
 
