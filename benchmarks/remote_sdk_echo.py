@@ -4,12 +4,15 @@ WebSocket on one ASGI app, under uvicorn) serving an echo agent that answers lik
 echo engine: ``Echo: <prompt>`` in ``agent_message_chunk`` updates of at most 24
 characters cut at word boundaries (the same chunks, from bob's own chunker), each awaited.
 
-Prints ``PORT <n>`` on stdout once listening on a free loopback port; runs until killed.
+``remote_sdk_echo.py [KEY CERT]``: with a PEM key and certificate, HTTPS (HTTP/1.1:
+uvicorn serves no HTTP/2).  Prints ``PORT <n>`` on stdout once listening on a free loopback
+port; runs until killed.
 For benchmarks/bench_remote.py.
 """
 
 import asyncio
 import socket
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -50,8 +53,11 @@ async def main() -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
     factory = cast("Callable[[Any], Agent]", SdkEchoAgent)
+    tls: dict[str, Any] = {}
+    if len(sys.argv) == 3:
+        tls = {"ssl_keyfile": sys.argv[1], "ssl_certfile": sys.argv[2]}
     config = uvicorn.Config(
-        create_asgi_app(factory), log_level="warning", lifespan="off", backlog=1024
+        create_asgi_app(factory), log_level="warning", lifespan="off", backlog=1024, **tls
     )
     server = uvicorn.Server(config)
     print(f"PORT {sock.getsockname()[1]}", flush=True)

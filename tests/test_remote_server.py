@@ -36,7 +36,13 @@ from acpkit.remote.security import (
     origin_allowed,
     tls_serving_problem,
 )
-from acpkit.remote.server import ACPResource, LimitedRequest, RemoteLimits, RemoteSite
+from acpkit.remote.server import (
+    MAX_BATCH_BYTES,
+    ACPResource,
+    LimitedRequest,
+    RemoteLimits,
+    RemoteSite,
+)
 from tests.helpers import child_env
 from tests.real_peers import NODE22, TS_SDK_MODULES, peer, require_peer
 
@@ -440,6 +446,111 @@ def test_stream_carries_every_message_in_order() -> None:
     events = stream.events()
     assert updates(events) == [str(i) for i in range(20)]
     assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+
+
+def _count_writes(stream: Response) -> list[bytes]:
+    """The writes made on ``stream``'s transport from now on."""
+    writes: list[bytes] = []
+    transport = stream.transport
+    write, write_sequence = transport.write, transport.writeSequence
+
+    def counted_write(data: bytes) -> None:
+        writes.append(data)
+        write(data)
+
+    def counted_sequence(data: Any) -> None:
+        data = list(data)
+        writes.append(b"".join(data))
+        write_sequence(data)
+
+    transport.write = counted_write  # type: ignore[method-assign]
+    transport.writeSequence = counted_sequence  # type: ignore[method-assign]
+    return writes
+
+
+def test_a_turn_is_one_write_on_the_stream() -> None:
+    """A streamed turn's chunks and its answer, written while one POST is processed,
+    reach the stream as one write (one HTTP chunk, one HTTP/2 DATA frame), in order."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    writes = _count_writes(stream)
+    server.prompt(cid, "stream 20")
+    assert len(writes) == 1
+    events = Response.events_of(writes[0])
+    assert updates(events) == [str(i) for i in range(20)]
+    assert events[-1]["id"] == 2
+
+
+def test_a_long_turn_is_written_as_it_goes_past_the_batch_bound() -> None:
+    """A turn writing more than ``MAX_BATCH_BYTES`` is written in pieces as it goes (so
+    the socket's back-pressure still reaches the agent), none much beyond the bound."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    server.new_session(cid)
+    writes = _count_writes(stream)
+    server.prompt(cid, "big 20")  # 20 chunks of 10 kB
+    assert len(writes) >= 3
+    assert all(len(data) < MAX_BATCH_BYTES + 11_000 for data in writes)
+    events = Response.events_of(b"".join(writes))
+    assert [text[:6] for text in updates(events)] == [f"{i:06d}" for i in range(20)]
+
+
+def test_post_bodies_are_never_parsed_as_forms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """twisted.web's form handling stays off where this Twisted lets it be turned off: a
+    POST's Content-Type is not run through its parser (``email``'s, a cost on every
+    message) and no body is parsed as a form before the resource sees it."""
+    import inspect
+
+    import twisted.web.http
+    from twisted.web.server import Site
+
+    if "parsePOSTFormSubmission" not in inspect.signature(Site.__init__).parameters:
+        pytest.skip("this Twisted always parses form bodies")
+
+    def parsed(line: bytes) -> bytes:
+        raise AssertionError(f"Content-Type parsed for a form: {line!r}")
+
+    monkeypatch.setattr(twisted.web.http, "_parseContentType", parsed)
+    server = Server()
+    cid = server.initialize()
+    server.new_session(cid)
+    form = server.request(
+        "POST",
+        {"Content-Type": "application/x-www-form-urlencoded", "Acp-Connection-Id": cid},
+        b"a=1",
+    )
+    assert form.status == 415
+
+
+def test_a_message_written_outside_a_read_is_sent_by_the_next_reactor_turn() -> None:
+    """A message the engine writes without flushing (``sendMessage``) is held at most until
+    the reactor's next turn."""
+    server = Server()
+    cid = server.initialize()
+    stream = server.stream(cid)
+    connection = server.resource.connections[cid]
+    connection.protocol.sendMessage(b'{"jsonrpc":"2.0","method":"note"}')
+    assert stream.events() == []
+    server.clock.advance(0)
+    assert stream.events() == [{"jsonrpc": "2.0", "method": "note"}]
+
+
+def test_messages_held_when_the_stream_goes_are_queued_for_the_next_stream() -> None:
+    """Messages held for a stream that closes before they are written are kept, in order,
+    ahead of later ones, for the client's next stream."""
+    server = Server()
+    cid = server.initialize()
+    first = server.stream(cid)
+    connection = server.resource.connections[cid]
+    connection.deliver(b'{"jsonrpc":"2.0","method":"one"}')
+    first.close()
+    connection.deliver(b'{"jsonrpc":"2.0","method":"two"}')
+    second = server.stream(cid)
+    assert [event["method"] for event in second.events()] == ["one", "two"]
+    assert first.events() == []
 
 
 def test_messages_before_the_stream_opens_are_queued() -> None:

@@ -35,7 +35,7 @@ from twisted.internet.interfaces import (
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from twisted.web import http
-from twisted.web.http import HTTPChannel, HTTPFactory
+from twisted.web.http import HTTPChannel
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
@@ -87,6 +87,10 @@ Identity = tuple[int | None, str | None]
 
 #: Session-scoped GET streams one connection may hold open at once (beyond: 429).
 MAX_SESSION_STREAMS = 64
+
+#: Bytes of messages held for one write on the event stream (:meth:`RemoteConnection.flush`)
+#: beyond which they are written at once: a long turn still meets the socket's back-pressure.
+MAX_BATCH_BYTES = 64 * 1024
 
 
 @attr.s(frozen=True, auto_attribs=True, kw_only=True)
@@ -180,6 +184,10 @@ class _EngineTransport:
         for message in data:
             self._connection.deliver(message)
 
+    def flushNow(self) -> None:
+        """The engine is done writing for now (``acpkit.jsonrpc``): send what it wrote."""
+        self._connection.flush()
+
     def loseConnection(self) -> None:
         self.disconnecting = True
         self._connection.end(ConnectionDone("the agent closed the connection"))
@@ -255,6 +263,10 @@ class RemoteConnection:
         self._grace: IDelayedCall | None = None
         self._overflow: IDelayedCall | None = None
         self._init_waiter: tuple[Any, Deferred[bytes]] | None = None
+        #: Messages for the open stream, written as one write at :meth:`flush`.
+        self._batch: list[bytes] = []
+        self._batch_bytes = 0
+        self._batch_flush: IDelayedCall | None = None
         #: Why the connection ended, once it has.
         self.ended: Failure | None = None
         framing = MessageFraming()
@@ -291,7 +303,16 @@ class RemoteConnection:
         if self._init_waiter is not None and self._answers_initialize(message):
             return
         if self.stream is not None and not self._stream_paused and not self.queue:
-            self.stream.write(_sse_event(message))
+            # Held until the engine's flushNow (once its read is processed, or after each
+            # write made outside a read): a turn's updates and answer are one write on the
+            # stream, one HTTP chunk or HTTP/2 DATA frame, not one per message.  The
+            # reactor's next turn flushes what no flushNow followed.
+            self._batch.append(message)
+            self._batch_bytes += len(message)
+            if self._batch_bytes >= MAX_BATCH_BYTES:
+                self.flush()
+            elif self._batch_flush is None:
+                self._batch_flush = self._clock.callLater(0, self.flush)
             return
         if self._overflow is not None:
             return  # closing on the next turn: nothing more is held
@@ -311,6 +332,30 @@ class RemoteConnection:
             return
         # Not from inside the engine's write: end on the next turn.
         self._overflow = self._clock.callLater(0, self._queue_overflowed, why)
+
+    def flush(self) -> None:
+        """
+        Write the messages held since the last flush, in order, as one write on the
+        stream; if the stream went away or paused meanwhile, they go first in the queue.
+        """
+        call, self._batch_flush = self._batch_flush, None
+        if call is not None and call.active():
+            call.cancel()
+        batch = self._batch
+        if not batch:
+            return
+        self._batch = []
+        self._batch_bytes = 0
+        stream = self.stream
+        if stream is None or self._stream_paused or self.queue:
+            for message in reversed(batch):
+                self.queue.appendleft(message)
+                self.queued_bytes += len(message)
+            return
+        if len(batch) == 1:
+            stream.write(_sse_event(batch[0]))
+        else:
+            stream.write(b"".join([_sse_event(message) for message in batch]))
 
     def _answers_initialize(self, message: bytes) -> bool:
         assert self._init_waiter is not None
@@ -335,6 +380,7 @@ class RemoteConnection:
 
     def attach_stream(self, request: Request) -> None:
         """A GET opened the stream: send what was queued, then everything as it comes."""
+        self.flush()
         previous = self.stream
         if previous is not None:
             # The newer stream wins (a client that reconnects a half-open stream).
@@ -388,6 +434,7 @@ class RemoteConnection:
 
     def stream_paused(self, paused: bool) -> None:
         """The client stopped or resumed reading: hold the engine's writers meanwhile."""
+        self.flush()  # what was held comes before anything queued from now on
         self._stream_paused = paused
         if paused:
             self._pause_engine(True)
@@ -421,6 +468,7 @@ class RemoteConnection:
 
     def _keep_alive(self) -> None:
         self._keepalive = None
+        self.flush()
         if self.stream is not None:
             self.stream.write(b": keepalive\n\n")
         for listener in self.listeners.values():
@@ -433,6 +481,7 @@ class RemoteConnection:
             return
         self.stream = None
         self._stream_paused = False
+        self.flush()  # to the queue, for the client's next stream
         if not self.listeners:
             self._cancel(self._keepalive)
             self._keepalive = None
@@ -471,6 +520,7 @@ class RemoteConnection:
         if not isinstance(reason, ConnectionDone):
             _log.info("remote connection {cid}: {why}", cid=self.connection_id[:8], why=reason)
         self.agent_connection.cancel_all_turns()
+        self.flush()
         self.ended = Failure(reason)
         # Forgotten first: whoever the end wakes up sees the connection gone.
         self._on_end(self)
@@ -969,11 +1019,13 @@ class _GuardedRequests:
 
 def _site_options() -> dict[str, Any]:
     """
-    ``parsePOSTFormSubmission=False`` where this Twisted has it (24.10 and later): no POST
-    body is parsed as a form (ours are JSON; a form is answered 415).  Twisted 24.7 parses
-    form bodies before rendering; they are bounded by ``max_message_size`` all the same.
+    ``parsePOSTFormSubmission=False`` where this Twisted's ``Site`` has it (24.10 and
+    later): no POST body is parsed as a form (ours are JSON; a form is answered 415), and
+    no request's ``Content-Type`` goes through ``email``'s header parser first.  Twisted
+    24.7 parses form bodies before rendering; they are bounded by ``max_message_size``
+    all the same.
     """
-    parameters = inspect.signature(HTTPFactory.__init__).parameters
+    parameters = inspect.signature(Site.__init__).parameters
     return {"parsePOSTFormSubmission": False} if "parsePOSTFormSubmission" in parameters else {}
 
 

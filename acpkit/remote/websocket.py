@@ -58,6 +58,7 @@ failure, non-``101`` answer            with :class:`WebSocketConnectError` (the 
 from __future__ import annotations
 
 import re
+import struct
 import uuid
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any, cast
@@ -185,8 +186,13 @@ class WebSocketMessageTransport:
 
     def write(self, data: bytes) -> None:
         """Send ``data`` (one UTF-8 JSON message) as one text frame."""
-        if self.websocket.state == WebSocketProtocol.STATE_OPEN:
-            self.websocket.sendMessage(data, isBinary=False)
+        websocket = self.websocket
+        if websocket.state == WebSocketProtocol.STATE_OPEN:
+            send_text = getattr(websocket, "send_text", None)
+            if send_text is not None:
+                send_text(data)
+            else:
+                websocket.sendMessage(data, isBinary=False)
 
     def writeSequence(self, data: Any) -> None:
         """Send the concatenation of ``data`` as one text frame."""
@@ -304,6 +310,56 @@ def _set_options(
     factory.setProtocolOptions(**options)
 
 
+# -- writing frames -------------------------------------------------------------------
+
+
+def text_frame_header(length: int) -> bytes:
+    """The header of an unmasked, final text frame of ``length`` bytes (RFC 6455 §5.2)."""
+    if length < 126:
+        return bytes((0x81, length))
+    if length < 0x10000:
+        return struct.pack("!BBH", 0x81, 126, length)
+    return struct.pack("!BBQ", 0x81, 127, length)
+
+
+def _sends_plain_frames(websocket: Any, length: int) -> bool:
+    """
+    Whether Autobahn would send a text message of ``length`` bytes as one unmasked frame,
+    as is and at once: no compression, fragmentation, masking, queue, logging or timing,
+    within the size limit (else it answers, or raises, itself).
+    """
+    return bool(
+        websocket._perMessageCompress is None
+        and not websocket.send_queue
+        and not websocket.autoFragmentSize
+        and not websocket.maskServerFrames
+        and not websocket.logFrames
+        and not websocket.logOctets
+        and not websocket.trackedTimings
+        and not 0 < websocket.maxMessagePayloadSize < length
+    )
+
+
+def _write_now(websocket: Any, data: bytes, sync: bool, chopsize: int | None) -> bool:
+    """
+    Autobahn's ``sendData`` for the common case (no chopping, no sync, nothing queued, no
+    octet logging, the socket open), without its debug log line, whose arguments
+    (coloured names, through ``click`` when installed) it builds for every frame even
+    with debug logging off.  False: Autobahn's own ``sendData`` is needed.
+    """
+    if (
+        chopsize
+        or sync
+        or websocket.send_queue
+        or websocket.logOctets
+        or websocket.state != WebSocketProtocol.STATE_OPEN
+    ):
+        return False
+    websocket.transport.write(data)
+    websocket.trafficStats.outgoingOctetsWireLevel += len(data)
+    return True
+
+
 # -- server ---------------------------------------------------------------------------
 
 
@@ -324,6 +380,34 @@ class _ServerProtocol(WebSocketServerProtocol):
     #: Pongs sent since the peer last read (the transport paused the agent).
     pongs_while_unread = 0
     _ended = False
+
+    def send_text(self, payload: bytes) -> None:
+        """
+        One text frame carrying ``payload``, byte for byte the frame Autobahn's
+        ``sendMessage`` makes (a server's frames are not masked), written in one call
+        when Autobahn would send it as is (:func:`_sends_plain_frames`); otherwise
+        Autobahn sends it.
+        """
+        length = len(payload)
+        if not _sends_plain_frames(self, length):
+            self.sendMessage(payload, isBinary=False)
+            return
+        transport = self.transport
+        assert transport is not None  # open
+        transport.writeSequence([text_frame_header(length), payload])
+        stats = self.trafficStats
+        stats.outgoingWebSocketMessages += 1
+        stats.outgoingWebSocketFrames += 1
+        stats.outgoingOctetsAppLevel += length
+        stats.outgoingOctetsWebSocketLevel += length
+        stats.outgoingOctetsWireLevel += length + (
+            2 if length < 126 else 4 if length < 0x10000 else 10
+        )
+
+    def sendData(self, data: bytes, sync: bool = False, chopsize: int | None = None) -> None:
+        """Autobahn's, without its per-frame debug log formatting (:func:`_write_now`)."""
+        if not _write_now(self, data, sync, chopsize):
+            super().sendData(data, sync, chopsize)
 
     def onPing(self, payload: bytes) -> None:
         """Answer, unless the peer keeps pinging without reading (see the table)."""
@@ -468,6 +552,11 @@ class _ClientProtocol(WebSocketClientProtocol):
     _ended = False
     _connection_id: str | None = None
     _response_headers: Mapping[str, str] | None = None
+
+    def sendData(self, data: bytes, sync: bool = False, chopsize: int | None = None) -> None:
+        """Autobahn's, without its per-frame debug log formatting (:func:`_write_now`)."""
+        if not _write_now(self, data, sync, chopsize):
+            super().sendData(data, sync, chopsize)
 
     def onConnect(self, response: ConnectionResponse) -> None:
         self._response_headers = dict(response.headers)
