@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -157,6 +158,20 @@ class McpRealTests(TestCase):
         )
         running = Bob(conn, client, agent, model)
         running.sid = session.session_id
+        # bob's first turn waits for its servers a bounded time (TURN_WAIT), then goes on
+        # without them: on a loaded machine a server may take longer to start. These tests
+        # are about a turn with the servers, so they wait until bob said each one settled.
+        names = re.findall(r"^\[mcp\.servers\.([\w-]+)\]", mcp, re.M)
+
+        def settled() -> bool:
+            tail = agent.stderr_tail()
+            # "time (stdio): 2 tools" once listed, "time (stdio): failed: ..." if not
+            return all(re.search(rf"\b{re.escape(name)} \(\w+\): ", tail) for name in names)
+
+        try:
+            await wait_until(settled, timeout=120.0, interval=0.05)
+        except AssertionError:
+            raise AssertionError(f"bob's stderr:\n{agent.stderr_tail()}") from None
         return running
 
     @pytest.mark.real_agent
