@@ -197,18 +197,17 @@ def test_load_refused_in_another_cwd_is_not_a_broken_load() -> None:
 
 def test_prompt_slower_than_the_timeout_is_slow_not_a_finding() -> None:
     """
-    The agent waits 3 s before answering each ``session/prompt`` (``--timeout 1``): TURN-001
-    is "slow" (could not judge), never a finding, and the late updates and responses that
-    arrive during later steps create no finding either (TURN-002, TURN-005, CANCEL, ...).
+    The agent waits 3 s before answering each ``session/prompt`` (``--timeout 1``): never a
+    finding; the late answers, waited for in the background, judge TURN-001 when they come
+    (it holds), and the late updates and responses that arrive during later steps create no
+    finding either (TURN-002, TURN-005, CANCEL, ...).
     """
     result = _run("slow_prompt", timeout=1.0)
     assert result.error is None, result.error
     assert _findings(result) == []
     assert result.exit_code != 1
     turn = next(r for r in result.results if r.rule.id == "TURN-001")
-    assert turn.status == "slow"
-    assert turn.reason.startswith("could not judge")
-    assert "session/prompt" in turn.reason
+    assert turn.status == "pass"
 
 
 def test_late_updates_of_an_open_turn_after_a_load_are_not_a_late_replay() -> None:

@@ -69,6 +69,8 @@ BROKEN = {
     "bad_traceparent": "EXT-002",
     "unadvertised_extension": "EXT-003",
     "unprefixed_method": "EXT-004",
+    "drop_custom_request": "RPC-008",
+    "drop_unknown_method": "RPC-013",
 }
 
 #: New rules the raw agent cannot exercise (it does not support session/load); unit-tested.

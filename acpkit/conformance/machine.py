@@ -54,6 +54,7 @@ from acpkit.conformance.harness import (
     explain_services,
     one_line,
     run_turn,
+    settle,
     start_agent,
 )
 from acpkit.conformance.observer import Transcript, Verdicts
@@ -381,6 +382,7 @@ def play(
             if on_step is not None and not on_step(step):
                 break
         agent.driver.drain(0.1)
+        settle(agent)
     except AgentGone:
         pass
     finally:
