@@ -33,6 +33,8 @@ BROKEN = {
     "bad_schema": "SCHEMA-001",
     "unfinished_tool": "TURN-003",
     "ignore_eof": "FRAME-009",
+    "exit_without_answer": "FRAME-010",
+    "decode_utf8_per_read": "FRAME-004",
     "decode_each_read": "FRAME-004",
     "terminal_after_release": "TERMINAL-001",
     "keep_terminal": "TERMINAL-002",
@@ -105,7 +107,13 @@ def test_broken_agent_is_reported_with_its_rule(fault: str) -> None:
     """Each broken behaviour is reported under the rule it breaks."""
     timeout = 1.0 if fault == "ignore_eof" else 3.0
     # the client-service faults only need the probes of their rule (keeps the file fast)
-    narrow = ("ignore_eof", "decode_each_read", *SERVICE_FAULTS)
+    narrow = (
+        "ignore_eof",
+        "exit_without_answer",
+        "decode_each_read",
+        "decode_utf8_per_read",
+        *SERVICE_FAULTS,
+    )
     only = [BROKEN[fault]] if fault in narrow else []
     assert BROKEN[fault] in _failed(fault, timeout, only)
 

@@ -476,3 +476,27 @@ def test_tester_crash_outside_run_suite_is_exit_2(
     monkeypatch.setattr("acpkit.conformance.cli.run_suite", _boom)
     assert main(["--profile", "smoke", "--", sys.executable, QUIRKY], out=io.StringIO()) == 2
     assert "the tester failed" in capsys.readouterr().err
+
+
+# -- 9. probes whose precondition is not met (issue 23, item 4) ------------------------------
+
+
+def test_an_agent_that_needs_a_login_gets_no_framing_or_process_finding() -> None:
+    """
+    session/new is refused with -32000 until a terminal login the tester never runs: the
+    split-write probe (an unknown request: no session needed) and the EOF probes (a pending
+    request instead of a turn) still judge FRAME-004, FRAME-009 and FRAME-010, which hold;
+    RPC-006 (sent through session/new) and the session rules are not applicable, with the
+    reason; there is no finding at all.
+    """
+    result = _run("needs_login", timeout=2.0)
+    assert result.error is None, result.error
+    assert _findings(result) == []
+    statuses = _statuses(result)
+    for rule_id in ("FRAME-004", "FRAME-009", "FRAME-010"):
+        assert statuses[rule_id] == "pass", rule_id
+    reasons = {r.rule.id: r.reason for r in result.results}
+    assert statuses["RPC-006"] == "not-applicable"
+    assert "needs authentication" in reasons["RPC-006"]
+    assert statuses["SESSION-001"] == "not-applicable"
+    assert "session/new failed" in reasons["SESSION-001"]

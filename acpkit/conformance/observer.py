@@ -640,6 +640,8 @@ class Observer:
             return
         self.answered_seq = max(self.answered_seq, pending.seq)
         self.verdicts.ok("RPC-001")
+        if answer_rule(pending) == "RPC-013":
+            self.verdicts.ok("RPC-013")
         if pending.method == "initialize" and self._other_version(message, index):
             return
         if has_result:

@@ -163,9 +163,13 @@ RULES: tuple[Rule, ...] = (
         TRANSPORTS,
         "stdio",
         "Messages are delimited by newlines (\\n), and MUST NOT contain embedded newlines.",
-        "Stimulus: the tester writes one request in several chunks (one cut inside a multi-byte "
-        "character). Violated when that request gets no answer, a -32700, or the agent exits. "
-        "Derived: since only the newline delimits a message, read boundaries must not.",
+        "Stimulus: the tester writes one request, an unknown _acpkit.dev method whose string id "
+        "holds 2-, 3- and 4-byte characters, in pieces 50 ms apart, one cut inside a character "
+        "of the id. Any answer with the id intact holds (the method needs no session and no "
+        "login). Violated by an id-null error (a piece was parsed), -32700 or -32600, the id "
+        "echoed with other characters (each read decoded on its own), or no answer while the "
+        "next request is answered; the agent exiting is filed here too. Derived: since only the "
+        "newline delimits a message, read boundaries must not.",
     ),
     _r(
         "FRAME-005",
@@ -212,14 +216,30 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "FRAME-009",
-        "After stdin is closed (EOF, even mid-turn) the agent exits within the timeout",
+        "After stdin is closed (EOF, at any point) the agent exits within the timeout",
         "SHOULD",
         TRANSPORTS,
         "stdio",
         "The client launches the agent as a subprocess.",
-        "Stimulus: the tester closes the agent's stdin (idle, and during a turn). Violated when "
-        "the process is still alive after the timeout. No spec sentence requires it (the "
+        "Stimulus: the tester closes the agent's stdin before initialize (waiting three step "
+        "timeouts: the agent may still be starting), and during a turn (or, when session/new "
+        "fails, right after an unknown request: process lifetime needs no session). Violated "
+        "when the process is still alive after the timeout. No spec sentence requires it (the "
         "transport diagram only shows 'Close stdin, terminate subprocess'); SHOULD.",
+    ),
+    _r(
+        "FRAME-010",
+        "Requests written before stdin closed are answered before the agent exits",
+        "MUST",
+        OVERVIEW,
+        "Communication Model",
+        "Methods: Request-response pairs that expect a result or error",
+        "Stimulus: a session/prompt (or, without a session, an unknown _acpkit.dev request) "
+        "written just before the tester closes the agent's stdin. Violated when the agent exits "
+        "without having answered it (the client still reads stdout after closing stdin). Not "
+        "judged when the agent does not exit (FRAME-009). No keyword; the page says 'The "
+        "protocol follows the JSON-RPC 2.0 specification', whose 'The Server MUST reply with a "
+        "Response, except for in the case of Notifications' makes it a MUST.",
     ),
     # -- JSON-RPC envelope --------------------------------------------------------------
     _r(
