@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import subprocess
 import sys
 import time
@@ -641,3 +642,205 @@ def test_each_command_gated_fault_shows_when_its_command_runs(
     assert variant.rule in {f.rule_id for f in verdicts.findings}, [
         f"{f.rule_id}: {f.message}" for f in verdicts.findings
     ]
+
+
+# -- the faults that need no command, on raw pipes -----------------------------------------
+
+
+@attrs.define
+class Pipe:
+    """A reference agent on raw pipes: write bytes, read lines, watch it exit."""
+
+    process: subprocess.Popen[bytes]
+    buffer: bytes = b""
+    lines: list[bytes] = attrs.field(factory=list)
+
+    def write(self, *messages: dict[str, Any], close: bool = False) -> None:
+        """All ``messages`` in one write (then close stdin)."""
+        assert self.process.stdin is not None
+        data = b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+        if close:
+            self.process.stdin.close()
+
+    def read_until(self, done: Callable[[list[dict[str, Any]]], bool], seconds: float) -> bool:
+        """Read lines until ``done(messages)`` or ``seconds`` pass (or stdout ends)."""
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        deadline = time.monotonic() + seconds
+        while not done(self.messages()):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            ready = selectors.DefaultSelector()
+            ready.register(fd, selectors.EVENT_READ)
+            events = ready.select(remaining)
+            ready.close()
+            if not events:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return done(self.messages())
+            *complete, self.buffer = (self.buffer + chunk).split(b"\n")
+            self.lines += complete
+        return True
+
+    def messages(self) -> list[dict[str, Any]]:
+        """The lines read so far that are JSON objects."""
+        found = []
+        for line in self.lines:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(message, dict):
+                found.append(message)
+        return found
+
+    def answer(self, rid: Any) -> dict[str, Any] | None:
+        """The response with id ``rid`` read so far."""
+        return next((m for m in self.messages() if m.get("id") == rid and "method" not in m), None)
+
+    def exited_within(self, seconds: float) -> int | None:
+        """The exit status if the process ends within ``seconds``."""
+        try:
+            return self.process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+@contextmanager
+def pipe(fault: str, tmp_path: Path) -> Iterator[Pipe]:
+    """Agent A (with ``fault``) on raw pipes; killed at the end."""
+    env = {**os.environ, STORE_VARIABLE: str(tmp_path / "store")}
+    argv = [sys.executable, AGENTS["a"], *([fault] if fault else [])]
+    process = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
+    try:
+        yield Pipe(process)
+    finally:
+        process.kill()
+        process.wait()
+        for stream in (process.stdin, process.stdout):
+            if stream is not None and not stream.closed:
+                stream.close()
+
+
+def request(rid: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A request message."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+INITIALIZE = request(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+
+
+def open_session(agent: Pipe, cwd: Path) -> str:
+    """initialize and session/new; the session id."""
+    agent.write(INITIALIZE, request(2, "session/new", {"cwd": str(cwd), "mcpServers": []}))
+    assert agent.read_until(lambda ms: any(m.get("id") == 2 for m in ms), STEP_TIMEOUT)
+    answer = agent.answer(2)
+    assert answer is not None
+    return str(answer["result"]["sessionId"])
+
+
+def prompt(rid: int, session: str, text: str) -> dict[str, Any]:
+    """A session/prompt with one text block."""
+    blocks = [{"type": "text", "text": text}]
+    return request(rid, "session/prompt", {"sessionId": session, "prompt": blocks})
+
+
+def eof_after_a_prompt(agent: Pipe, tmp_path: Path) -> bool:
+    """A prompt, then stdin closed at once: the prompt answered before the process exits."""
+    session = open_session(agent, tmp_path)
+    agent.write(prompt(3, session, "hello"), close=True)
+    agent.read_until(lambda ms: False, STEP_TIMEOUT)  # until stdout ends
+    answer = agent.answer(3)
+    exited = agent.exited_within(STEP_TIMEOUT)
+    return answer is not None and "stopReason" in answer.get("result", {}) and exited == 0
+
+
+def eof_before_initialize(agent: Pipe, tmp_path: Path) -> bool:
+    """stdin closed before anything: the process exits (status 0) within 2 s."""
+    assert agent.process.stdin is not None
+    agent.process.stdin.close()
+    return agent.exited_within(2.0) == 0
+
+
+def three_requests_in_one_write(agent: Pipe, tmp_path: Path) -> bool:
+    """Three requests in one write: all three answered."""
+    agent.write(INITIALIZE, *(request(10 + n, f"no/such_{n}") for n in range(3)))
+    return agent.read_until(lambda ms: all(agent.answer(10 + n) for n in range(3)), 2.0)
+
+
+def initialize_in_utf8(agent: Pipe, tmp_path: Path) -> bool:
+    """The initialize answer is a line of UTF-8."""
+    agent.write(INITIALIZE)
+    agent.read_until(lambda ms: bool(agent.lines), STEP_TIMEOUT)
+    try:
+        agent.lines[0].decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def stop_reason_of_a_prompt(agent: Pipe, tmp_path: Path) -> bool:
+    """A text prompt is answered with a stopReason."""
+    session = open_session(agent, tmp_path)
+    agent.write(prompt(3, session, "hello"))
+    agent.read_until(lambda ms: agent.answer(3) is not None, STEP_TIMEOUT)
+    answer = agent.answer(3)
+    return answer is not None and "stopReason" in answer.get("result", {})
+
+
+def vendor_request_answered(agent: Pipe, tmp_path: Path) -> bool:
+    """An unknown ``_vendor`` request is answered (the request after it is, in any case)."""
+    agent.write(INITIALIZE, request(3, "_vendor.example/request"), request(4, "no/such"))
+    agent.read_until(lambda ms: agent.answer(4) is not None, STEP_TIMEOUT)
+    agent.read_until(lambda ms: agent.answer(3) is not None, 0.5)
+    return agent.answer(3) is not None
+
+
+#: The variants that need no command and that today's tester misses, with what a client on
+#: raw pipes sees: the check holds on the reference agent and fails on the variant.
+WIRE_CHECKS: dict[str, Callable[[Pipe, Path], bool]] = {
+    "exit_before_answering": eof_after_a_prompt,
+    "hang_on_early_eof": eof_before_initialize,
+    "first_line_per_read": three_requests_in_one_write,
+    "latin1_output": initialize_in_utf8,
+    "no_stop_reason": stop_reason_of_a_prompt,
+    "vendor_request_unanswered": vendor_request_answered,
+}
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("fault", sorted(WIRE_CHECKS))
+def test_each_wire_fault_shows_on_raw_pipes(fault: str, tmp_path: Path) -> None:
+    """Each of these faults is real: its check holds on the reference agent, not on it."""
+    check = WIRE_CHECKS[fault]
+    with pipe("", tmp_path / "reference") as reference:
+        assert check(reference, tmp_path), f"the reference agent fails {check.__name__}"
+    with pipe(fault, tmp_path / "variant") as variant:
+        assert not check(variant, tmp_path), f"the variant {fault} passes {check.__name__}"
+
+
+@pytest.mark.process
+def test_stdin_closed_mid_countdown_answers_the_turn_then_exits(tmp_path: Path) -> None:
+    """
+    stdin closed while a 30 s countdown runs: the reference agent stops it early, answers
+    the prompt (end_turn: the client did not cancel it) and exits with status 0 at once.
+    """
+    with pipe("", tmp_path) as agent:
+        session = open_session(agent, tmp_path)
+        agent.write(prompt(3, session, "/countdown 30"))
+        assert agent.read_until(lambda ms: "agent_message_chunk" in str(ms), STEP_TIMEOUT)
+        assert agent.process.stdin is not None
+        agent.process.stdin.close()
+        agent.read_until(lambda ms: False, STEP_TIMEOUT)  # until stdout ends
+        answer = agent.answer(3)
+        assert agent.exited_within(STEP_TIMEOUT) == 0
+    assert answer is not None and answer["result"] == {"stopReason": "end_turn"}
