@@ -56,7 +56,7 @@ def _run(
 
 def _findings(result: SuiteResult) -> list[str]:
     """Every finding as ``RULE: message``."""
-    return [f"{r.rule.id}: {f.message}" for r in result.failed for f in r.findings]
+    return [f"{r.rule.id}: {f.message}" for r in result.found for f in r.findings]
 
 
 def _statuses(result: SuiteResult) -> dict[str, str]:
@@ -197,18 +197,17 @@ def test_load_refused_in_another_cwd_is_not_a_broken_load() -> None:
 
 def test_prompt_slower_than_the_timeout_is_slow_not_a_finding() -> None:
     """
-    The agent waits 3 s before answering each ``session/prompt`` (``--timeout 1``): TURN-001
-    is "slow" (could not judge), never a finding, and the late updates and responses that
-    arrive during later steps create no finding either (TURN-002, TURN-005, CANCEL, ...).
+    The agent waits 3 s before answering each ``session/prompt`` (``--timeout 1``): never a
+    finding; the late answers, waited for in the background, judge TURN-001 when they come
+    (it holds), and the late updates and responses that arrive during later steps create no
+    finding either (TURN-002, TURN-005, CANCEL, ...).
     """
     result = _run("slow_prompt", timeout=1.0)
     assert result.error is None, result.error
     assert _findings(result) == []
     assert result.exit_code != 1
     turn = next(r for r in result.results if r.rule.id == "TURN-001")
-    assert turn.status == "slow"
-    assert turn.reason.startswith("could not judge")
-    assert "session/prompt" in turn.reason
+    assert turn.status == "pass"
 
 
 def test_late_updates_of_an_open_turn_after_a_load_are_not_a_late_replay() -> None:
@@ -282,9 +281,11 @@ def test_message_id_reused_across_live_turns_is_reported() -> None:
     """
     result = _run("reuse_message_id", only=["TURN-005"])
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == {"TURN-005"}
+    assert {r.rule.id for r in result.found} == {"TURN-005"}
     assert all("'m1'" in message for message in _findings(result))
-    assert result.exit_code == 1
+    # TURN-005 is a SHOULD: a warning, exit status 0 unless --strict
+    assert _statuses(result)["TURN-005"] == "warn"
+    assert result.exit_code == 0
 
 
 def test_message_id_reused_by_the_next_turn_alone_is_reported() -> None:
@@ -293,7 +294,7 @@ def test_message_id_reused_by_the_next_turn_alone_is_reported() -> None:
     messages are two messages, so this is TURN-005 as well.
     """
     result = _run("reuse_message_id_alone", only=["TURN-005"])
-    assert {r.rule.id for r in result.failed} == {"TURN-005"}
+    assert {r.rule.id for r in result.found} == {"TURN-005"}
 
 
 # -- 5. an error answer without an id member -----------------------------------------------
@@ -307,7 +308,7 @@ def test_error_without_id_is_rpc_009_not_no_response() -> None:
     """
     result = _run("error_without_id", only=["RPC", "FRAME"])
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == {"RPC-009"}
+    assert {r.rule.id for r in result.found} == {"RPC-009"}
     findings = _findings(result)
     assert findings and all("a response without an id member" in f for f in findings)
     for finding in findings:
@@ -322,7 +323,7 @@ def test_wrong_parse_error_code_is_reported_with_that_code() -> None:
     """The agent answers text that is not JSON with -32600: RPC-003 names the code it got."""
     result = _run("wrong_parse_code", only=["RPC", "FRAME"])
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == {"RPC-003"}
+    assert {r.rule.id for r in result.found} == {"RPC-003"}
     assert any("-32600" in finding for finding in _findings(result))
 
 
@@ -336,11 +337,11 @@ def test_crash_on_a_batch_is_filed_under_the_batch_rule() -> None:
     """
     result = _run("die_on_batch", only=["RPC", "FRAME"])
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == {"RPC-004"}
+    assert {r.rule.id for r in result.found} == {"RPC-004"}
     (finding,) = _findings(result)
     assert finding.startswith("RPC-004: the agent went away during a batch")
     assert "exit status 3" in finding
-    assert _statuses(result)["RPC-007"] != "fail"
+    assert _statuses(result)["RPC-007"] not in ("fail", "warn")
 
 
 # -- 7. a strict agent that rejects unknown fields ------------------------------------------
@@ -417,7 +418,7 @@ def test_pretty_printed_messages_are_frame_002_and_the_run_goes_on() -> None:
     """
     result = _run("pretty_print")
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == {"FRAME-002"}
+    assert {r.rule.id for r in result.found} == {"FRAME-002"}
     assert all("written over" in finding for finding in _findings(result))
     assert result.exit_code == 1
     statuses = _statuses(result)
@@ -432,7 +433,7 @@ def test_pretty_printed_message_with_an_empty_object_is_still_frame_002() -> Non
     """
     result = _run("pretty_print_empty_object", only=["FRAME", "INIT-001"], timeout=1.0)
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == {"FRAME-002"}
+    assert {r.rule.id for r in result.found} == {"FRAME-002"}
 
 
 # -- 10. a crash of the tester itself ---------------------------------------------------------
@@ -449,7 +450,7 @@ def test_tester_crash_in_a_probe_is_exit_2(monkeypatch: pytest.MonkeyPatch) -> N
     assert result.exit_code == 2
     assert result.error is not None
     assert "tester itself failed" in result.error and "a bug in the tester" in result.error
-    assert result.failed == []
+    assert result.found == []
     out = io.StringIO()
     argv = ["--profile", "smoke", "--timeout", "3", "--rules", "RPC-005", "--"]
     assert main([*argv, sys.executable, QUIRKY], out=out) == 2
@@ -465,7 +466,7 @@ def test_tester_crash_in_the_explorer_is_exit_2(monkeypatch: pytest.MonkeyPatch)
     result = _run(None, only=["RPC-005"], explore=True)
     assert result.exit_code == 2
     assert result.error is not None and "a bug in the tester" in result.error
-    assert result.failed == []
+    assert result.found == []
 
 
 def test_tester_crash_outside_run_suite_is_exit_2(

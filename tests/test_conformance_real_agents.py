@@ -429,7 +429,7 @@ def _findings(result: SuiteResult, rule_ids: set[str]) -> str:
     """The findings of ``rule_ids``, one ``RULE: message`` line each."""
     return "\n".join(
         f"  {r.rule.id}: {f.message}"
-        for r in result.failed
+        for r in result.found
         if r.rule.id in rule_ids
         for f in r.findings
     )
@@ -445,7 +445,7 @@ def check_real_agent(name: str, workdir: Path) -> None:
         pytest.skip(missing)
     result = _run(agent, workdir)
     assert result.error is None, f"the tester could not test {name}: {result.error}"
-    failed = {r.rule.id for r in result.failed}
+    failed = {r.rule.id for r in result.found}
     genuine: Mapping[str, str] = FINDINGS[name]
     new = failed - set(genuine)
     assert not new, (

@@ -41,7 +41,7 @@ def test_acpkit_interop_agent_only_breaks_its_genuine_rules() -> None:
         explore=False,
     )
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == set(INTEROP_FINDINGS)
+    assert {r.rule.id for r in result.found} == set(INTEROP_FINDINGS)
 
 
 def test_sdk_agent_crashes_on_a_batch_line() -> None:
@@ -57,7 +57,7 @@ def test_sdk_agent_crashes_on_a_batch_line() -> None:
         explore=False,
         only=["RPC-004", "RPC-007"],
     )
-    findings = [(f.rule_id, f.message) for r in result.failed for f in r.findings]
+    findings = [(f.rule_id, f.message) for r in result.found for f in r.findings]
     assert any(
         rule == "RPC-004"
         and "went away during a batch" in message
@@ -76,7 +76,7 @@ def test_bob_passes_every_must_rule() -> None:
         explore=False,
     )
     assert result.error is None, result.error
-    assert [f.message for r in result.failed for f in r.findings if r.rule.level == "MUST"] == []
+    assert [f.message for r in result.found for f in r.findings if r.rule.level == "MUST"] == []
 
 
 #: bob's genuine findings, with the spec sentence each breaks.
@@ -120,8 +120,8 @@ def test_bob_on_the_model_server_runs_real_turns(tmp_path: Path) -> None:
         use_model_server=True,
     )
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == set(BOB_FINDINGS), [
-        f.message for r in result.failed for f in r.findings
+    assert {r.rule.id for r in result.found} == set(BOB_FINDINGS), [
+        f.message for r in result.found for f in r.findings
     ]
     statuses = {r.rule.id: r.status for r in result.results}
     for rule_id in (

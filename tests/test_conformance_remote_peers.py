@@ -43,7 +43,7 @@ import pytest
 
 from acpkit.conformance.cli import run_suite
 from acpkit.conformance.report import SuiteResult
-from acpkit.conformance.rules import RULES
+from acpkit.conformance.rules import RULES, RULES_BY_ID
 from tests.real_peers import NODE22, TS_SDK_MODULES, peer, require_peer
 from tests.test_conformance_remote import _start, bob_url
 from tests.test_pytest_plugin_cost import plugin_option
@@ -106,7 +106,8 @@ def _check(peer_name: str, url: str) -> SuiteResult:
     passing, failing = VERDICTS[peer_name]
     expected = {rule.id: "not-applicable" for rule in RULES}
     expected.update(dict.fromkeys(passing, "pass"))
-    expected.update(dict.fromkeys(failing, "fail"))
+    # a SHOULD finding is a warning (issue 23: only MUST findings fail a run)
+    expected.update({r: "fail" if RULES_BY_ID[r].level == "MUST" else "warn" for r in failing})
     got = {r.rule.id: r.status for r in result.results}
     wrong = {
         rule_id: (got[rule_id], expected[rule_id])

@@ -253,8 +253,9 @@ def plugin_option() -> list[str]:
 
 class ConformanceTutorialTests(ExampleTestCase):
     """
-    The conformance tutorial and the CI how-to: ``minimal_agent.py`` fails two rules on the
-    command line, ``checked_agent.py`` passes them all through the pytest plugin.
+    The conformance tutorial and the CI how-to: ``minimal_agent.py`` breaks two SHOULD rules
+    on the command line (warnings), ``checked_agent.py`` passes them all through the pytest
+    plugin.
     """
 
     # Three whole conformance runs at once: 38 s alone on 2 cores, 53 s on Twisted 24.7;
@@ -267,8 +268,8 @@ class ConformanceTutorialTests(ExampleTestCase):
 
     async def test_tester_finds_two_failures_then_none(self) -> None:
         """
-        The tester fails SESSION-002 and MCP-001 only; the fix, with MCP-001 skipped (the agent
-        uses no MCP server), passes every rule.
+        The tester warns about SESSION-002 and MCP-001 only (SHOULD rules: exit status 0); the
+        fix, with MCP-001 skipped (the agent uses no MCP server), passes every rule.
         """
         cli = ["-m", "acpkit.conformance", "--", PYTHON]
         plugin = ["-m", "pytest", *plugin_option()]
@@ -291,15 +292,16 @@ class ConformanceTutorialTests(ExampleTestCase):
         # The summary lines the tutorial shows, checked against what the tester says.
         tutorial = (DOCS / "tutorials" / "test-an-agent-for-conformance.md").read_text()
         shown = re.findall(
-            r"^((?:\d+ fail, )?(\d+) not-applicable, (\d+) pass(?:, (\d+) skipped)?); profile",
+            r"^((?:\d+ warn, )?(\d+) pass, (\d+) not-applicable(?:, (\d+) skipped)?); profile",
             tutorial,
             re.M,
         )
         self.assertEqual(len(shown), 2, "the tutorial shows a failing run and a passing one")
-        (failing, _, _, _), (passing, not_applicable, passed, skipped) = shown
-        out = self.check(before, status=1)
-        failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAIL "))
-        self.assertEqual(failed, ["MCP-001", "SESSION-002"])
+        (failing, _, _, _), (passing, passed, not_applicable, skipped) = shown
+        # SHOULD findings are warnings (issue 23): the run still exits 0
+        out = self.check(before, status=0)
+        warned = sorted(line.split()[1] for line in out.splitlines() if line.startswith("WARN "))
+        self.assertEqual(warned, ["MCP-001", "SESSION-002"])
         self.assertIn(f"{failing}; profile quick", out)
         out = self.check(fixed, status=0)
         self.assertIn(f"{passing}; profile quick", out)

@@ -1,11 +1,12 @@
 """
 ``acpkit-conformance [options] -- AGENT_COMMAND [ARGS…]``: argument parsing, the run, exit codes.
 
-Exit status: 0 when every applicable rule holds, 1 when a rule is violated, 2 when the agent
-could not be tested (it does not start, never answers ``initialize``, or nothing could be
-judged within the step timeout), when the tester itself failed, or when the options are
-wrong. A tester failure is never exit 1. `run_suite` is the programmatic entry point (used
-by the pytest plugin too).
+Exit status: 0 when no MUST rule is violated (SHOULD findings are warnings), 1 when a MUST
+rule is violated, a baseline entry is stale, or a SHOULD rule is violated under ``--strict``;
+2 when the agent could not be tested (it does not start, never answers ``initialize``, or
+nothing could be judged within the step timeout), when the tester itself failed, or when the
+options are wrong. A tester failure is never exit 1. `run_suite` is the programmatic entry
+point (used by the pytest plugin too).
 """
 
 from __future__ import annotations
@@ -22,12 +23,19 @@ from typing import IO, Any, Protocol
 
 from twisted.logger import Logger, globalLogBeginner, textFileLogObserver
 
+from acpkit.conformance.baseline import BaselineError, load_baseline
 from acpkit.conformance.harness import PROFILES, CannotTest, SuiteConfig
 from acpkit.conformance.machine import run_machine
 from acpkit.conformance.observer import Verdicts
 from acpkit.conformance.probes import run_probes
 from acpkit.conformance.probes_transport import check_tls
-from acpkit.conformance.report import FORMATS, SuiteResult, format_report, rule_results
+from acpkit.conformance.report import (
+    FORMATS,
+    ExploredFailure,
+    SuiteResult,
+    format_report,
+    rule_results,
+)
 from acpkit.conformance.rules import UnknownRule, select_rules, split_selectors
 from acpkit.conformance.tls import INSECURE_TLS_VARIABLE, TLSSettings
 
@@ -69,9 +77,17 @@ def run_suite(
     url: str | None = None,
     headers: Sequence[tuple[str, str]] = (),
     tls: TLSSettings | None = None,
+    strict: bool = False,
+    expected_failures: str | os.PathLike[str] | Mapping[str, str] | None = None,
 ) -> SuiteResult:
     """
     Test the agent started by ``argv``: fixed probes, then the explorer (``explore``).
+
+    SHOULD findings are warnings: they make the exit status 1 only with ``strict``.
+    ``expected_failures`` is a baseline of accepted findings (rule id -> reason, or the path
+    of a baseline file, see `acpkit.conformance.baseline`): their findings are ``xfail``, and
+    a listed rule that holds is a stale entry that fails the run. A baseline file that
+    cannot be used raises `acpkit.conformance.baseline.BaselineError`.
 
     With ``use_model_server`` a conformance model server runs on loopback: the agent's
     environment gets the base URL and key variables of every model API it speaks, and
@@ -92,9 +108,28 @@ def run_suite(
         tls = TLSSettings(insecure=os.environ.get(INSECURE_TLS_VARIABLE) == "1")
     selected = select_rules(only, skip)
     chosen_profile = PROFILES[profile]
+    baseline_path: str | None = None
+    if expected_failures is None:
+        expected: dict[str, str] = {}
+    elif isinstance(expected_failures, Mapping):
+        expected = dict(expected_failures)
+    else:
+        baseline_path = os.fspath(expected_failures)
+        expected = load_baseline(baseline_path)
     started = time.monotonic()
     replay = _replay_command(
-        argv, profile, seed, timeout, only, skip, use_model_server, url, headers, tls
+        argv,
+        profile,
+        seed,
+        timeout,
+        only,
+        skip,
+        use_model_server,
+        url,
+        headers,
+        tls,
+        strict=strict,
+        baseline=baseline_path,
     )
     notes: list[str] = []
     agent_name = shlex.join(argv)
@@ -115,10 +150,11 @@ def run_suite(
             replay=replay,
             error=error,
             timeout=timeout,
+            strict=strict,
         )
 
     verdicts = Verdicts()
-    steps = transcript = ""
+    explored: tuple[ExploredFailure, ...] = ()
     try:
         with _maybe_model_server(use_model_server, timeout) as model:
             environment = dict(os.environ if env is None else env)
@@ -149,9 +185,7 @@ def run_suite(
                 failure = run_machine(config, verdicts)
                 notes.append(f"exploration took {time.monotonic() - explore_started:.1f}s")
                 if failure is not None:
-                    steps, transcript = failure.steps, failure.transcript
-                    if failure.shrink is not None:
-                        notes.append(failure.shrink.describe())
+                    explored = failure.failures
                     if failure.note:
                         notes.append(failure.note)
             if model is not None:
@@ -166,15 +200,15 @@ def run_suite(
         )
     return SuiteResult(
         agent=agent_name,
-        results=rule_results(verdicts, selected),
+        results=rule_results(verdicts, selected, expected=expected),
         seed=seed,
         profile=profile,
         elapsed=time.monotonic() - started,
         replay=replay,
-        machine_steps=steps,
-        machine_transcript=transcript,
+        explored=explored,
         timeout=timeout,
         notes=tuple(notes),
+        strict=strict,
     )
 
 
@@ -215,9 +249,16 @@ def _replay_command(
     url: str | None = None,
     headers: Sequence[tuple[str, str]] = (),
     tls: TLSSettings | None = None,
+    *,
+    strict: bool = False,
+    baseline: str | None = None,
 ) -> str:
     parts = ["acpkit-conformance", "--profile", profile, "--seed", str(seed)]
     parts += ["--timeout", f"{timeout:g}"]
+    if strict:
+        parts.append("--strict")
+    if baseline is not None:
+        parts += ["--expected-failures", baseline]
     if only:
         parts += ["--rules", ",".join(only)]
     if skip:
@@ -244,27 +285,89 @@ def _replay_command(
 
 
 def _parser() -> argparse.ArgumentParser:
+    from acpkit import __version__
+
     parser = argparse.ArgumentParser(
         prog="acpkit-conformance",
-        description="Property-based ACP conformance testing of an agent run as a command.",
-        epilog="Exit status: 0 all applicable rules hold, 1 a rule is violated, 2 cannot test "
-        "(or nothing could be judged in time, or the tester failed).",
+        description="Property-based ACP conformance testing of an agent run as a command "
+        "(or reached by --url).",
+        epilog="Exit status: 0 no MUST rule violated (SHOULD findings are warnings); 1 a MUST "
+        "rule violated, a stale --expected-failures entry, or a warning under --strict; 2 "
+        "cannot test (the agent did not start, nothing could be judged in time, the tester "
+        "failed, or the options are wrong).",
     )
-    parser.add_argument("--rules", action="append", default=[], help="rule ids or prefixes")
-    parser.add_argument("--skip", action="append", default=[], help="rule ids or prefixes")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per step")
-    parser.add_argument("--cwd", help="directory to start the agent in")
-    parser.add_argument("--report", choices=FORMATS, default="text")
-    parser.add_argument("--output", help="write the report to this file (default stdout)")
+    parser.add_argument("--version", action="version", version=f"acpkit-conformance {__version__}")
+    parser.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="IDS",
+        help="judge only these rule ids or id prefixes (comma separated, repeatable; "
+        "e.g. FRAME,RPC-003)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="IDS",
+        help="do not judge these rule ids or id prefixes (comma separated, repeatable)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="quick",
+        help="how much to explore: smoke (seconds), quick (default, under a minute), full "
+        "(minutes; 16 MiB lines)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the explorer's random seed (default 0)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long each step waits for the agent (default 10); a step over it is "
+        "'could not judge', never a finding",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="SHOULD findings (warnings) fail the run too (exit 1)",
+    )
+    parser.add_argument(
+        "--expected-failures",
+        metavar="FILE",
+        help="a TOML baseline of accepted findings ([expected-failures] RULE-ID = "
+        '"reason"): they do not fail the run; an entry whose rule holds is stale and does',
+    )
+    parser.add_argument(
+        "--cwd", metavar="DIR", help="directory to start the agent in (default: the current one)"
+    )
+    parser.add_argument(
+        "--report",
+        choices=FORMATS,
+        default="text",
+        help="report format: text (default), json or junit",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the report to this file (the text report still goes to stdout)",
+    )
     parser.add_argument(
         "--model-server",
         action="store_true",
         help="run the conformance model on loopback (OpenAI chat and Responses, Anthropic, "
         "Gemini) and point the agent at it",
     )
-    parser.add_argument("--env", action="append", default=[], metavar="K=V")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="set an environment variable for the agent (repeatable)",
+    )
     parser.add_argument(
         "--url",
         help="test the remote agent at this ws://, wss://, http:// or https:// URL instead of "
@@ -293,7 +396,11 @@ def _parser() -> argparse.ArgumentParser:
         "--tls-private-key", metavar="FILE", help="PEM private key of --tls-certificate"
     )
     parser.add_argument("--list-rules", action="store_true", help="print the rule ids and exit")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND [ARGS...]")
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        help="-- AGENT_COMMAND [ARGS...]: the agent to start (after --)",
+    )
     return parser
 
 
@@ -376,8 +483,10 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
             url=args.url,
             headers=headers,
             tls=tls,
+            strict=args.strict,
+            expected_failures=args.expected_failures,
         )
-    except UnknownRule as e:
+    except (UnknownRule, BaselineError) as e:
         sys.stderr.write(f"acpkit-conformance: {e}\n")
         return 2
     except KeyboardInterrupt:

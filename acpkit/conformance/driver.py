@@ -60,6 +60,10 @@ class AgentGone(Exception):
 class StepTimeout(Exception):
     """The agent did not answer within the step timeout."""
 
+    #: the id of the request whose answer was awaited, when there was one (its late answer
+    #: can still be judged: `acpkit.conformance.observer.Observer.when_answered`)
+    request_id: Any = None
+
 
 def encode(message: Any) -> bytes:
     """A message as one compact UTF-8 JSON line without its line end."""
@@ -471,7 +475,11 @@ class AgentDriver:
         if params is not None:
             message["params"] = params
         self.send(message)
-        return self.response_to(rid, f"waiting for the answer to {method}", timeout)
+        try:
+            return self.response_to(rid, f"waiting for the answer to {method}", timeout)
+        except StepTimeout as e:
+            e.request_id = rid
+            raise
 
     def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Take the ``session/update`` notifications from the inbox (optionally one session's)."""

@@ -18,14 +18,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import attrs
 
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
-from acpkit.conformance.observer import Observer, Transcript, Verdicts, id_key
+from acpkit.conformance.observer import Observer, Pending, Transcript, Verdicts, id_key
 from acpkit.conformance.tls import SYSTEM_TLS, TLSSettings
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "prompt_blocks",
     "run_turn",
     "running_agent",
+    "settle",
     "start_agent",
 ]
 
@@ -322,12 +323,58 @@ def start_agent(
     return Agent(driver, observer, result, tmp, model=config.model)
 
 
+#: How many step timeouts a request may take before, unanswered while a later request was
+#: answered, it counts as dropped: a prompt (a model may be slow to stop), any other request.
+PROMPT_PATIENCE = 5.0
+REQUEST_PATIENCE = 3.0
+#: At most this many seconds of waiting for such late answers when an agent is stopped.
+LATE_ANSWER_WAIT = 30.0
+
+
+def patience(timeout: float) -> Callable[[Pending], float]:
+    """How long (seconds) each request may stay unanswered before it counts as dropped."""
+
+    def of(pending: Pending) -> float:
+        factor = PROMPT_PATIENCE if pending.method == "session/prompt" else REQUEST_PATIENCE
+        return factor * timeout
+
+    return of
+
+
+def settle(agent: Agent) -> None:
+    """
+    Before an agent process is stopped: while a request is unanswered although a later one
+    was answered, keep reading until it has had its patience (`patience`; its answer may
+    still come), then judge what is still unanswered
+    (`acpkit.conformance.observer.Observer.judge_unanswered`). Nothing is judged when the
+    agent is gone or its stdin was closed: a probe judges that.
+    """
+    driver, observer = agent.driver, agent.observer
+    if driver.stdin_closed or driver.returncode is not None:
+        return
+    allowed = patience(driver.timeout)
+    stop_at = time.monotonic() + LATE_ANSWER_WAIT
+    try:
+        while True:
+            waiting = [p.sent_at + allowed(p) for _, p in observer.overtaken()]
+            now = time.monotonic()
+            if not waiting or now >= min(max(waiting), stop_at):
+                break
+            driver.drain(min(0.25, max(waiting) - now))
+    except (AgentGone, StepTimeout):
+        return
+    if driver.returncode is None:
+        observer.judge_unanswered(allowed)
+
+
 @contextmanager
 def running_agent(config: SuiteConfig, verdicts: Verdicts, **options: Any) -> Iterator[Agent]:
-    """`start_agent` as a context manager that always stops the process."""
+    """`start_agent` as a context manager that always stops the process (judging the
+    requests it left unanswered first, see `settle`)."""
     agent = start_agent(config, verdicts, **options)
     try:
         yield agent
+        settle(agent)
     finally:
         agent.driver.stop()
         shutil.rmtree(agent.tmp, ignore_errors=True)
@@ -423,6 +470,7 @@ def run_turn(
         agent.observer.note(f"the turn exceeded the step timeout ({driver.timeout:g}s)")
         if outcome.cancelled_at is None:
             driver.notify("session/cancel", {"sessionId": session_id})
+        agent.observer.when_answered(rid, lambda message: _judge_late(agent, outcome, message))
     finally:
         driver.policy.permission = "allow"
         driver.answer_held(CANCELLED)
@@ -439,6 +487,16 @@ def run_turn(
             rule_id, f"the cancelled turn was not answered within {driver.timeout:g}s"
         )
     return outcome
+
+
+def _judge_late(agent: Agent, outcome: TurnOutcome, message: dict[str, Any]) -> None:
+    """A turn answered after the step timeout: TURN-001, and the cancel if one was sent."""
+    outcome.response = message
+    outcome.answered_at = time.monotonic()
+    if "result" in message and isinstance(outcome.stop_reason, str):
+        agent.observer.verdicts.ok("TURN-001")
+    if outcome.cancelled_at is not None:
+        judge_cancel(agent, outcome)
 
 
 #: After a cancel, an answer other than "cancelled" that arrives within this many seconds may

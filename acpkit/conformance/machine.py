@@ -13,14 +13,20 @@ accepted, declined or cancelled), announced slash commands, unknown methods and 
 announced asynchronously (a session, a command) is drawn as an index and applied modulo what
 is known when the step runs. The test never fails a Hypothesis example — findings are
 recorded, not raised — so Hypothesis never replays or shrinks, and no "flaky" error can arise
-from an agent's timing. Once a finding is made, or the profile's exploration time is spent,
-the remaining examples return at once.
+from an agent's timing.
 
-**Shrinking.** The steps of the failing example are plain values (`Step`), so the shrinker
+**A finding never masks another.** Exploration goes on after a finding, until the profile's
+examples or its exploration time are spent: an agent that breaks a rule in every session
+(a custom field in every ``session/new`` result) is still explored for every other rule. Each
+rule is recorded once: the first example that breaks it is kept (the findings of a rule the
+probes or an earlier example already broke are only counted).
+
+**Shrinking.** The steps of a failing example are plain values (`Step`), so the shrinker
 (`shrink`) replays candidate sub-sequences on fresh agents: it removes chunks of steps, then
-simplifies the remaining prompts, keeping a candidate when the same rule fails again. It stops
-after ``profile.shrink_replays`` replays or ``profile.shrink_seconds``, and reports what it
-did (`ShrinkReport`): a timing-dependent finding that does not reproduce is shown as found.
+simplifies the remaining prompts, keeping a candidate when the same rule fails again. Each
+rule's example is shrunk in turn, all within one budget, ``profile.shrink_replays`` replays or
+``profile.shrink_seconds``; the report says what was done (`ShrinkReport`): a
+timing-dependent finding that does not reproduce is shown as found.
 """
 
 from __future__ import annotations
@@ -48,10 +54,12 @@ from acpkit.conformance.harness import (
     explain_services,
     one_line,
     run_turn,
+    settle,
     start_agent,
 )
 from acpkit.conformance.observer import Transcript, Verdicts
 from acpkit.conformance.probes import expect_error, probe_cancel_request, request
+from acpkit.conformance.report import ExploredFailure
 from acpkit.conformance.services import ELICITATION_ACTIONS
 from acpkit.testing.jsonschema import for_definition
 
@@ -59,6 +67,7 @@ __all__ = [
     "Example",
     "Explorer",
     "MachineFailure",
+    "ShrinkBudget",
     "ShrinkReport",
     "Step",
     "run_machine",
@@ -137,11 +146,9 @@ class ShrinkReport:
 
 @attrs.frozen
 class MachineFailure:
-    """The minimal failing example the explorer found, with its evidence."""
+    """What exploration found beyond the probes: one minimal failing example per rule."""
 
-    steps: str
-    transcript: str
-    shrink: ShrinkReport | None = None
+    failures: tuple[ExploredFailure, ...] = ()
     #: why exploration stopped early, when it did
     note: str = ""
 
@@ -375,6 +382,7 @@ def play(
             if on_step is not None and not on_step(step):
                 break
         agent.driver.drain(0.1)
+        settle(agent)
     except AgentGone:
         pass
     finally:
@@ -400,26 +408,44 @@ def _simpler(step: Step) -> Step | None:
     return None if simpler == step else simpler
 
 
+@attrs.define
+class ShrinkBudget:
+    """The replays and seconds every shrink of one run shares."""
+
+    replays: int
+    seconds: float
+    started: float = attrs.field(factory=time.monotonic)
+    used: int = 0
+
+    @classmethod
+    def of(cls, config: SuiteConfig) -> ShrinkBudget:
+        """The budget of ``config``'s profile."""
+        return cls(config.profile.shrink_replays, config.profile.shrink_seconds)
+
+    def exhausted(self) -> bool:
+        """No replay left, or no time."""
+        return self.used >= self.replays or time.monotonic() - self.started >= self.seconds
+
+    def describe(self) -> str:
+        """The budget in words."""
+        return f"budget {self.replays} replays / {self.seconds:g}s"
+
+
 def shrink(
-    config: SuiteConfig, example: Example, rule_id: str
+    config: SuiteConfig, example: Example, rule_id: str, budget: ShrinkBudget | None = None
 ) -> tuple[Example, Transcript | None, ShrinkReport]:
-    """Reduce ``example`` while ``rule_id`` still fails (bounded by the profile)."""
-    profile = config.profile
+    """Reduce ``example`` while ``rule_id`` still fails (bounded by ``budget``, by default
+    the profile's)."""
+    budget = budget if budget is not None else ShrinkBudget.of(config)
     started = time.monotonic()
-    budget = f"budget {profile.shrink_replays} replays / {profile.shrink_seconds:g}s"
     replays = reproduced = 0
     best = example
     best_transcript: Transcript | None = None
 
-    def exhausted() -> bool:
-        return (
-            replays >= profile.shrink_replays
-            or time.monotonic() - started >= profile.shrink_seconds
-        )
-
     def fails(candidate: tuple[Step, ...]) -> Transcript | None:
         nonlocal replays, reproduced
         replays += 1
+        budget.used += 1
         verdicts = Verdicts()
         try:
             transcript = play(config, verdicts, example.capabilities, candidate)
@@ -431,9 +457,9 @@ def shrink(
         return None
 
     size = max(1, len(best.steps) // 2)
-    while size >= 1 and not exhausted():
+    while size >= 1 and not budget.exhausted():
         position = 0
-        while position < len(best.steps) and not exhausted():
+        while position < len(best.steps) and not budget.exhausted():
             candidate = best.steps[:position] + best.steps[position + size :]
             transcript = fails(candidate)
             if transcript is not None:
@@ -442,7 +468,7 @@ def shrink(
                 position += size
         size //= 2
     for number, step in enumerate(best.steps):
-        if exhausted():
+        if budget.exhausted():
             break
         simpler = _simpler(step)
         if simpler is None:
@@ -457,7 +483,7 @@ def shrink(
         replays,
         reproduced,
         time.monotonic() - started,
-        budget,
+        budget.describe(),
     )
     return best, best_transcript, report
 
@@ -467,12 +493,35 @@ def shrink(
 
 @attrs.define
 class _Collector:
-    """What the examples found: merged verdicts, the first failing example, a tester error."""
+    """What the examples found: the first failing example of each rule, a tester error."""
 
     verdicts: Verdicts
-    failing: tuple[Example, Verdicts, Transcript] | None = None
+    #: rule id -> the first example that broke it (rules the probes broke are not here)
+    failing: dict[str, tuple[Example, Transcript, str]] = attrs.field(factory=dict)
     error: str | None = None
     examples: int = 0
+
+    def add(self, example: Example, found: Verdicts, transcript: Transcript) -> None:
+        """
+        Merge one example's verdicts: every count and reason; of the findings, one per rule
+        the run has not broken yet (its example is kept for shrinking), the others counted.
+        """
+        broken = {f.rule_id for f in self.verdicts.findings}
+        kept = Verdicts(
+            exercised=dict(found.exercised),
+            not_applicable=dict(found.not_applicable),
+            offered=set(found.offered),
+            undecided={k: list(v) for k, v in found.undecided.items()},
+            repeated=dict(found.repeated),
+        )
+        for finding in found.findings:
+            if finding.rule_id in broken:
+                kept.repeated[finding.rule_id] = kept.repeated.get(finding.rule_id, 0) + 1
+                continue
+            broken.add(finding.rule_id)
+            kept.findings.append(finding)
+            self.failing[finding.rule_id] = (example, transcript, finding.message)
+        self.verdicts.merge(kept)
 
 
 def run_machine(
@@ -481,20 +530,21 @@ def run_machine(
     log: Callable[[str], None] | None = None,
 ) -> MachineFailure | None:
     """
-    Explore; merge results into ``verdicts``; the (shrunk) failure found, if any (or, with
-    empty steps, a note saying why exploration stopped early: the agent would not start
-    again). Raises `RuntimeError` with the traceback when the tester itself failed.
+    Explore until the profile's examples or exploration time are spent, whatever is found;
+    merge results into ``verdicts``. What it found beyond the probes (each rule's shrunk
+    example), or, with no failures, a note saying why exploration stopped early (the agent
+    would not start again); ``None`` when there is nothing to say. Raises `RuntimeError`
+    with the traceback when the tester itself failed.
     """
     profile = config.profile
     collector = _Collector(verdicts)
     started = time.monotonic()
 
+    def out_of_time() -> bool:
+        return time.monotonic() - started >= profile.explore_seconds
+
     def done() -> bool:
-        return (
-            collector.failing is not None
-            or collector.error is not None
-            or time.monotonic() - started >= profile.explore_seconds
-        )
+        return collector.error is not None or out_of_time()
 
     @settings(
         max_examples=profile.examples,
@@ -523,7 +573,7 @@ def run_machine(
 
         def keep_going(step: Step) -> bool:
             ran.append(step)
-            return not example_verdicts.findings
+            return not out_of_time()
 
         try:
             transcript = play(config, example_verdicts, capabilities, steps, on_step=keep_going)
@@ -533,32 +583,38 @@ def run_machine(
         except Exception:
             collector.error = traceback.format_exc()
             return
-        if example_verdicts.findings and collector.failing is None:
-            collector.failing = (Example(capabilities, tuple(ran)), example_verdicts, transcript)
-        else:
-            verdicts.merge(example_verdicts)
+        collector.add(Example(capabilities, tuple(ran)), example_verdicts, transcript)
 
     hypothesis_seed(config.seed)(explore)()
+    note = ""
     if collector.error is not None:
         if collector.error.startswith("cannot test: "):
             # the probes' verdicts stand; exploration stops where the agent would not start
             verdicts.skip("SESSION-001", collector.error)
             note = f"exploration stopped after {collector.examples} example(s): {collector.error}"
-            if collector.failing is None:
-                return MachineFailure(steps="", transcript="", note=note)
         else:
             raise RuntimeError(f"the explorer failed:\n{collector.error}")
-    if collector.failing is None:
-        return None
-    example, example_verdicts, transcript = collector.failing
-    verdicts.merge(example_verdicts)
-    first = example_verdicts.findings[0]
-    report: ShrinkReport | None = None
-    if profile.shrink_replays and example.steps:
-        smaller, smaller_transcript, report = shrink(config, example, first.rule_id)
-        if smaller_transcript is not None:
-            example, transcript = smaller, smaller_transcript
-    if log is not None and report is not None:
-        log(report.describe())
-    steps = example.describe() + f"\nfailed: {first.rule_id}: {first.message}"
-    return MachineFailure(steps=steps, transcript=transcript.render(), shrink=report)
+    if not collector.failing:
+        return MachineFailure(note=note) if note else None
+    budget = ShrinkBudget.of(config)
+    failures = []
+    for rule_id, (example, transcript, message) in collector.failing.items():
+        report: ShrinkReport | None = None
+        if profile.shrink_replays and example.steps and not budget.exhausted():
+            smaller, smaller_transcript, report = shrink(config, example, rule_id, budget)
+            if smaller_transcript is not None:
+                example, transcript = smaller, smaller_transcript
+            if log is not None:
+                log(report.describe())
+        shrunk = report.describe() if report is not None else "not shrunk (budget spent)"
+        if not profile.shrink_replays:
+            shrunk = "not shrunk (the profile does not shrink)"
+        failures.append(
+            ExploredFailure(
+                rule_id=rule_id,
+                steps=example.describe() + f"\nfailed: {rule_id}: {message}",
+                transcript=transcript.render(),
+                shrink=shrunk,
+            )
+        )
+    return MachineFailure(failures=tuple(failures), note=note)

@@ -24,7 +24,8 @@ finding says "no response" when there was one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
@@ -246,6 +247,28 @@ class Pending:
     session_id: str | None
     #: a deliberately malformed request (fault injection): its answer is not schema-checked
     invalid: bool = False
+    #: the order in which the client sent it (1, 2, …)
+    seq: int = 0
+    #: a session/cancel (for a prompt) or a $/cancel_request named it
+    cancelled: bool = False
+    #: called with the answer when it arrives, however late (a step gave up waiting)
+    late: list[Callable[[dict[str, Any]], None]] = attrs.field(factory=list)
+    #: when it was sent (``time.monotonic()``)
+    sent_at: float = attrs.field(factory=time.monotonic)
+
+
+#: Requests whose answer may wait for a person (a browser login): never judged unanswered.
+_MAY_WAIT_FOR_A_USER = frozenset({"authenticate", "initialize"})
+
+
+def answer_rule(pending: Pending) -> str:
+    """The rule that requires an answer to ``pending``: a prompt's stop reason (after a
+    cancel, the cancelled one), a custom request's answer, or any request's."""
+    if pending.method == "session/prompt":
+        return "CANCEL-001" if pending.cancelled else "TURN-001"
+    if pending.method.startswith("_"):
+        return "RPC-008"
+    return "RPC-013"
 
 
 class Observer:
@@ -258,6 +281,9 @@ class Observer:
         self.client_capabilities: dict[str, Any] = {}
         self.pending: dict[str, Pending] = {}
         self.answered: set[str] = set()
+        #: requests sent so far, and the latest (by send order) the agent answered
+        self.requests_sent = 0
+        self.answered_seq = 0
         self.expected_null_id_errors = 0
         self.notifications_sent = 0
         self.agent_requests: list[dict[str, Any]] = []
@@ -345,8 +371,13 @@ class Observer:
             key = id_key(message["id"])
             if key in self.pending or (key in self.answered and invalid):
                 return  # the same line accounted twice (send() then the bytes)
+            self.requests_sent += 1
             self.pending[key] = Pending(
-                method, params, session_id if isinstance(session_id, str) else None, invalid
+                method,
+                params,
+                session_id if isinstance(session_id, str) else None,
+                invalid,
+                seq=self.requests_sent,
             )
             if invalid:
                 return
@@ -356,7 +387,71 @@ class Observer:
             self.checks.request_sent(key, method, params)
         elif isinstance(method, str) and "id" not in message:
             self.notifications_sent += 1
+            self._mark_cancelled(method, params)
             self.checks.notification_sent(method, params)
+
+    def _mark_cancelled(self, method: str, params: Any) -> None:
+        """session/cancel cancels the session's pending prompts; $/cancel_request one request."""
+        p = params if isinstance(params, dict) else {}
+        if method == "session/cancel":
+            for pending in self.pending.values():
+                if pending.method == "session/prompt" and pending.session_id == p.get("sessionId"):
+                    pending.cancelled = True
+        elif method == "$/cancel_request" and "requestId" in p:
+            target = self.pending.get(id_key(p.get("requestId")))
+            if target is not None:
+                target.cancelled = True
+
+    def when_answered(self, request_id: Any, callback: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``callback`` with the answer to ``request_id`` when it arrives (a step that
+        gave up waiting still judges a late answer); nothing when it was answered already."""
+        pending = self.pending.get(id_key(request_id))
+        if pending is not None:
+            pending.late.append(callback)
+
+    def unanswered(self) -> list[tuple[str, Pending]]:
+        """The valid requests of the client still waiting for an answer, in send order."""
+        waiting = [(k, p) for k, p in self.pending.items() if not p.invalid]
+        return sorted(waiting, key=lambda item: item[1].seq)
+
+    def overtaken(self) -> list[tuple[str, Pending]]:
+        """Unanswered requests (that may not wait for a user) sent before a request the agent
+        did answer: not slow, dropped."""
+        return [
+            (k, p)
+            for k, p in self.unanswered()
+            if p.seq < self.answered_seq and p.method not in _MAY_WAIT_FOR_A_USER
+        ]
+
+    def judge_unanswered(self, patience: Callable[[Pending], float]) -> None:
+        """
+        At the end of an agent's life: a request never answered, ``patience(request)``
+        seconds after it was sent, while a request sent after it was answered is a finding of
+        the rule that requires its answer (`answer_rule`); one with nothing answered after
+        it, or younger, could not be judged (slow).
+        """
+        now = time.monotonic()
+        overtaken = {k for k, p in self.overtaken() if now - p.sent_at >= patience(p)}
+        for key, pending in self.unanswered():
+            if pending.method in _MAY_WAIT_FOR_A_USER:
+                continue
+            rule_id = answer_rule(pending)
+            what = f"{pending.method} (id {key})"
+            if key in overtaken:
+                later = self.answered_seq - pending.seq
+                cancelled = " although the client cancelled it" if pending.cancelled else ""
+                self.violation(
+                    rule_id,
+                    f"{what} was never answered{cancelled} ({now - pending.sent_at:.0f}s), "
+                    f"while the agent answered a request the client sent {later} request(s) "
+                    "after it: dropped, not slow",
+                )
+            else:
+                self.verdicts.slow(
+                    rule_id,
+                    f"{what} was still unanswered {now - pending.sent_at:.1f}s after it was "
+                    "sent, when the agent was stopped",
+                )
 
     def _answered_agent(self, response: dict[str, Any]) -> None:
         """Our answer to one of the agent's requests."""
@@ -543,6 +638,7 @@ class Observer:
             # answered with the echoed id instead of null: that allowance is used up
             self.expected_null_id_errors = max(0, self.expected_null_id_errors - 1)
             return
+        self.answered_seq = max(self.answered_seq, pending.seq)
         self.verdicts.ok("RPC-001")
         if pending.method == "initialize" and self._other_version(message, index):
             return
@@ -550,6 +646,8 @@ class Observer:
             definition = self.validator.definition_for("agent", pending.method, "result")
             self.schema_check(definition, message["result"], "result", index)
         self.checks.response(pending, key, message, index)
+        for callback in pending.late:
+            callback(message)
 
     def _other_version(self, message: Mapping[str, Any], index: int) -> bool:
         """
@@ -593,8 +691,10 @@ class Observer:
         ]
         if same_text:
             original = json.loads(same_text[0])
-            self.pending.pop(same_text[0])
+            answered = self.pending.pop(same_text[0])
             self.answered.add(same_text[0])
+            if not answered.invalid:
+                self.answered_seq = max(self.answered_seq, answered.seq)
             self.violation(
                 "RPC-001",
                 f"response id {response_id!r} ({type(response_id).__name__}) does not echo "

@@ -119,7 +119,10 @@ def expect_error(
     *,
     timeout: StepTimeout | None = None,
 ) -> None:
-    """Judge ``response`` (``None``: it timed out, see ``timeout``) against ``codes``."""
+    """
+    Judge ``response`` against ``codes``; ``None``: it timed out (see ``timeout``), so the
+    rule could not be judged yet, and a late answer is judged when it arrives.
+    """
     wanted = "/".join(map(str, codes))
     if isinstance(timeout, Refused):  # the transport's answer: the agent never saw it
         agent.observer.note(f"{what}: {timeout}")
@@ -128,6 +131,11 @@ def expect_error(
     if response is None:
         reason = str(timeout) if timeout is not None else "no answer"
         agent.observer.verdicts.slow(rule_id, f"{what}: {reason}")
+        if timeout is not None and timeout.request_id is not None:
+            agent.observer.when_answered(
+                timeout.request_id,
+                lambda late: expect_error(agent, rule_id, late, codes, f"{what} (answered late)"),
+            )
         return
     code = _error_code(response)
     if code in codes:
@@ -219,18 +227,19 @@ def _null_or(
         return None, e
 
 
-def _dropped(agent: Agent, name: str, what: str, codes: Sequence[int]) -> bool:
+def _dropped(agent: Agent, rule_id: str, name: str, what: str, codes: Sequence[int]) -> bool:
     """
     After ``what`` went unanswered for a whole step: a request sent next is answered, so
-    the agent is alive and dropped the line silently (a violation of RPC-003, as in
-    `acpkit.conformance.faults.probe_junk`). False (could not judge) when it is not answered.
+    the agent is alive and dropped the line silently (a violation of ``rule_id``, RPC-003
+    or RPC-004, as in `acpkit.conformance.faults.probe_junk`). False (could not judge) when
+    it is not answered either.
     """
     response, _ = request(agent, f"_acpkit.dev/after_{name}", {})
     if response is None:
         return False
     wanted = "/".join(map(str, codes))
     agent.observer.violation(
-        "RPC-003",
+        rule_id,
         f"{what} got no answer within {agent.driver.timeout:g}s while the request sent after "
         f"it was answered: it was dropped silently (expected {wanted})",
     )
@@ -250,9 +259,14 @@ def probe_envelope(agent: Agent) -> None:
             params = META if rule_id == "RPC-005" else {"x": 1}
             response, late = request(agent, method, params, request_id=rid)
             if rule_id == "RPC-008":
-                # the MUST is an answer with the provided id; its code is RPC-005's SHOULD
+                # the MUST is an answer with the provided id (never answered while later
+                # requests are: a finding when the agent is stopped); its code is RPC-005's
                 if response is None:
                     observer.verdicts.slow("RPC-008", f"{what}: {late}")
+                    if late is not None and late.request_id is not None:
+                        observer.when_answered(
+                            late.request_id, lambda _: observer.verdicts.ok("RPC-008")
+                        )
                 else:
                     observer.verdicts.ok("RPC-008")
                 rule_id = "RPC-005"
@@ -288,8 +302,8 @@ def probe_envelope(agent: Agent) -> None:
             observer.arrays_expected = 0
             if response is not None and BATCH_ANSWER in response:
                 continue  # judged by the observer (RPC-004)
-            if response is None and fault.rule_id == "RPC-003" and not isinstance(late, Refused):
-                if _dropped(agent, fault.name, fault.what, fault.codes):
+            if response is None and not isinstance(late, Refused):
+                if _dropped(agent, fault.rule_id, fault.name, fault.what, fault.codes):
                     continue
             expect_error(agent, fault.rule_id, response, fault.codes, fault.what, timeout=late)
     with observer.probe("RPC-006", "session/new with invalid params (cwd 42)"):

@@ -11,7 +11,10 @@ an ``https://`` or ``wss://`` URL ``--acp-tls-trust-root FILE``, ``--acp-tls-cer
 FILE`` and ``--acp-tls-private-key FILE``, as ``acpkit-conformance``'s ``--tls-*``),
 ``--acp-profile`` (smoke / quick / full), ``--acp-seed``, ``--acp-timeout``,
 ``--acp-model-server``, ``--acp-rules`` and ``--acp-skip`` (rule ids or prefixes, comma
-separated, repeatable). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
+separated, repeatable), ``--acp-strict`` (SHOULD findings fail their item; without it they
+pass with a `ConformanceWarning`) and ``--acp-expected-failures FILE`` (a baseline of
+accepted findings: their items are xfail, and a listed rule that holds fails its item as a
+stale entry). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
 
 The plugin is loaded by every pytest run of a project that installed acpkit, so it is inert
 and costs nothing unless ``--acp-agent`` or ``--acp-url`` is given: this module imports
@@ -29,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pytest
 
-    from acpkit.conformance.pytest_items import ConformanceItem
+    from acpkit.conformance.pytest_items import ConformanceItem, ConformanceWarning
     from acpkit.conformance.tls import TLSSettings
 
 __all__ = [
     "ConformanceItem",
+    "ConformanceWarning",
     "headers_of",
     "pytest_addoption",
     "pytest_collection_modifyitems",
@@ -95,6 +99,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--acp-rules", action="append", default=[], help="only these rule ids or prefixes"
     )
     group.addoption("--acp-skip", action="append", default=[], help="skip these rule ids")
+    group.addoption(
+        "--acp-strict",
+        action="store_true",
+        default=False,
+        help="SHOULD findings fail their item (without it they pass with a warning)",
+    )
+    group.addoption(
+        "--acp-expected-failures",
+        default=None,
+        metavar="FILE",
+        help="TOML baseline of accepted findings: their items xfail; a stale entry fails",
+    )
 
 
 def _wanted(config: pytest.Config) -> bool:
@@ -158,6 +174,14 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = tls_of(config).usage_problem(secure, prefix="--acp-tls-")
     if problem is not None:
         raise pytest.UsageError(problem)
+    baseline = config.getoption("--acp-expected-failures")
+    if baseline:
+        from acpkit.conformance.baseline import BaselineError, load_baseline
+
+        try:
+            load_baseline(baseline)
+        except BaselineError as e:
+            raise pytest.UsageError(f"--acp-expected-failures: {e}") from None
 
 
 def pytest_collection_modifyitems(
@@ -173,7 +197,7 @@ def pytest_collection_modifyitems(
 
 
 def __getattr__(name: str) -> Any:
-    # ConformanceItem stays importable from here, loaded on first use.
-    if name == "ConformanceItem":
-        return importlib.import_module("acpkit.conformance.pytest_items").ConformanceItem
+    # ConformanceItem and ConformanceWarning stay importable from here, loaded on first use.
+    if name in ("ConformanceItem", "ConformanceWarning"):
+        return getattr(importlib.import_module("acpkit.conformance.pytest_items"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

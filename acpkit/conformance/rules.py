@@ -304,8 +304,9 @@ RULES: tuple[Rule, ...] = (
         "Upon receiving a custom request, implementations MUST respond accordingly with the "
         "provided id",
         "Stimulus: a _vendor/... request the agent does not know. Violated when no response "
-        "with that id arrives within the timeout. The -32601 code is only a 'should' (RPC-005); "
-        "a different error code must not be reported under this MUST.",
+        "with that id ever arrives while the agent answers requests the client sent after it "
+        "(judged when the agent is stopped; a late answer passes). The -32601 code is only a "
+        "'should' (RPC-005); a different error code must not be reported under this MUST.",
     ),
     _r(
         "RPC-009",
@@ -353,6 +354,22 @@ RULES: tuple[Rule, ...] = (
         "The message should be limited to a concise single sentence.",
         "An error response from the agent whose message is empty, contains a newline, or is "
         "longer than 300 characters (details belong in error.data).",
+    ),
+    _r(
+        "RPC-013",
+        "Every request is answered, with a result or an error",
+        "MUST",
+        OVERVIEW,
+        "Communication Model",
+        "Methods: Request-response pairs that expect a result or error",
+        "A request of the client (one the spec defines, other than a prompt or a custom _ "
+        "request, which TURN-001, CANCEL-001 and RPC-008 cover) that is never answered, while "
+        "the agent answers requests the client sent after it: dropped, not slow. Judged when "
+        "the agent is stopped, after waiting a little more for a late answer; a request with "
+        "nothing answered after it could not be judged (slow). authenticate is not judged (it "
+        "may wait for a person). No keyword; the page says 'The protocol follows the JSON-RPC "
+        "2.0 specification', whose 'The Server MUST reply with a Response, except for in the "
+        "case of Notifications' makes it a MUST.",
     ),
     # -- schema -------------------------------------------------------------------------
     _r(
@@ -1004,8 +1021,11 @@ RULES: tuple[Rule, ...] = (
         "4. Check for Completion",
         "If there are no pending tool calls, the turn ends and the Agent MUST respond to the "
         "original session/prompt request with a StopReason:",
-        "A session/prompt answered with an error or a result without stopReason, or not "
-        "answered within the timeout.",
+        "A session/prompt answered with a result without stopReason, or never answered while "
+        "the agent answers requests the client sent after it (judged when the agent is "
+        "stopped; a late answer is judged when it comes, a prompt with nothing answered after "
+        "it is slow). An error answer is not a stop reason, but the turn rules are then not "
+        "applicable (the agent may need a model or a login).",
     ),
     _r(
         "TURN-002",
@@ -1102,7 +1122,9 @@ RULES: tuple[Rule, ...] = (
         "been sent, the Agent MUST respond to the original session/prompt request with the "
         "cancelled stop reason.",
         "Needs a turn where the client sent session/cancel. Violated when that session/prompt "
-        "is answered with another stop reason or not answered within the timeout. Same rule in "
+        "is answered with another stop reason more than a second after the cancel (sooner, "
+        "the answer may have crossed the cancel), or never answered while the agent answers "
+        "requests the client sent after it (judged when the agent is stopped). Same rule in "
         "schema.json: StopReason (cancelled).",
     ),
     _r(
