@@ -119,6 +119,7 @@ MUST_BE_KILLED: frozenset[str] = frozenset(
         # process lifetime
         "ignore_eof",
         # extensibility
+        "vendor_request_unanswered",  # since wt-conf: an unanswered request is a finding
         "custom_root_field",
         "unadvertised_extension",
         "unprefixed_extension",
@@ -191,15 +192,20 @@ def quick(agent: str, fault: str, store: Path) -> Run:
     return Run(agent, fault, done.returncode, rules, report.get("error"), seconds)
 
 
+#: Variants whose runs wait for step timeouts (unanswered requests, a process that does not
+#: exit): started first, so that they do not stretch the end of the matrix.
+STARTS_FIRST = ("vendor_request_unanswered", "ignore_eof", "first_line_per_read")
+
+
 def matrix_jobs(full: bool) -> list[tuple[str, str]]:
     """(agent, fault) pairs: both references, every variant on A, and on B the variants
-    whose fault needs a command (every variant when ``full``)."""
+    whose fault needs a command (every variant when ``full``); the slow ones first."""
     jobs = [(agent, "") for agent in AGENTS]
     for fault, variant in VARIANTS.items():
         jobs.append(("a", fault))
         if full or variant.shows != "always":
             jobs.append(("b", fault))
-    return jobs
+    return sorted(jobs, key=lambda job: job[1] not in STARTS_FIRST)
 
 
 def run_matrix(root: Path, jobs: list[tuple[str, str]]) -> list[Run]:
@@ -294,7 +300,8 @@ def render_score(runs: list[Run]) -> str:
 @pytest.mark.process
 def test_mutation_score(tmp_path: Path) -> None:
     """
-    The tester (``--profile quick``) passes both reference agents (exit 0, no finding) and
+    The tester (``--profile quick``) passes both reference agents (exit 0, no MUST finding;
+    a SHOULD finding is a warning, printed) and
     reports every variant of `MUST_BE_KILLED` under its own rule on every agent it runs on;
     the score is printed.
     """
@@ -304,8 +311,9 @@ def test_mutation_score(tmp_path: Path) -> None:
     print(f"\n{render_score(runs)}\nthe matrix took {time.monotonic() - started:.0f}s")
     problems = []
     for run in runs:
-        if not run.fault and (run.exit_code != 0 or run.reported or run.error is not None):
-            problems.append(f"{run.describe()}: exit {run.exit_code}, {sorted(run.reported)}")
+        musts = sorted(r for r in run.reported if RULES_BY_ID[r].level == "MUST")
+        if not run.fault and (run.exit_code != 0 or musts or run.error is not None):
+            problems.append(f"{run.describe()}: exit {run.exit_code}, {musts}, {run.error}")
         elif run.fault in MUST_BE_KILLED and not run.killed:
             rule = VARIANTS[run.fault].rule
             problems.append(f"{run.describe()} ({rule}) survived: {why_survived(run)}")
@@ -324,6 +332,7 @@ def test_the_matrix_runs_every_variant_and_both_references() -> None:
 def test_must_be_killed_names_variants() -> None:
     """The asserted list names known variants, none of them timing-dependent."""
     assert MUST_BE_KILLED <= set(VARIANTS)
+    assert set(STARTS_FIRST) <= set(VARIANTS)
     assert not MUST_BE_KILLED & KILLED_WHEN_THE_CANCEL_WINS_THE_RACE
 
 
