@@ -853,3 +853,45 @@ def test_stdin_closed_mid_countdown_answers_the_turn_then_exits(tmp_path: Path) 
         answer = agent.answer(3)
         assert agent.exited_within(STEP_TIMEOUT) == 0
     assert answer is not None and answer["result"] == {"stopReason": "end_turn"}
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("where", ["../outside.txt", "link/hostname"])
+def test_read_outside_the_session_directory_is_refused(where: str, tmp_path: Path) -> None:
+    """A path that leaves the session's cwd (by ``..`` or by a symlink) is never read."""
+    with agent_of("a", "", tmp_path) as (started, verdicts):
+        session = started.new_session()
+        assert session is not None
+        os.symlink("/etc", os.path.join(started.cwd_of(session), "link"))
+        outcome = run_turn(started, session, command("a", "read", where))
+    assert outcome.stop_reason == "end_turn"
+    assert not [m for m in received(started) if m.get("method") == "fs/read_text_file"]
+    assert "outside the session directory" in json.dumps(received(started))
+    assert verdicts.findings == []
+
+
+@pytest.mark.process
+def test_prompts_sent_together_run_one_after_the_other(tmp_path: Path) -> None:
+    """Two prompts for one session without waiting: the second turn starts when the first
+    ends; a ``$/cancel_request`` for the waiting one answers it -32800 before it starts."""
+    with pipe("", tmp_path) as agent:
+        session = open_session(agent, tmp_path)
+        agent.write(prompt(3, session, "/countdown 0.5"), prompt(4, session, "first"))
+        agent.write(prompt(5, session, "second"))
+        agent.write({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 5}})
+        assert agent.read_until(lambda ms: agent.answer(4) is not None, STEP_TIMEOUT)
+    answers = [m.get("id") for m in agent.messages() if "method" not in m]
+    assert answers[-3:] == [5, 3, 4]
+    assert agent.answer(5) == {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "error": {"code": -32800, "message": "Request cancelled."},
+    }
+    said = [
+        m["params"]["update"]["content"]["text"]
+        for m in agent.messages()
+        if m.get("method") == "session/update"
+        and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
+    ]
+    assert said[-1] == "You said: first"
+    assert not any("second" in text for text in said)
