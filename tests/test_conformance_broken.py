@@ -142,7 +142,6 @@ def test_state_machine_shrinks_to_a_minimal_transcript() -> None:
         profile=PROFILES["quick"],
     )
     found = run_machine(config, Verdicts())
-    assert found is not None
     (explored,) = [e for e in found.failures if e.rule_id == "SESSION-001"]
     assert "session/new" in explored.transcript
     assert " -> agent " in explored.transcript

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from acpkit.conformance.cli import run_suite
 from acpkit.conformance.harness import PROFILES, SuiteConfig
-from acpkit.conformance.machine import run_machine
+from acpkit.conformance.machine import Exploration, run_machine
 from acpkit.conformance.observer import Verdicts
 
 pytestmark = pytest.mark.process
@@ -52,7 +52,7 @@ LATER = {
 PROFILE = attrs.evolve(PROFILES["quick"], examples=8, explore_seconds=600.0, shrink_replays=0)
 
 
-def _explore(faults: list[str], seed: int = 0) -> Verdicts:
+def _exploration(faults: list[str], seed: int = 0) -> tuple[Verdicts, Exploration]:
     verdicts = Verdicts()
     config = SuiteConfig(
         argv=(sys.executable, RAW_AGENT, ",".join(faults)),
@@ -60,8 +60,11 @@ def _explore(faults: list[str], seed: int = 0) -> Verdicts:
         profile=PROFILE,
         seed=seed,
     )
-    run_machine(config, verdicts)
-    return verdicts
+    return verdicts, run_machine(config, verdicts)
+
+
+def _explore(faults: list[str], seed: int = 0) -> Verdicts:
+    return _exploration(faults, seed)[0]
 
 
 # the explorer is a Hypothesis test of its own, run inside this one on purpose
@@ -106,11 +109,11 @@ def test_each_rule_is_recorded_once() -> None:
 
 
 def test_exploration_runs_every_example_despite_findings() -> None:
-    """With a finding in the first session, exploration still runs every example: the turn
-    rules are exercised as often as on the correct agent."""
-    broken = _explore(["custom_root_field"])
-    correct = _explore([])
-    assert broken.exercised.get("TURN-001", 0) == correct.exercised.get("TURN-001", 0) > 0
+    """With a finding in the first session, exploration still runs every example of the
+    profile, and the turn rules are exercised."""
+    verdicts, exploration = _exploration(["custom_root_field"])
+    assert exploration.examples == PROFILE.examples
+    assert verdicts.exercised.get("TURN-001", 0) > PROFILE.examples
 
 
 def test_the_suite_reports_both_faults_and_one_example_per_explored_rule() -> None:

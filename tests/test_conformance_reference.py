@@ -25,13 +25,16 @@ INTEROP_FINDINGS = {
     "MCP-001": "mcpCapabilities.http false ('new Agents SHOULD support the HTTP transport')",
     "PATH-001": "fs/read_text_file with the prompt text as the path, e.g. 'hi' ('All file paths "
     "in the protocol MUST be absolute')",
+    "TOOL-002": "SHOULD: session/request_permission for toolCallId 'call_1', which no tool_call "
+    "announced (schema.json ToolCallUpdate: 'An update to an existing tool call.')",
 }
 
 
 def test_acpkit_interop_agent_only_breaks_its_genuine_rules() -> None:
     """
     The acpkit interop fixture (a fixed session id, no cwd check, no agentInfo, the prompt
-    text used as a file path) breaks exactly the rules of `INTEROP_FINDINGS`, each genuine.
+    text used as a file path, a permission asked for a tool call never announced) breaks
+    exactly the rules of `INTEROP_FINDINGS`, each genuine.
     """
     result = run_suite(
         [sys.executable, str(INTEROP / "acpkit_agent.py")],

@@ -182,12 +182,14 @@ def run_suite(
             notes.append(f"fixed probes took {time.monotonic() - probes_started:.1f}s")
             if explore:
                 explore_started = time.monotonic()
-                failure = run_machine(config, verdicts)
-                notes.append(f"exploration took {time.monotonic() - explore_started:.1f}s")
-                if failure is not None:
-                    explored = failure.failures
-                    if failure.note:
-                        notes.append(failure.note)
+                exploration = run_machine(config, verdicts)
+                notes.append(
+                    f"exploration took {time.monotonic() - explore_started:.1f}s "
+                    f"({exploration.examples} example(s))"
+                )
+                explored = exploration.failures
+                if exploration.note:
+                    notes.append(exploration.note)
             if model is not None:
                 notes.append(_model_summary(model.requests()))
     except CannotTest as e:

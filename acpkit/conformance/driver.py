@@ -237,6 +237,7 @@ class AgentDriver:
         """Close the agent's stdin (EOF)."""
         if self.process is not None and self.process.stdin is not None and not self.stdin_closed:
             self.stdin_closed = True
+            self.observer.stdin_closed = True
             self.observer.note("stdin closed (EOF)")
             try:
                 self.process.stdin.close()

@@ -198,6 +198,7 @@ def probe_split(
         what = f"a request cut at {chosen_cuts} (pieces {pause:g}s apart)"
         if response is None:
             if _follow_up_answered(driver, "split"):
+                observer.judged_unanswered(rid)
                 observer.violation(
                     "FRAME-004",
                     f"{what} got no answer while the request sent after it was answered: "
@@ -249,11 +250,25 @@ def probe_batched_write(driver: AgentDriver) -> None:
         {"jsonrpc": "2.0", "id": rid, "method": f"_acpkit.dev/batched_{n}", "params": {}}
         for n, rid in enumerate(ids)
     ]
-    with driver.observer.probe("FRAME-005", "three requests in one write"):
+    observer = driver.observer
+    with observer.probe("FRAME-005", "three requests in one write"):
         driver.write(b"".join(encode(m) + b"\n" for m in messages))
         for rid in ids:
-            response = _answered(driver, rid, f"request {rid} of three written at once")
-            _judge(driver, "FRAME-005", response, f"request {rid} of three written at once")
+            what = f"request {rid} of three written at once"
+            try:
+                response: dict[str, Any] | None = driver.response_to(rid, what)
+            except StepTimeout as e:
+                response = None
+                if _follow_up_answered(driver, "batched_write"):
+                    observer.judged_unanswered(rid)
+                    observer.violation(
+                        "FRAME-005",
+                        f"{what} got no answer while a request sent later was answered: "
+                        "the agent did not read every message of the write",
+                    )
+                else:
+                    observer.verdicts.slow("FRAME-005", f"{what}: {e}")
+            _judge(driver, "FRAME-005", response, what)
 
 
 def probe_crlf(driver: AgentDriver) -> None:

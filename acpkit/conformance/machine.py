@@ -65,6 +65,7 @@ from acpkit.testing.jsonschema import for_definition
 
 __all__ = [
     "Example",
+    "Exploration",
     "Explorer",
     "MachineFailure",
     "ShrinkBudget",
@@ -145,12 +146,19 @@ class ShrinkReport:
 
 
 @attrs.frozen
-class MachineFailure:
-    """What exploration found beyond the probes: one minimal failing example per rule."""
+class Exploration:
+    """What exploration did and found beyond the probes: one minimal failing example per
+    rule."""
 
     failures: tuple[ExploredFailure, ...] = ()
     #: why exploration stopped early, when it did
     note: str = ""
+    #: how many examples ran (each on a fresh agent process)
+    examples: int = 0
+
+
+#: The former name of `Exploration`.
+MachineFailure = Exploration
 
 
 # -- strategies ----------------------------------------------------------------------------
@@ -528,13 +536,13 @@ def run_machine(
     config: SuiteConfig,
     verdicts: Verdicts,
     log: Callable[[str], None] | None = None,
-) -> MachineFailure | None:
+) -> Exploration:
     """
     Explore until the profile's examples or exploration time are spent, whatever is found;
     merge results into ``verdicts``. What it found beyond the probes (each rule's shrunk
-    example), or, with no failures, a note saying why exploration stopped early (the agent
-    would not start again); ``None`` when there is nothing to say. Raises `RuntimeError`
-    with the traceback when the tester itself failed.
+    example), how many examples ran, and why exploration stopped early when it did (the
+    agent would not start again). Raises `RuntimeError` with the traceback when the tester
+    itself failed.
     """
     profile = config.profile
     collector = _Collector(verdicts)
@@ -595,7 +603,7 @@ def run_machine(
         else:
             raise RuntimeError(f"the explorer failed:\n{collector.error}")
     if not collector.failing:
-        return MachineFailure(note=note) if note else None
+        return Exploration(note=note, examples=collector.examples)
     budget = ShrinkBudget.of(config)
     failures = []
     for rule_id, (example, transcript, message) in collector.failing.items():
@@ -617,4 +625,4 @@ def run_machine(
                 shrink=shrunk,
             )
         )
-    return MachineFailure(failures=tuple(failures), note=note)
+    return Exploration(failures=tuple(failures), note=note, examples=collector.examples)

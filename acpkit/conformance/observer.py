@@ -12,8 +12,8 @@ agent sends against the rule catalogue.
   JSON line is accounted for by `Observer.sent`, including deliberately malformed ones, so an
   answer that echoes their id is matched) and every line the agent writes
   (`Observer.received`). It classifies the agent's lines (framing, JSON-RPC envelope, ids)
-  and hands each message to `acpkit.conformance.checks.SessionChecks`, which judges its
-  content against the session, turn and service rules, whenever it arrives.
+  and hands each message to `acpkit.conformance.checks.Checks`, which judges its content
+  against the session, turn, service and extension rules, whenever it arrives.
 
 A message the agent meant as a message is always delivered to the caller, even when its
 envelope is wrong (a response without ``id``, a pretty-printed message written over several
@@ -35,7 +35,7 @@ import attrs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from acpkit.conformance.checks import SessionChecks, form_schema_problem
+from acpkit.conformance.checks import Checks, form_schema_problem
 from acpkit.testing.jsonschema import load_schema
 from acpkit.trace import format_record
 
@@ -251,10 +251,14 @@ class Pending:
     seq: int = 0
     #: a session/cancel (for a prompt) or a $/cancel_request named it
     cancelled: bool = False
+    #: a $/cancel_request named it (before any session/cancel)
+    cancel_request: bool = False
     #: called with the answer when it arrives, however late (a step gave up waiting)
     late: list[Callable[[dict[str, Any]], None]] = attrs.field(factory=list)
     #: when it was sent (``time.monotonic()``)
     sent_at: float = attrs.field(factory=time.monotonic)
+    #: a probe already judged it unanswered (under its own rule): not judged again
+    judged: bool = False
 
 
 #: Requests whose answer may wait for a person (a browser login): never judged unanswered.
@@ -262,8 +266,11 @@ _MAY_WAIT_FOR_A_USER = frozenset({"authenticate", "initialize"})
 
 
 def answer_rule(pending: Pending) -> str:
-    """The rule that requires an answer to ``pending``: a prompt's stop reason (after a
-    cancel, the cancelled one), a custom request's answer, or any request's."""
+    """The rule that requires an answer to ``pending``: a request cancelled by
+    ``$/cancel_request`` its one answer, a prompt's stop reason (after a cancel, the
+    cancelled one), a custom request's answer, or any request's."""
+    if pending.cancel_request:
+        return "RPC-010"
     if pending.method == "session/prompt":
         return "CANCEL-001" if pending.cancelled else "TURN-001"
     if pending.method.startswith("_"):
@@ -297,7 +304,9 @@ class Observer:
         self.arrays_expected = 0
         self._fragments: list[bytes] = []
         self._fragment_index = 0
-        self.checks = SessionChecks(self)
+        #: the client closed the agent's stdin (EOF may end a turn as cancelled)
+        self.stdin_closed = False
+        self.checks = Checks(self)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -400,6 +409,7 @@ class Observer:
         elif method == "$/cancel_request" and "requestId" in p:
             target = self.pending.get(id_key(p.get("requestId")))
             if target is not None:
+                target.cancel_request = not target.cancelled
                 target.cancelled = True
 
     def when_answered(self, request_id: Any, callback: Callable[[dict[str, Any]], None]) -> None:
@@ -409,9 +419,16 @@ class Observer:
         if pending is not None:
             pending.late.append(callback)
 
+    def judged_unanswered(self, request_id: Any) -> None:
+        """A probe judged ``request_id`` unanswered under its own rule: not judged again."""
+        pending = self.pending.get(id_key(request_id))
+        if pending is not None:
+            pending.judged = True
+
     def unanswered(self) -> list[tuple[str, Pending]]:
-        """The valid requests of the client still waiting for an answer, in send order."""
-        waiting = [(k, p) for k, p in self.pending.items() if not p.invalid]
+        """The valid requests of the client still waiting for an answer (and not judged
+        already by a probe), in send order."""
+        waiting = [(k, p) for k, p in self.pending.items() if not p.invalid and not p.judged]
         return sorted(waiting, key=lambda item: item[1].seq)
 
     def overtaken(self) -> list[tuple[str, Pending]]:
@@ -473,8 +490,10 @@ class Observer:
             self.violation(
                 "FRAME-001", f"stdout line is not UTF-8: {e.reason} at byte {e.start}", index
             )
-            return None
-        self.verdicts.ok("FRAME-001")
+            # still a message the agent meant: deliver it (its bad bytes replaced)
+            line = line.decode("utf-8", "replace").encode("utf-8")
+        else:
+            self.verdicts.ok("FRAME-001")
         stripped = line.strip()
         if self._fragments:
             return self._continue_fragments(line, index)

@@ -349,10 +349,11 @@ RULES: tuple[Rule, ...] = (
         "$/cancel_request Notification",
         "When a $/cancel_request notification is received by a supporting implementation, the "
         "implementation: … MUST send one of these responses for the original request",
-        "Stimulus: $/cancel_request for a pending request, and one for an answered id. Violated "
-        "when the pending request gets no response, two responses, or an error other than "
-        "-32800; or when the late cancel gets any reply. An agent that does not support "
-        "$/cancel_request and answers normally passes.",
+        "Stimulus: $/cancel_request for a pending session/prompt, then one for the answered id. "
+        "Violated when the cancelled request is answered twice, or never while the agent "
+        "answers requests the client sent after it (judged when the agent is stopped). Any one "
+        "answer holds: an implementation may ignore $/ notifications and answer as it would "
+        "have. A reply to the late cancel (a notification) is RPC-002's.",
     ),
     _r(
         "RPC-011",
@@ -762,15 +763,15 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "SESSION-003",
-        "A request for an unknown session id gets an error (not a success, not a crash)",
+        "A request for an unknown session id is answered (an error or not), without a crash",
         "SHOULD",
         SESSION_SETUP,
         "Closing a Session",
         "Agents MAY return an error if the session does not exist or is not currently active.",
-        "Stimulus: session/prompt (and set_mode, etc.) naming a session id never created. "
-        "Violated when the agent exits or does not answer; a success is a SHOULD-level finding "
-        "only. The spec has no MUST or SHOULD here: the only sentence is this MAY (for "
-        "session/close). Consider reporting only the crash / no answer.",
+        "Stimulus: session/prompt naming a session id never created. Violated when the agent "
+        "exits on it (an answer that never comes while later requests are answered is RPC-013's "
+        "or TURN-001's). Either answer holds: the only sentence is this MAY (for session/close), "
+        "so an error is allowed, not required; hence SHOULD, for not crashing.",
     ),
     _r(
         "SESSION-004",
@@ -1067,11 +1068,12 @@ RULES: tuple[Rule, ...] = (
         TOOL_CALLS,
         "Creating",
         "A unique identifier for this tool call within the session",
-        "A tool_call whose toolCallId an earlier tool_call of the session used, or a tool call "
-        "of the turn whose last status is pending or in_progress when the session/prompt "
-        "response arrives (except a cancelled turn). The quote is the toolCallId field text; no "
-        "sentence requires a final status (prompt-turn: the turn ends when there are no pending "
-        "tool calls), hence SHOULD.",
+        "A tool_call whose toolCallId an earlier tool_call of the same session used, in any "
+        "turn (a session/load replay repeats the session's calls: its own stream), or a tool "
+        "call announced in the turn whose last status is pending or in_progress when the "
+        "session/prompt response arrives (except a cancelled turn). The quote is the toolCallId "
+        "field text; no sentence requires a final status (prompt-turn: the turn ends when there "
+        "are no pending tool calls), hence SHOULD.",
     ),
     _r(
         "TURN-004",
@@ -1081,9 +1083,10 @@ RULES: tuple[Rule, ...] = (
         "Updating Plans",
         "The Agent MUST send a complete list of all plan entries in each update and their "
         "current status.",
-        "A plan update whose entries lack content, priority or status, or that drops an entry "
-        "of the previous plan whose status was not completed without the turn having ended "
-        "(heuristic: the agent may rewrite the plan). Same rule in schema.json: Plan.entries.",
+        "A plan update whose entries lack content, priority or status, or in which an entry (by "
+        "its content) is back after the previous plan update of the session left it out: the "
+        "update that left it out was not the complete list. An entry dropped for good is not "
+        "judged (the agent may rewrite its plan). Same rule in schema.json: Plan.entries.",
     ),
     _r(
         "TURN-005",
@@ -1130,6 +1133,30 @@ RULES: tuple[Rule, ...] = (
         "Needs a session/request_permission the client answers with an allow_once / "
         "allow_always option. Violated when the turn ends without any tool_call_update for that "
         "toolCallId with status in_progress, completed or failed.",
+    ),
+    _r(
+        "TOOL-002",
+        "Tool call updates name a tool call the session announced",
+        "SHOULD",
+        _schema("ToolCallUpdate"),
+        DESCRIPTION,
+        "An update to an existing tool call.",
+        "A tool_call_update, or the toolCall of a session/request_permission (also a "
+        "ToolCallUpdate), whose toolCallId no earlier tool_call of the session announced (in a "
+        "session/load replay: announced live or earlier in the replay). Judged once per id. No "
+        "keyword and the schema cannot require it; SHOULD. (tool-calls.mdx shows the tool_call "
+        "first, then its updates and its permission request.)",
+    ),
+    _r(
+        "TOOL-003",
+        "A tool call's status only moves forward",
+        "SHOULD",
+        TOOL_CALLS,
+        "Status",
+        "Tool calls progress through different statuses during their lifecycle:",
+        "A tool_call or tool_call_update that moves a tool call's status back (in_progress to "
+        "pending) or changes it once it is completed or failed. No keyword; SHOULD (the "
+        "statuses are listed in the order pending, in_progress, completed / failed).",
     ),
     # -- cancellation -------------------------------------------------------------------
     _r(
