@@ -292,12 +292,13 @@ class ConformanceTutorialTests(ExampleTestCase):
         # The summary lines the tutorial shows, checked against what the tester says.
         tutorial = (DOCS / "tutorials" / "test-an-agent-for-conformance.md").read_text()
         shown = re.findall(
-            r"^((?:\d+ warn, )?(\d+) pass, (\d+) not-applicable(?:, (\d+) skipped)?); profile",
+            r"^((?:\d+ warn, )?(\d+) pass, (\d+) not-applicable(?:, (\d+) skipped)?"
+            r" \((\d+) not shown: they never apply over stdio\)); profile",
             tutorial,
             re.M,
         )
         self.assertEqual(len(shown), 2, "the tutorial shows a failing run and a passing one")
-        (failing, _, _, _), (passing, passed, not_applicable, skipped) = shown
+        (failing, _, _, _, _), (passing, passed, not_applicable, skipped, hidden) = shown
         # SHOULD findings are warnings (issue 23): the run still exits 0
         out = self.check(before, status=0)
         warned = sorted(line.split()[1] for line in out.splitlines() if line.startswith("WARN "))
@@ -306,7 +307,7 @@ class ConformanceTutorialTests(ExampleTestCase):
         out = self.check(fixed, status=0)
         self.assertIn(f"{passing}; profile quick", out)
         out = self.check(after, status=0)
-        total_skipped = int(not_applicable) + int(skipped or 0)
+        total_skipped = int(not_applicable) + int(skipped or 0) + int(hidden)
         self.assertRegex(out, rf"\b{passed} passed, {total_skipped} skipped\b")
         report = report_file.read_text()
         self.assertIn('name="SESSION-002"', report)

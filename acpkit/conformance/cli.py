@@ -133,10 +133,13 @@ def run_suite(
     )
     notes: list[str] = []
     agent_name = shlex.join(argv)
+    transport = "stdio"
     if url is not None:
         from acpkit.conformance.wire import RemoteURL
 
-        agent_name = RemoteURL.parse(url).display()
+        remote = RemoteURL.parse(url)
+        agent_name = remote.display()
+        transport = "websocket" if remote.websocket else ("https" if remote.secure else "http")
         if headers:
             notes.append("headers sent: " + ", ".join(sorted({n for n, _ in headers})))
 
@@ -151,6 +154,7 @@ def run_suite(
             error=error,
             timeout=timeout,
             strict=strict,
+            transport=transport,
         )
 
     verdicts = Verdicts()
@@ -211,6 +215,7 @@ def run_suite(
         timeout=timeout,
         notes=tuple(notes),
         strict=strict,
+        transport=transport,
     )
 
 
@@ -397,6 +402,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tls-private-key", metavar="FILE", help="PEM private key of --tls-certificate"
     )
+    parser.add_argument(
+        "--show-all",
+        action="store_true",
+        help="list in the text report the rules that never apply over the agent's transport too",
+    )
     parser.add_argument("--list-rules", action="store_true", help="print the rule ids and exit")
     parser.add_argument(
         "command",
@@ -497,18 +507,18 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     except Exception as e:  # run_suite reports its own failures; this is a last resort
         sys.stderr.write(f"acpkit-conformance: the tester failed: {e!r}\n")
         return 2
-    text = format_report(result, args.report)
+    text = format_report(result, args.report, show_all=args.show_all)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(text)
         except OSError as e:
             sys.stderr.write(f"acpkit-conformance: cannot write the report: {e}\n")
-            stream.write(format_report(result, "text"))
+            stream.write(format_report(result, "text", show_all=args.show_all))
             return 2
         _log.info("report written to {path}", path=args.output)
         if args.report != "text":
-            stream.write(format_report(result, "text"))
+            stream.write(format_report(result, "text", show_all=args.show_all))
     else:
         stream.write(text)
     return result.exit_code

@@ -753,7 +753,8 @@ def _absolute_argv(config: SuiteConfig) -> tuple[str, ...]:
     argv = []
     for part in config.argv:
         candidate = os.path.join(base, part)
-        if not os.path.isabs(part) and os.sep in part and os.path.exists(candidate):
+        relative_file = os.sep in part or os.path.isfile(candidate)
+        if not os.path.isabs(part) and relative_file and os.path.exists(candidate):
             part = os.path.abspath(candidate)
         argv.append(part)
     return tuple(argv)

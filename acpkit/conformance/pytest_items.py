@@ -21,7 +21,13 @@ from acpkit.conformance.rules import RULES, Rule, split_selectors
 if TYPE_CHECKING:
     from acpkit.conformance.report import SuiteResult
 
-__all__ = ["ConformanceFailure", "ConformanceItem", "ConformanceWarning", "conformance_items"]
+__all__ = [
+    "ConformanceFailure",
+    "ConformanceItem",
+    "ConformanceWarning",
+    "conformance_items",
+    "suite_result",
+]
 
 _RESULT_KEY = pytest.StashKey["SuiteResult"]()
 
@@ -61,6 +67,11 @@ def _result(config: pytest.Config) -> SuiteResult:
             expected_failures=config.getoption("--acp-expected-failures"),
         )
     return stash[_RESULT_KEY]
+
+
+def suite_result(config: pytest.Config) -> SuiteResult | None:
+    """The run's result, once an item ran it (``None`` before, or when no item ran)."""
+    return config.stash.get(_RESULT_KEY, None)
 
 
 class ConformanceFailure(Exception):

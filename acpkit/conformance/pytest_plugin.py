@@ -42,6 +42,7 @@ __all__ = [
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_configure",
+    "pytest_terminal_summary",
     "tls_of",
 ]
 
@@ -194,6 +195,21 @@ def pytest_collection_modifyitems(
     from acpkit.conformance.pytest_items import conformance_items
 
     items.extend(conformance_items(session))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """After a run that tested an agent: the coverage (how many rules were judged, what was
+    not exercised and what would exercise it), as the text report's first lines say it."""
+    if not _wanted(config):
+        return
+    from acpkit.conformance.pytest_items import suite_result
+
+    result = suite_result(config)
+    if result is None or result.error is not None:
+        return
+    terminalreporter.section("acp conformance coverage")
+    for line in result.coverage.lines():
+        terminalreporter.write_line(line)
 
 
 def __getattr__(name: str) -> Any:

@@ -27,6 +27,7 @@ from xml.etree import ElementTree
 
 import attrs
 
+from acpkit.conformance.coverage import Coverage, applies, coverage_of
 from acpkit.conformance.observer import Finding, Verdicts
 from acpkit.conformance.rules import RULES, Rule
 
@@ -90,6 +91,13 @@ class SuiteResult:
     notes: tuple[str, ...] = ()
     #: warnings (SHOULD findings) fail the run too
     strict: bool = False
+    #: how the agent was reached: ``stdio``, ``http``, ``https`` or ``websocket``
+    transport: str = "stdio"
+
+    @property
+    def coverage(self) -> Coverage:
+        """How much of the catalogue the run judged (`acpkit.conformance.coverage`)."""
+        return coverage_of(self.results, self.transport)
 
     @property
     def machine_steps(self) -> str:
@@ -235,15 +243,22 @@ def verdict_line(result: SuiteResult) -> str:
     return f"exit status {result.exit_code}: {what}"
 
 
-def _text(result: SuiteResult) -> str:
+def _text(result: SuiteResult, show_all: bool = False) -> str:
     out = [f"acpkit-conformance: {result.agent}"]
     if result.error is not None:
         out.append(f"CANNOT TEST: {result.error}")
         return "\n".join(out) + "\n"
+    if result.judged:
+        out.append(verdict_line(result))
+    out += result.coverage.lines()
+    out.append("")
     counts: dict[str, int] = {}
+    hidden = 0
     for r in result.results:
+        if not show_all and not applies(r.rule, result.transport):
+            hidden += 1
+            continue
         counts[r.status] = counts.get(r.status, 0) + 1
-    for r in result.results:
         line = f"{_MARKS[r.status]} {r.rule.id:<12} {r.rule.level:<6} {r.rule.title}"
         if r.status in _WITH_REASON:
             line += f"  ({r.reason})"
@@ -270,6 +285,8 @@ def _text(result: SuiteResult) -> str:
     for note in result.notes:
         out += ["", f"note: {note}"]
     summary = ", ".join(f"{counts[s]} {s}" for s in _STATUS_ORDER if counts.get(s))
+    if hidden:
+        summary += f" ({hidden} not shown: they never apply over {result.transport})"
     out += [
         "",
         f"{summary}; profile {result.profile}, seed {result.seed}, step timeout "
@@ -296,6 +313,8 @@ def _json(result: SuiteResult) -> str:
         "elapsed": round(result.elapsed, 3),
         "timeout": result.timeout,
         "replay": result.replay,
+        "transport": result.transport,
+        "coverage": _coverage_dict(result.coverage),
         "notes": list(result.notes),
         "rules": [
             {
@@ -303,6 +322,7 @@ def _json(result: SuiteResult) -> str:
                 "title": r.rule.title,
                 "level": r.rule.level,
                 "status": r.status,
+                "applies": applies(r.rule, result.transport),
                 "reason": r.reason,
                 "checks": r.checks,
                 "repeated": r.repeated,
@@ -318,6 +338,17 @@ def _json(result: SuiteResult) -> str:
         ],
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def _coverage_dict(coverage: Coverage) -> dict[str, object]:
+    return {
+        "judged": {level: j for level, (j, _) in coverage.by_level.items()},
+        "applicable": {level: n for level, (_, n) in coverage.by_level.items()},
+        "not_exercised": coverage.not_exercised,
+        "slow": coverage.slow,
+        "no_turn_judged": coverage.no_turn,
+        "no_turn_level_rule_judged": coverage.no_turn_rule,
+    }
 
 
 def _junit(result: SuiteResult) -> str:
@@ -369,12 +400,13 @@ def _junit(result: SuiteResult) -> str:
     return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def format_report(result: SuiteResult, fmt: str) -> str:
-    """``result`` in ``fmt`` (one of `FORMATS`)."""
+def format_report(result: SuiteResult, fmt: str, *, show_all: bool = False) -> str:
+    """``result`` in ``fmt`` (one of `FORMATS`); the text lists the rules that never apply
+    over the run's transport only with ``show_all``."""
     if fmt == "json":
         return _json(result)
     if fmt == "junit":
         return _junit(result)
     if fmt == "text":
-        return _text(result)
+        return _text(result, show_all)
     raise ValueError(f"unknown report format {fmt!r}; choose one of {', '.join(FORMATS)}")
