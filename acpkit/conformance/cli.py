@@ -21,9 +21,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import IO, Any, Protocol
 
+import attrs
 from twisted.logger import Logger, globalLogBeginner, textFileLogObserver
 
 from acpkit.conformance.baseline import BaselineError, load_baseline
+from acpkit.conformance.discovery import discover
 from acpkit.conformance.harness import PROFILES, CannotTest, SuiteConfig
 from acpkit.conformance.machine import run_machine
 from acpkit.conformance.observer import Verdicts
@@ -37,6 +39,12 @@ from acpkit.conformance.report import (
     rule_results,
 )
 from acpkit.conformance.rules import UnknownRule, select_rules, split_selectors
+from acpkit.conformance.scenarios import (
+    ScenarioError,
+    Stimuli,
+    load_scenarios,
+    parse_scenarios_table,
+)
 from acpkit.conformance.tls import INSECURE_TLS_VARIABLE, TLSSettings
 
 __all__ = [
@@ -79,6 +87,8 @@ def run_suite(
     tls: TLSSettings | None = None,
     strict: bool = False,
     expected_failures: str | os.PathLike[str] | Mapping[str, str] | None = None,
+    scenarios: str | os.PathLike[str] | Mapping[str, str] | None = None,
+    discovery: str = "auto",
 ) -> SuiteResult:
     """
     Test the agent started by ``argv``: fixed probes, then the explorer (``explore``).
@@ -88,6 +98,12 @@ def run_suite(
     of a baseline file, see `acpkit.conformance.baseline`): their findings are ``xfail``, and
     a listed rule that holds is a stale entry that fails the run. A baseline file that
     cannot be used raises `acpkit.conformance.baseline.BaselineError`.
+
+    ``scenarios`` gives the prompts that make the agent do each behaviour (behaviour ->
+    prompt, or the path of a scenario file, see `acpkit.conformance.scenarios`; a file that
+    cannot be used raises `acpkit.conformance.scenarios.ScenarioError`). ``discovery``
+    (``auto``, ``on``, ``off``) tries the commands the agent advertises to learn more
+    (`acpkit.conformance.discovery`); ``auto`` does unless a model server drives the turns.
 
     With ``use_model_server`` a conformance model server runs on loopback: the agent's
     environment gets the base URL and key variables of every model API it speaks, and
@@ -108,6 +124,17 @@ def run_suite(
         tls = TLSSettings(insecure=os.environ.get(INSECURE_TLS_VARIABLE) == "1")
     selected = select_rules(only, skip)
     chosen_profile = PROFILES[profile]
+    scenario_path: str | None = None
+    if scenarios is None:
+        given = Stimuli()
+    elif isinstance(scenarios, Mapping):
+        given = parse_scenarios_table(scenarios)
+    else:
+        scenario_path = os.fspath(scenarios)
+        given = load_scenarios(scenario_path)
+    if discovery not in ("auto", "on", "off"):
+        raise ValueError(f"discovery must be auto, on or off, not {discovery!r}")
+    discover_commands = discovery == "on" or (discovery == "auto" and not use_model_server)
     baseline_path: str | None = None
     if expected_failures is None:
         expected: dict[str, str] = {}
@@ -130,6 +157,8 @@ def run_suite(
         tls,
         strict=strict,
         baseline=baseline_path,
+        scenarios=scenario_path,
+        discovery=discovery,
     )
     notes: list[str] = []
     agent_name = shlex.join(argv)
@@ -179,8 +208,20 @@ def run_suite(
                 url=url,
                 headers=tuple(headers),
                 tls=tls,
+                scenarios=given,
             )
             check_tls(config)
+            if discover_commands:
+                discovery_started = time.monotonic()
+                learned = discover(config, verdicts, [])
+                config = attrs.evolve(config, discovered=learned.stimuli)
+                notes.append(
+                    f"{learned.note} ({time.monotonic() - discovery_started:.1f}s)"
+                    if learned.note
+                    else "discovery: nothing learned"
+                )
+            if config.scenarios or config.discovered:
+                notes.append("stimuli: " + config.scenarios.merged(config.discovered).describe())
             probes_started = time.monotonic()
             run_probes(config, verdicts)
             notes.append(f"fixed probes took {time.monotonic() - probes_started:.1f}s")
@@ -259,6 +300,8 @@ def _replay_command(
     *,
     strict: bool = False,
     baseline: str | None = None,
+    scenarios: str | None = None,
+    discovery: str = "auto",
 ) -> str:
     parts = ["acpkit-conformance", "--profile", profile, "--seed", str(seed)]
     parts += ["--timeout", f"{timeout:g}"]
@@ -266,6 +309,10 @@ def _replay_command(
         parts.append("--strict")
     if baseline is not None:
         parts += ["--expected-failures", baseline]
+    if scenarios is not None:
+        parts += ["--scenarios", scenarios]
+    if discovery != "auto":
+        parts += ["--discovery", discovery]
     if only:
         parts += ["--rules", ",".join(only)]
     if skip:
@@ -347,6 +394,20 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a TOML baseline of accepted findings ([expected-failures] RULE-ID = "
         '"reason"): they do not fail the run; an entry whose rule holds is stale and does',
+    )
+    parser.add_argument(
+        "--scenarios",
+        metavar="FILE",
+        help="a TOML file of prompts that make the agent do each behaviour the rules need "
+        "(a long turn, a permission request, a tool call, a file read...), for agents whose "
+        "behaviours cannot be discovered",
+    )
+    parser.add_argument(
+        "--discovery",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="try the agent's advertised commands to learn what each does and use them as "
+        "stimuli (auto: unless --model-server drives the turns)",
     )
     parser.add_argument(
         "--cwd", metavar="DIR", help="directory to start the agent in (default: the current one)"
@@ -497,8 +558,10 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
             tls=tls,
             strict=args.strict,
             expected_failures=args.expected_failures,
+            scenarios=args.scenarios,
+            discovery=args.discovery,
         )
-    except (UnknownRule, BaselineError) as e:
+    except (UnknownRule, BaselineError, ScenarioError) as e:
         sys.stderr.write(f"acpkit-conformance: {e}\n")
         return 2
     except KeyboardInterrupt:

@@ -15,6 +15,7 @@ directory, run a shell command, a long command to cancel.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -26,13 +27,16 @@ import attrs
 
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.observer import Observer, Pending, Transcript, Verdicts, id_key
+from acpkit.conformance.scenarios import SAMPLE_FILE, SAMPLE_TEXT, Stimuli
 from acpkit.conformance.tls import SYSTEM_TLS, TLSSettings
 
 __all__ = [
     "ALL_SERVICES",
+    "MODEL_SCENARIOS",
     "PROFILES",
     "PROTOCOL_VERSION",
     "SCENARIOS",
+    "SERVICE_RULES",
     "Agent",
     "CannotTest",
     "Profile",
@@ -51,7 +55,9 @@ PROTOCOL_VERSION = 1
 CANCELLED = {"result": {"outcome": {"outcome": "cancelled"}}}
 META = {"_meta": {"acpkit.dev/conformance": True}}
 
-#: What each scenario asks, in words (the directive for the conformance model follows it).
+#: What each scenario (a behaviour of `acpkit.conformance.scenarios.BEHAVIOURS`) asks, in
+#: words: the prompt when no scenario file, model or discovered command provides one (the
+#: directive for the conformance model follows it when a model serves).
 SCENARIOS: dict[str, str] = {
     "text": "Say hello in one short sentence.",
     "write": "Create a small text file in the working directory.",
@@ -60,6 +66,23 @@ SCENARIOS: dict[str, str] = {
     "shell": "Run the shell command `echo acpkit-conformance`.",
     "tools": "Create a file, edit it, read it back, then run `echo acpkit-conformance`.",
     "slow": "Run the shell command `sleep 30` and wait for it.",
+    "permission": "Create a small text file in the working directory (ask me first).",
+    "ask": "Ask me a question before you answer.",
+    "plan": "Make a short plan of three steps, then follow it.",
+    "usage": "How much of your context window is used?",
+    "mode": "Switch to another mode.",
+}
+#: The conformance model's scenario for each behaviour it can play.
+MODEL_SCENARIOS = {
+    "text": "text",
+    "write": "write",
+    "edit": "edit",
+    "read": "read",
+    "shell": "shell",
+    "tools": "tools",
+    "slow": "slow",
+    "permission": "write",
+    "ask": "ask",
 }
 
 
@@ -74,10 +97,19 @@ class Profile:
     shrink_replays: int = 0
     shrink_seconds: float = 0.0
     explore_seconds: float = 60.0
+    #: how long trying the agent's commands may take (`acpkit.conformance.discovery`)
+    discovery_seconds: float = 30.0
 
 
 PROFILES: dict[str, Profile] = {
-    "smoke": Profile("smoke", examples=2, steps=4, long_line=1 << 20, explore_seconds=20.0),
+    "smoke": Profile(
+        "smoke",
+        examples=2,
+        steps=4,
+        long_line=1 << 20,
+        explore_seconds=20.0,
+        discovery_seconds=15.0,
+    ),
     "quick": Profile(
         "quick",
         examples=5,
@@ -95,6 +127,7 @@ PROFILES: dict[str, Profile] = {
         shrink_replays=40,
         shrink_seconds=150.0,
         explore_seconds=360.0,
+        discovery_seconds=90.0,
     ),
 }
 
@@ -118,6 +151,9 @@ class SuiteConfig:
     headers: tuple[tuple[str, str], ...] = ()
     #: the TLS settings of every connection to an ``https://`` or ``wss://`` ``url``
     tls: TLSSettings = SYSTEM_TLS
+    #: the prompts of the user's scenario file, and those learned from the agent's commands
+    scenarios: Stimuli = attrs.field(factory=Stimuli)
+    discovered: Stimuli = attrs.field(factory=Stimuli)
 
     @property
     def remote(self) -> bool:
@@ -215,6 +251,8 @@ class Agent:
     model: bool = False
     session_cwd: dict[str, str] = attrs.field(factory=dict)
     prompts: int = 0
+    scenarios: Stimuli = attrs.field(factory=Stimuli)
+    discovered: Stimuli = attrs.field(factory=Stimuli)
 
     @property
     def capabilities(self) -> dict[str, Any]:
@@ -228,8 +266,11 @@ class Agent:
         return self.driver.timeout
 
     def new_directory(self) -> str:
-        """A fresh absolute directory for a session."""
-        return tempfile.mkdtemp(prefix="session-", dir=self.tmp)
+        """A fresh absolute directory for a session, with the sample file prompts name."""
+        directory = tempfile.mkdtemp(prefix="session-", dir=self.tmp)
+        with open(os.path.join(directory, SAMPLE_FILE), "w", encoding="utf-8") as f:
+            f.write(SAMPLE_TEXT)
+        return directory
 
     def new_session(self) -> str | None:
         """``session/new`` in a fresh directory: the session id, or ``None`` on an error."""
@@ -250,18 +291,39 @@ class Agent:
         return self.session_cwd.get(session_id, self.tmp)
 
     def prompt(self, session_id: str, scenario: str = "text") -> list[dict[str, Any]]:
-        """A one-block text prompt for ``scenario`` in the session's directory."""
+        """
+        A one-block text prompt for ``scenario`` in the session's directory: the user's
+        scenario file's, else the conformance model's (when a model serves and plays it),
+        else the agent's own command that does it (discovered), else plain words.
+        """
         self.prompts += 1
-        return prompt_blocks(scenario, self.cwd_of(session_id), f"p{self.prompts}", self.model)
+        cwd = self.cwd_of(session_id)
+        given = self.scenarios.text(scenario, cwd)
+        if given is not None:
+            return [{"type": "text", "text": given}]
+        if not (self.model and scenario in MODEL_SCENARIOS):
+            learned = self.discovered.text(scenario, cwd)
+            if learned is not None:
+                return [{"type": "text", "text": learned}]
+        return prompt_blocks(scenario, cwd, f"p{self.prompts}", self.model)
+
+    def can(self, scenario: str) -> bool:
+        """Something in this run provokes ``scenario`` (not only plain words)."""
+        return (
+            scenario in self.scenarios.prompts
+            or scenario in self.discovered.prompts
+            or (self.model and scenario in MODEL_SCENARIOS)
+        )
 
 
 def prompt_blocks(scenario: str, directory: str, token: str, model: bool) -> list[dict[str, Any]]:
-    """The prompt for ``scenario``: its words, and the model directive when a model serves."""
+    """The prompt for ``scenario``: its words, and the model directive when a model serves
+    and plays it."""
     text = SCENARIOS[scenario]
-    if model:
+    if model and scenario in MODEL_SCENARIOS:
         from acpkit.conformance.model import directive
 
-        text += "\n\n" + directive(scenario, directory, token)
+        text += "\n\n" + directive(MODEL_SCENARIOS[scenario], directory, token)
     return [{"type": "text", "text": text}]
 
 
@@ -320,7 +382,15 @@ def start_agent(
         driver.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         raise CannotTest(f"initialize failed: {response.get('error')!r}")
-    return Agent(driver, observer, result, tmp, model=config.model)
+    return Agent(
+        driver,
+        observer,
+        result,
+        tmp,
+        model=config.model,
+        scenarios=config.scenarios,
+        discovered=config.discovered,
+    )
 
 
 #: How many step timeouts a request may take before, unanswered while a later request was

@@ -43,6 +43,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from acpkit.conformance.discovery import Command, argument_for, commands_of
 from acpkit.conformance.driver import AgentGone, StepTimeout
 from acpkit.conformance.harness import (
     META,
@@ -266,7 +267,7 @@ class Explorer:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.sessions: list[str] = []
-        self.commands: list[dict[str, Any]] = []
+        self.commands: list[Command] = []
 
     @contextmanager
     def _survives(self, rule_id: str, what: str) -> Iterator[None]:
@@ -317,20 +318,9 @@ class Explorer:
             policy.elicitation = "accept"
 
     def _learn_commands(self) -> None:
-        for message in self.agent.driver.updates():
-            params = message.get("params")
-            update = params.get("update") if isinstance(params, dict) else None
-            if (
-                isinstance(update, dict)
-                and update.get("sessionUpdate") == "available_commands_update"
-            ):
-                commands = update.get("availableCommands")
-                if isinstance(commands, list):
-                    self.commands = [
-                        c
-                        for c in commands
-                        if isinstance(c, dict) and isinstance(c.get("name"), str)
-                    ]
+        announced = commands_of(self.agent.driver.updates())
+        if announced:
+            self.commands = announced
 
     def _step_run_command(self, session: int, command: int, with_input: bool) -> None:
         session_id = self._session(session)
@@ -338,7 +328,8 @@ class Explorer:
             self.agent.observer.note("run_command: no command announced yet (step skipped)")
             return
         chosen = self.commands[command % len(self.commands)]
-        text = "/" + str(chosen["name"]) + (" some input" if with_input else "")
+        argument = argument_for(chosen.hint) if with_input else ""
+        text = f"/{chosen.name} {argument}".rstrip()
         with self._survives("TURN-001", f"the command {text}"):
             run_turn(self.agent, session_id, [{"type": "text", "text": text}])
 

@@ -43,9 +43,11 @@ from acpkit.conformance.remote_driver import Refused, RemoteDriver
 
 __all__ = [
     "ENVELOPE_FAULTS",
+    "SERVICE_BEHAVIOURS",
     "EnvelopeFault",
     "probe_cancel",
     "probe_cancel_request",
+    "probe_capabilities_withheld",
     "probe_envelope",
     "probe_initialize",
     "probe_load",
@@ -390,7 +392,7 @@ def probe_cancel(agent: Agent, session_id: str) -> None:
     observer = agent.observer
     with observer.probe("CANCEL-002", "session/cancel while a permission request is pending"):
         outcome = run_turn(
-            agent, session_id, agent.prompt(session_id, "write"), cancel="permission"
+            agent, session_id, agent.prompt(session_id, "permission"), cancel="permission"
         )
     if outcome.cancelled_at is None or not outcome.held_at_cancel:
         observer.verdicts.skip("CANCEL-002", "the agent asked no permission during a turn")
@@ -502,11 +504,36 @@ def probe_load(agent: Agent, session_id: str) -> None:
     agent.driver.drain(0.2)
 
 
+#: The behaviours the services probe runs when something provokes them (a scenario file, a
+#: discovered command), each once, in this order.
+SERVICE_BEHAVIOURS = (
+    "tools",
+    "edit",
+    "read",
+    "write",
+    "shell",
+    "ask",
+    "permission",
+    "plan",
+    "usage",
+)
+#: The conformance model's plan: (elicitation answer, scenario, permission answer).
+_MODEL_PLAN = (
+    ("accept", "tools", "allow"),
+    ("decline", "read", "allow"),
+    ("cancel", "edit", "reject"),
+)
+
+
 def probe_services(agent: Agent) -> None:
     """
     TERMINAL / ELICIT / NOTICE (and CAP-001..004 with the capabilities advertised): turns with
-    every client service offered, the model asked to use files and the shell; elicitations
-    answered accept, then decline, then cancel; the last turn's permissions are rejected.
+    every client service offered. With the conformance model: files and the shell, the
+    elicitations answered accept, then decline, then cancel, the last turn's permissions
+    rejected. Otherwise every behaviour something provokes (`SERVICE_BEHAVIOURS`: a
+    scenario file's, a discovered command's), once each, in one session, the elicitation
+    answers rotating, the last one's permissions rejected; with none, the plain words of
+    the first three.
     """
     observer = agent.observer
     session = agent.new_session()
@@ -514,11 +541,15 @@ def probe_services(agent: Agent) -> None:
         for rule_id in SERVICE_RULES:
             observer.verdicts.skip(rule_id, "session/new failed (the services probe needs a turn)")
         return
-    plan = (
-        ("accept", "tools", "allow"),
-        ("decline", "read", "allow"),
-        ("cancel", "edit", "reject"),
-    )
+    plan: tuple[tuple[str, str, str], ...] = _MODEL_PLAN
+    if not agent.model:
+        provoked = [b for b in SERVICE_BEHAVIOURS if agent.can(b)]
+        if provoked:
+            answers = ("accept", "decline", "cancel")
+            plan = tuple(
+                (answers[n % 3], b, "reject" if n == len(provoked) - 1 and n else "allow")
+                for n, b in enumerate(provoked)
+            )
     for action, scenario, permission in plan:
         agent.driver.policy.elicitation = action
         with observer.probe("TURN-003", f"a '{scenario}' turn with every client service offered"):
@@ -526,6 +557,28 @@ def probe_services(agent: Agent) -> None:
     agent.driver.policy.elicitation = "accept"
     agent.driver.drain(0.2)
     explain_services(observer)
+
+
+#: What the capabilities-withheld probe runs: the behaviours that use a client service.
+WITHHELD_BEHAVIOURS = ("read", "write", "shell", "ask")
+
+
+def probe_capabilities_withheld(agent: Agent) -> None:
+    """
+    CAP-001 / CAP-002 / CAP-003: with no client capability advertised, the turns that
+    would read or write a file, open a terminal or ask a question (the behaviours something
+    provokes) must not call the services the client did not offer.
+    """
+    provoked = [b for b in WITHHELD_BEHAVIOURS if agent.can(b)]
+    if not provoked:
+        return
+    session = agent.new_session()
+    if session is None:
+        return
+    for behaviour in provoked:
+        with agent.observer.probe("CAP-001", f"a '{behaviour}' turn with no capability"):
+            run_turn(agent, session, agent.prompt(session, behaviour))
+    agent.driver.drain(0.2)
 
 
 def eof_before_initialize(
@@ -633,6 +686,8 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
     def services() -> None:
         with fresh(capabilities=ALL_SERVICES) as agent:
             probe_services(agent)
+        with fresh(capabilities=client_capabilities()) as agent:
+            probe_capabilities_withheld(agent)
 
     from acpkit.conformance import probes_transport as transport
 

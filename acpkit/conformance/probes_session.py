@@ -463,7 +463,11 @@ def _probe_resume(agent: Agent) -> None:
 
 
 def _probe_close(agent: Agent) -> None:
-    """SESSION-007: session/close during a turn ends the turn."""
+    """
+    SESSION-007: session/close during a turn ends the turn as a session/cancel would: the
+    prompt is answered ``cancelled``, and no update for the session comes after the close's
+    answer (more than a second after it: what was on its way may still arrive).
+    """
     observer = agent.observer
     driver = agent.driver
     with observer.probe("SESSION-007", "session/close during a turn"):
@@ -491,29 +495,68 @@ def _probe_close(agent: Agent) -> None:
             observer.verdicts.skip("SESSION-007", "session/close during a turn failed")
             _finish_turn(agent, turn, session_id, "SESSION-007")
             return
-        if not _finish_turn(agent, turn, session_id, "SESSION-007"):
-            return
+        closed_at = time.monotonic()
+        observer.when_answered(
+            turn.request_id, lambda message: _judge_closed_turn(agent, message, closed_at)
+        )
+        try:
+            driver.response_to(turn.request_id, "waiting for the closed session's prompt")
+            ended = True
+        except StepTimeout as e:
+            ended = False
+            driver.notify("session/cancel", {"sessionId": session_id})
+            driver.answer_held(CANCELLED)
+            late = e
         driver.drain(0.3)
-    kinds = _updates_after_both(
-        observer.transcript.records[first_record:], (close_id, turn.request_id), session_id
-    )
+    records = observer.transcript.records[first_record:]
+    # after the close's answer: at once when the turn had ended too, else after the race
+    kinds = _updates_after(records, (close_id, turn.request_id), session_id, 0.0)
+    kinds = kinds or _updates_after(records, (close_id,), session_id, CLOSE_RACE)
     if kinds:
         observer.violation(
             "SESSION-007",
-            f"after session/close was answered and the turn ended, the agent still sent "
-            f"session/update(s) for the closed session: {', '.join(kinds)}",
+            "after session/close was answered (and the turn ended, or more than "
+            f"{CLOSE_RACE:g}s after), the agent still sent session/update(s) for the closed "
+            f"session: {', '.join(kinds[:6])}" + (" (its turn had not ended)" if not ended else ""),
         )
-    else:
+    elif ended:
         observer.verdicts.ok("SESSION-007")
+    else:
+        observer.verdicts.slow("SESSION-007", f"the closed session's turn did not end: {late}")
 
 
-def _updates_after_both(
-    records: Sequence[tuple[Any, str, bytes]], ids: tuple[int, int], session_id: str
+#: After session/close is answered, what arrives within this many seconds may have been on
+#: its way already (as for a cancel).
+CLOSE_RACE = 1.0
+
+
+def _judge_closed_turn(agent: Agent, message: dict[str, Any], closed_at: float) -> None:
+    """The prompt of a session closed mid-turn: cancelled, as a session/cancel would end it."""
+    result = message.get("result")
+    stop = result.get("stopReason") if isinstance(result, dict) else None
+    late = time.monotonic() - closed_at
+    if stop == "cancelled" or late <= CLOSE_RACE:
+        return
+    got = f"stopReason {stop!r}" if stop is not None else f"the error {message.get('error')}"
+    agent.observer.violation(
+        "SESSION-007",
+        f"the prompt of the session closed mid-turn was answered {late:.1f}s after the close "
+        f"with {got}, not stopReason 'cancelled' (as if session/cancel had been called)",
+    )
+
+
+def _updates_after(
+    records: Sequence[tuple[Any, str, bytes]],
+    ids: tuple[int, ...],
+    session_id: str,
+    grace: float,
 ) -> list[str]:
-    """The kinds of the session's updates received after the responses to both ``ids``."""
+    """The kinds of the session's updates received more than ``grace`` seconds after the
+    answers to all of ``ids`` (the close, and the turn)."""
     answered: set[Any] = set()
+    closed: Any = None
     kinds = []
-    for _, direction, line in records:
+    for when, direction, line in records:
         if direction != "<-":
             continue
         try:
@@ -522,12 +565,15 @@ def _updates_after_both(
             continue
         if not isinstance(message, dict):
             continue
-        if "method" not in message and message.get("id") in ids:
-            answered.add(message.get("id"))
+        if closed is None:
+            if "method" not in message and message.get("id") in ids:
+                answered.add(message.get("id"))
+                if len(answered) == len(ids):
+                    closed = when
             continue
         params = message.get("params")
         if (
-            len(answered) == len(ids)
+            (when - closed).total_seconds() > grace
             and message.get("method") == "session/update"
             and isinstance(params, dict)
             and params.get("sessionId") == session_id
@@ -791,8 +837,10 @@ def probe_client_answers(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
         if session_id is None:
             verdicts.skip("ELICIT-007", "session/new failed")
             return
-        with observer.probe("TOOL-001", "a 'tools' turn, permissions allowed"):
-            run_turn(agent, session_id, agent.prompt(session_id, "tools"))
+        allowed = "permission" if agent.can("permission") and not agent.model else "tools"
+        with observer.probe("TOOL-001", f"a '{allowed}' turn, permissions allowed"):
+            run_turn(agent, session_id, agent.prompt(session_id, allowed))
+        asking = "ask" if agent.can("ask") and not agent.model else "tools"
         original = driver.policy
         asked_any = False
         for action in ("decline", "cancel", "error"):
@@ -806,7 +854,7 @@ def probe_client_answers(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
             started = time.monotonic()
             try:
                 with observer.probe("ELICIT-007", f"elicitations answered {action}"):
-                    outcome = run_turn(agent, session_id, agent.prompt(session_id, "tools"))
+                    outcome = run_turn(agent, session_id, agent.prompt(session_id, asking))
             finally:
                 driver.policy = original
                 original.elicitation = "accept"
@@ -824,7 +872,7 @@ def probe_client_answers(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
         if not asked_any:
             verdicts.skip("ELICIT-007", "the agent sent no elicitation/create during a turn")
         with observer.probe("CANCEL-003", "session/cancel while a permission request is pending"):
-            run_turn(agent, session_id, agent.prompt(session_id, "write"), cancel="permission")
+            run_turn(agent, session_id, agent.prompt(session_id, "permission"), cancel="permission")
         with observer.probe("CANCEL-004", "session/cancel after the first update of a long turn"):
             run_turn(agent, session_id, agent.prompt(session_id, "slow"), cancel="first_update")
         driver.drain(0.2)

@@ -65,6 +65,8 @@ def _result(config: pytest.Config) -> SuiteResult:
             skip=split_selectors(config.getoption("--acp-skip")),
             strict=config.getoption("--acp-strict"),
             expected_failures=config.getoption("--acp-expected-failures"),
+            scenarios=config.getoption("--acp-scenarios"),
+            discovery=config.getoption("--acp-discovery"),
         )
     return stash[_RESULT_KEY]
 

@@ -14,7 +14,9 @@ FILE`` and ``--acp-tls-private-key FILE``, as ``acpkit-conformance``'s ``--tls-*
 separated, repeatable), ``--acp-strict`` (SHOULD findings fail their item; without it they
 pass with a `ConformanceWarning`) and ``--acp-expected-failures FILE`` (a baseline of
 accepted findings: their items are xfail, and a listed rule that holds fails its item as a
-stale entry). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
+stale entry), ``--acp-scenarios FILE`` (the prompts that make the agent do each behaviour,
+`acpkit.conformance.scenarios`) and ``--acp-discovery auto|on|off`` (try the agent's
+commands). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
 
 The plugin is loaded by every pytest run of a project that installed acpkit, so it is inert
 and costs nothing unless ``--acp-agent`` or ``--acp-url`` is given: this module imports
@@ -112,6 +114,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         help="TOML baseline of accepted findings: their items xfail; a stale entry fails",
     )
+    group.addoption(
+        "--acp-scenarios",
+        default=None,
+        metavar="FILE",
+        help="TOML file of prompts that make the agent do each behaviour the rules need",
+    )
+    group.addoption(
+        "--acp-discovery",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="try the agent's advertised commands to learn stimuli (auto: unless a model "
+        "server drives the turns)",
+    )
 
 
 def _wanted(config: pytest.Config) -> bool:
@@ -183,6 +198,14 @@ def pytest_configure(config: pytest.Config) -> None:
             load_baseline(baseline)
         except BaselineError as e:
             raise pytest.UsageError(f"--acp-expected-failures: {e}") from None
+    scenarios = config.getoption("--acp-scenarios")
+    if scenarios:
+        from acpkit.conformance.scenarios import ScenarioError, load_scenarios
+
+        try:
+            load_scenarios(scenarios)
+        except ScenarioError as e:
+            raise pytest.UsageError(f"--acp-scenarios: {e}") from None
 
 
 def pytest_collection_modifyitems(

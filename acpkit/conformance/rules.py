@@ -822,9 +822,11 @@ RULES: tuple[Rule, ...] = (
         "The Agent MUST cancel any ongoing work for that session as if session/cancel had been "
         "called, then free the resources associated with the session.",
         "Needs a turn in progress when the client sends session/close for its session. "
-        "Violated when that session/prompt is not answered (stopReason cancelled expected, as "
-        "for session/cancel) by the time session/close is answered plus the timeout, or when "
-        "session/update notifications for the session arrive after the close response.",
+        "Violated when that session/prompt is answered with a stop reason other than cancelled "
+        "(as for session/cancel) more than a second after the close's answer, or when "
+        "session/update notifications for the session arrive after the close's answer once "
+        "the turn ended (or, while it runs on, more than a second after the close's answer: "
+        "what was on its way may arrive). A turn that neither ends nor streams is slow.",
         "sessionCapabilities.close",
     ),
     _r(
