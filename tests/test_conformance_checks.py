@@ -248,3 +248,37 @@ def test_an_auth_method_of_a_variant_the_schema_lacks_is_not_a_custom_field() ->
     methods[0]["region"] = "eu"
     observer.received(_line({"jsonrpc": "2.0", "id": 1, "result": result}))
     assert "authMethods[0].region" in _findings(observer)["EXT-001"][0]
+
+
+# -- the model's tool calls ------------------------------------------------------------------
+
+
+def test_a_tool_call_the_model_asked_for_and_the_agent_did_not_report_is_tool_004() -> None:
+    """
+    With the conformance model, a turn in which the model asked for tool calls (its
+    directive's token counts them) must report at least one tool_call; without a directive,
+    or when the model asked for none, TOOL-004 is not judged.
+    """
+    from typing import cast
+
+    from acpkit.conformance.driver import AgentDriver
+    from acpkit.conformance.harness import Agent, TurnOutcome, judge_reported_tools
+    from acpkit.conformance.model import directive
+
+    asked = {"p1": 2, "p2": 0}
+    observer = Observer()
+    agent = Agent(
+        cast(AgentDriver, None), observer, {}, "/tmp", model_tool_calls=lambda t: asked.get(t, 0)
+    )
+
+    def prompt(token: str) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": "Run it.\n\n" + directive("shell", "/w", token)}]
+
+    judge_reported_tools(agent, prompt("p1"), TurnOutcome(None, kinds=["agent_message_chunk"]))
+    (message,) = _findings(observer)["TOOL-004"]
+    assert "asked for 2 tool call(s)" in message
+    judge_reported_tools(agent, prompt("p1"), TurnOutcome(None, kinds=["tool_call"]))
+    judge_reported_tools(agent, prompt("p2"), TurnOutcome(None, kinds=[]))
+    judge_reported_tools(agent, [{"type": "text", "text": "hi"}], TurnOutcome(None))
+    assert observer.verdicts.exercised["TOOL-004"] == 2
+    assert len(_findings(observer)["TOOL-004"]) == 1

@@ -483,20 +483,21 @@ def test_tester_crash_outside_run_suite_is_exit_2(
 
 def test_an_agent_that_needs_a_login_gets_no_framing_or_process_finding() -> None:
     """
-    session/new is refused with -32000 until a terminal login the tester never runs: the
-    split-write probe (an unknown request: no session needed) and the EOF probes (a pending
-    request instead of a turn) still judge FRAME-004, FRAME-009 and FRAME-010, which hold;
-    RPC-006 (sent through session/new) and the session rules are not applicable, with the
-    reason; there is no finding at all.
+    session/new is refused with -32000 until the client logs in (only the authentication
+    probe does): the split-write probe (an unknown request: no session needed) and the EOF
+    probes (a pending request instead of a turn) still judge FRAME-004, FRAME-009 and
+    FRAME-010, which hold; the refusal's code is the right one (AUTH-003); RPC-006 (sent
+    through session/new) and the session rules are not applicable, with the reason; there is
+    no finding at all.
     """
     result = _run("needs_login", timeout=2.0)
     assert result.error is None, result.error
     assert _findings(result) == []
     statuses = _statuses(result)
-    for rule_id in ("FRAME-004", "FRAME-009", "FRAME-010"):
+    for rule_id in ("FRAME-004", "FRAME-009", "FRAME-010", "AUTH-002", "AUTH-003"):
         assert statuses[rule_id] == "pass", rule_id
     reasons = {r.rule.id: r.reason for r in result.results}
     assert statuses["RPC-006"] == "not-applicable"
     assert "needs authentication" in reasons["RPC-006"]
-    assert statuses["SESSION-001"] == "not-applicable"
-    assert "session/new failed" in reasons["SESSION-001"]
+    assert statuses["CONTENT-001"] == "not-applicable"
+    assert "session/new failed" in reasons["CONTENT-001"]

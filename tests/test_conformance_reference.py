@@ -27,6 +27,8 @@ INTEROP_FINDINGS = {
     "in the protocol MUST be absolute')",
     "TOOL-002": "SHOULD: session/request_permission for toolCallId 'call_1', which no tool_call "
     "announced (schema.json ToolCallUpdate: 'An update to an existing tool call.')",
+    "MCP-002": "SHOULD: the stdio MCP server given in session/new is never started ('Agents SHOULD "
+    "connect to all MCP servers specified by the Client')",
 }
 
 
@@ -86,6 +88,9 @@ def test_bob_passes_every_must_rule() -> None:
 BOB_FINDINGS = {
     "MCP-001": "mcpCapabilities.http is false: 'new Agents SHOULD support the HTTP transport' "
     "(session-setup, MCP Servers); bob connects to no MCP server yet",
+    "MCP-002": "the stdio MCP server of session/new is never started: 'Agents SHOULD connect to "
+    "all MCP servers specified by the Client' (session-setup, Checking Transport Support); "
+    "bob connects to the client's MCP servers only with [mcp] useClientServers = true",
 }
 
 BOB = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]

@@ -17,7 +17,7 @@ import shlex
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import IO, Any, Protocol
 
@@ -209,6 +209,7 @@ def run_suite(
                 headers=tuple(headers),
                 tls=tls,
                 scenarios=given,
+                model_tool_calls=_tool_calls_of(model) if model is not None else None,
             )
             check_tls(config)
             if discover_commands:
@@ -258,6 +259,17 @@ def run_suite(
         strict=strict,
         transport=transport,
     )
+
+
+def _tool_calls_of(model: ModelServer) -> Callable[[str], int]:
+    """How many tool calls the model asked for under a directive token (TOOL-004)."""
+
+    def count(token: str) -> int:
+        return sum(
+            1 for r in model.requests() if r.get("token") == token and r.get("tool") is not None
+        )
+
+    return count
 
 
 def _model_summary(requests: Sequence[Mapping[str, object]]) -> str:

@@ -15,6 +15,7 @@ directory, run a shell command, a long command to cancel.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
@@ -154,6 +155,8 @@ class SuiteConfig:
     #: the prompts of the user's scenario file, and those learned from the agent's commands
     scenarios: Stimuli = attrs.field(factory=Stimuli)
     discovered: Stimuli = attrs.field(factory=Stimuli)
+    #: with a model server: how many tool calls the model asked for under a directive token
+    model_tool_calls: Callable[[str], int] | None = attrs.field(default=None, eq=False)
 
     @property
     def remote(self) -> bool:
@@ -240,6 +243,11 @@ def explain_services(observer: Observer) -> None:
 # -- one agent process -------------------------------------------------------------------
 
 
+#: The conformance model's directive tokens: unique in the run (the model server sees every
+#: agent process of the run, and TOOL-004 counts its tool calls by token).
+_PROMPT_TOKENS = itertools.count(1)
+
+
 @attrs.define
 class Agent:
     """An initialized agent process with its driver, observer and temporary directories."""
@@ -253,6 +261,7 @@ class Agent:
     prompts: int = 0
     scenarios: Stimuli = attrs.field(factory=Stimuli)
     discovered: Stimuli = attrs.field(factory=Stimuli)
+    model_tool_calls: Callable[[str], int] | None = None
 
     @property
     def capabilities(self) -> dict[str, Any]:
@@ -297,6 +306,7 @@ class Agent:
         else the agent's own command that does it (discovered), else plain words.
         """
         self.prompts += 1
+        token = f"p{next(_PROMPT_TOKENS)}"
         cwd = self.cwd_of(session_id)
         given = self.scenarios.text(scenario, cwd)
         if given is not None:
@@ -305,7 +315,7 @@ class Agent:
             learned = self.discovered.text(scenario, cwd)
             if learned is not None:
                 return [{"type": "text", "text": learned}]
-        return prompt_blocks(scenario, cwd, f"p{self.prompts}", self.model)
+        return prompt_blocks(scenario, cwd, token, self.model)
 
     def can(self, scenario: str) -> bool:
         """Something in this run provokes ``scenario`` (not only plain words)."""
@@ -390,6 +400,7 @@ def start_agent(
         model=config.model,
         scenarios=config.scenarios,
         discovered=config.discovered,
+        model_tool_calls=config.model_tool_calls,
     )
 
 
@@ -551,12 +562,37 @@ def run_turn(
             agent.observer.verdicts.ok("TURN-001")
     if outcome.cancelled_at is not None and response is not None:
         judge_cancel(agent, outcome)
+    if outcome.stop_reason == "end_turn" and outcome.cancelled_at is None:
+        judge_reported_tools(agent, prompt, outcome)
     elif outcome.cancelled_at is not None and outcome.timed_out:
         rule_id = "CANCEL-002" if outcome.held_at_cancel else "CANCEL-001"
         agent.observer.verdicts.slow(
             rule_id, f"the cancelled turn was not answered within {driver.timeout:g}s"
         )
     return outcome
+
+
+def judge_reported_tools(agent: Agent, prompt: Sequence[Any], outcome: TurnOutcome) -> None:
+    """TOOL-004: the tool calls the conformance model asked for in a turn were reported."""
+    if agent.model_tool_calls is None:
+        return
+    from acpkit.conformance.model import parse_directive
+
+    text = " ".join(str(b.get("text", "")) for b in prompt if isinstance(b, dict))
+    found = parse_directive(text)
+    if found is None or not found.token:
+        return
+    asked = agent.model_tool_calls(found.token)
+    if not asked:
+        return
+    if outcome.updates_of("tool_call"):
+        agent.observer.verdicts.ok("TOOL-004")
+    else:
+        agent.observer.violation(
+            "TOOL-004",
+            f"the conformance model asked for {asked} tool call(s) in this turn, which ended "
+            "end_turn without any tool_call update",
+        )
 
 
 def _judge_late(agent: Agent, outcome: TurnOutcome, message: dict[str, Any]) -> None:

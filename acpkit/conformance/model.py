@@ -578,7 +578,12 @@ class ConformanceModel:
             answer = Answer(
                 chunks=(f"Step {step + 1}: {chosen.label}.",),
                 tool_calls=(AnswerToolCall(call_id, chosen.tool.name, pieces),),
-                info={**info, "action": chosen.label, "tool": chosen.tool.name},
+                info={
+                    **info,
+                    "action": chosen.label,
+                    "tool": chosen.tool.name,
+                    "token": current.token,
+                },
             )
         elif current.scenario == "slow" and "shell" not in roles and step == 0:
             chunks = tuple(f"slow {n} " for n in range(SLOW_CHUNKS))
@@ -667,7 +672,8 @@ class ConformanceModelServer:
         }
 
     def requests(self) -> list[dict[str, Any]]:
-        """The model requests seen so far: {api, stream, scenario, step, tools, roles}."""
+        """The model requests seen so far: {api, stream, scenario, step, action, tools,
+        roles, tool (the tool it asked to call, if any), token (its directive's)}."""
         with self._lock:
             return list(self._seen)
 
@@ -755,6 +761,8 @@ def record_of(request: ModelRequest, answer: Answer) -> dict[str, Any]:
         "action": info.get("action"),
         "tools": info.get("tools", [tool.name for tool in request.tools]),
         "roles": info.get("roles", {}),
+        "tool": info.get("tool"),
+        "token": info.get("token"),
     }
 
 

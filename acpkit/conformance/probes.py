@@ -361,6 +361,14 @@ def probe_sessions(agent: Agent) -> list[str]:
             # away (the guard files that under this rule) or never answering is not.
             if "error" not in response:
                 observer.note("a prompt for an unknown session id succeeded (allowed: MAY)")
+            else:
+                expect_error(
+                    agent,
+                    "RPC-014",
+                    response,
+                    (-32002, -32602),
+                    "a prompt for an unknown session id",
+                )
             observer.verdicts.ok("SESSION-003")
     for block in (
         {"type": "text", "text": "Say hello. " + faults.TRICKY_TEXT},
@@ -710,7 +718,7 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
         "TURN-001",
         "the session and turn probes",
         sessions_and_turns,
-        "SESSION CONTENT TURN CANCEL CAP RPC-010 SCHEMA",
+        "SESSION CONTENT TURN CANCEL CAP RPC-010 RPC-014 SCHEMA",
     )
     guarded(
         "TERMINAL-001",
@@ -753,7 +761,13 @@ def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
         "AUTH-002",
         "the authentication probe",
         lambda: more.probe_authentication(config, verdicts, fresh),
-        "AUTH-002",
+        "AUTH-002 AUTH-003",
+    )
+    guarded(
+        "MCP-002",
+        "the MCP server probe",
+        lambda: more.probe_mcp(config, verdicts, fresh),
+        "MCP-002",
     )
     if not config.remote:
         guarded(

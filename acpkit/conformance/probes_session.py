@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +59,7 @@ __all__ = [
     "probe_capability_extremes",
     "probe_client_answers",
     "probe_lifecycle",
+    "probe_mcp",
     "probe_spawn_directory",
 ]
 
@@ -705,8 +707,16 @@ def probe_authentication(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
         methods = agent.init_result.get("authMethods")
         methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
         if not methods:
-            verdicts.skip("AUTH-002", "the agent lists no authMethods")
+            for rule_id in ("AUTH-002", "AUTH-003"):
+                verdicts.skip(rule_id, "the agent lists no authMethods")
             return
+        # before any authenticate: a refusal that a login then lifts was about
+        # authentication, and its code says so (AUTH-003)
+        with observer.probe("AUTH-003", "session/new before authenticate"):
+            cwd = agent.new_directory()
+            agent.driver.policy.roots.append(cwd)
+            before, _ = _request(agent, "session/new", {"cwd": cwd, "mcpServers": []})
+        refused = before.get("error") if before is not None else None
         candidates = [
             str(m["id"])
             for m in methods
@@ -742,10 +752,95 @@ def probe_authentication(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
                 )
             else:
                 verdicts.ok("AUTH-002")
+                _judge_auth_code(observer, refused, created is not None and "result" in created)
             return
         verdicts.skip(
             "AUTH-002", "no auth method succeeded without a user: " + "; ".join(reasons)[:300]
         )
+        verdicts.skip("AUTH-003", "no auth method succeeded without a user")
+
+
+def _judge_auth_code(observer: Any, refused: Any, lifted: bool) -> None:
+    """AUTH-003: a session/new refused before authenticate, accepted after, was refused
+    because authentication was required: its code is -32000 (auth_required)."""
+    if not isinstance(refused, dict):
+        observer.verdicts.skip(
+            "AUTH-003", "session/new succeeded before authenticate: nothing was refused"
+        )
+        return
+    if not lifted:
+        return
+    if refused.get("code") == -32000:
+        observer.verdicts.ok("AUTH-003")
+    else:
+        observer.violation(
+            "AUTH-003",
+            f"session/new was refused before authenticate with {refused} and accepted after "
+            "it: authentication was required, whose error code is -32000 (auth_required)",
+        )
+
+
+# -- MCP-002 -----------------------------------------------------------------------------------
+
+
+def probe_mcp(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) -> None:
+    """
+    MCP-002: session/new names a stdio MCP server (`acpkit.conformance.mcp_probe_server`,
+    which records what it receives); after a text turn, the agent has started it and sent
+    ``initialize``. A session/new that fails with the server is not judged.
+    """
+    from acpkit.conformance import mcp_probe_server
+
+    with fresh() as agent:
+        observer = _started(agent).observer
+        marker = os.path.join(agent.tmp, "mcp-probe-events.txt")
+        server = {
+            "name": "acpkit-conformance",
+            "command": sys.executable,
+            "args": [mcp_probe_server.__file__, marker],
+            "env": [],
+        }
+        with observer.probe("MCP-002", "session/new with a stdio MCP server"):
+            cwd = agent.new_directory()
+            agent.driver.policy.roots.append(cwd)
+            created, late = _request(agent, "session/new", {"cwd": cwd, "mcpServers": [server]})
+        result = created.get("result") if created is not None else None
+        if created is None:
+            verdicts.slow("MCP-002", f"session/new with an MCP server: {late}")
+            return
+        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+            verdicts.skip(
+                "MCP-002", f"session/new with an MCP server failed: {_error_text(created)}"
+            )
+            return
+        session_id = str(result["sessionId"])
+        agent.session_cwd[session_id] = cwd
+        with observer.probe("MCP-002", "a text turn in the session with the MCP server"):
+            run_turn(agent, session_id, agent.prompt(session_id, "text"))
+        deadline = time.monotonic() + agent.timeout
+        events: list[str] = []
+        while time.monotonic() < deadline:
+            events = _events(marker)
+            if "initialize" in events:
+                break
+            agent.driver.drain(0.2)
+        if "initialize" in events:
+            verdicts.ok("MCP-002")
+        else:
+            seen = "was started but sent no initialize" if events else "was never started"
+            observer.violation(
+                "MCP-002",
+                f"the stdio MCP server given in session/new {seen} (after session/new and a "
+                f"turn, {agent.timeout:g}s more)",
+            )
+
+
+def _events(marker: str) -> list[str]:
+    try:
+        with open(marker, encoding="utf-8") as f:
+            return f.read().split()
+    except OSError:
+        return []
 
 
 # -- SESSION-009 / 010 -----------------------------------------------------------------------

@@ -392,6 +392,18 @@ RULES: tuple[Rule, ...] = (
         "2.0 specification', whose 'The Server MUST reply with a Response, except for in the "
         "case of Notifications' makes it a MUST.",
     ),
+    _r(
+        "RPC-014",
+        "A request for a session that does not exist is refused with -32002 (or -32602)",
+        "SHOULD",
+        _schema("ErrorCode"),
+        "Resource not found",
+        "Resource not found: A given resource, such as a session or file, was not found.",
+        "Stimulus: session/prompt naming a session id never created. When the agent answers "
+        "it with an error (it may also succeed: SESSION-003), violated when the code is neither "
+        "-32002, the code the schema gives a session not found, nor -32602 (invalid params, "
+        "the sessionId being one). No keyword; the code's meaning is the schema's; SHOULD.",
+    ),
     # -- schema -------------------------------------------------------------------------
     _r(
         "SCHEMA-001",
@@ -716,6 +728,23 @@ RULES: tuple[Rule, ...] = (
         "elicitation",
     ),
     # -- notices and compaction ---------------------------------------------------------
+    _r(
+        "ELICIT-008",
+        "A form elicitation does not ask for a secret (password, token, API key...)",
+        "MUST",
+        ELICITATION,
+        "Form mode",
+        "Form mode MUST NOT be used to request secrets or credentials that grant access or "
+        "authorize transactions, such as passwords, API keys, access or refresh tokens, private "
+        "keys, recovery codes, or payment credentials.",
+        "A form-mode elicitation/create with a property whose name is exactly one of the "
+        "secrets the sentence lists (password, passwd, api_key / apikey / api-key, token, "
+        "access_token, refresh_token, secret, client_secret, private_key, recovery_code(s), "
+        "card_number, cvv, cvc, pin), ignoring case. A narrower check than the sentence (what "
+        "else a field asks for needs a person), with no false finding on a field named "
+        "otherwise.",
+        "elicitation.form",
+    ),
     _r(
         "NOTICE-001",
         "A notice update has a severity and a non-empty title",
@@ -1162,6 +1191,20 @@ RULES: tuple[Rule, ...] = (
     ),
     # -- cancellation -------------------------------------------------------------------
     _r(
+        "TOOL-004",
+        "A tool call the model asks for is reported to the client",
+        "SHOULD",
+        TOOL_CALLS,
+        "Creating",
+        "When the language model requests a tool invocation, the Agent SHOULD report it to the "
+        "Client:",
+        "Needs --model-server: the conformance model knows the tool calls it asked for in each "
+        "turn (its directive's token). Violated when the model asked for at least one tool call "
+        "in a turn that ended end_turn and the agent sent no tool_call update in that turn. "
+        "(Counting them one for one would blame agents for the model requests of their side "
+        "tasks, which carry the same conversation.)",
+    ),
+    _r(
         "CANCEL-001",
         "session/cancel during a turn ends it with stopReason cancelled",
         "MUST",
@@ -1224,6 +1267,20 @@ RULES: tuple[Rule, ...] = (
         "The initialize result's agentCapabilities.mcpCapabilities.http is absent or false.",
     ),
     _r(
+        "MCP-002",
+        "The agent connects to the stdio MCP servers the client gives",
+        "SHOULD",
+        SESSION_SETUP,
+        "Checking Transport Support",
+        "Agents SHOULD connect to all MCP servers specified by the Client.",
+        "Stimulus: session/new with one stdio MCP server (acpkit.conformance.mcp_probe_server, "
+        "which records what it receives), then a text turn. Violated when the server was never "
+        "started, or never received initialize, a step timeout after the turn. A session/new "
+        "refused with the server is not judged. Also the evidence for the MUST 'All Agents "
+        "MUST support connecting to MCP servers via stdio' (Stdio Transport), which cannot "
+        "tell an agent that does not support it from one that connects later: SHOULD.",
+    ),
+    _r(
         "AUTH-001",
         "No terminal auth method unless the client advertised auth.terminal",
         "MUST",
@@ -1244,6 +1301,19 @@ RULES: tuple[Rule, ...] = (
         "an auth_required error for authentication-gated requests.",
         "Needs an authenticate that succeeds (an agent-type method that needs no user). "
         "Violated when a later session/new is answered with error -32000. No keyword; SHOULD.",
+    ),
+    _r(
+        "AUTH-003",
+        "A request refused for want of authentication is answered -32000 (auth_required)",
+        "SHOULD",
+        _schema("ErrorCode"),
+        "Authentication required",
+        "Authentication required: Authentication is required before this operation can be "
+        "performed.",
+        "Stimulus: session/new before authenticate, then authenticate with an auth method the "
+        "agent handles itself, then session/new again. Violated when the first session/new is "
+        "refused with a code other than -32000 and the second (after a successful "
+        "authenticate) succeeds: the refusal was about authentication. No keyword; SHOULD.",
     ),
     _r(
         "EXT-001",
@@ -1500,7 +1570,11 @@ def _u(page: str, section: str, quote: str, level: str, reason: str) -> Unchecka
 
 
 _MAY_NOTE = "MAY: a permission; either choice conforms, nothing to check."
-_MCP_NOTE = "Needs a real MCP server to connect to; the tester provides none."
+_MCP_NOTE = (
+    "Judged through MCP-002 (SHOULD): the tester hands the agent a stdio MCP server of its own "
+    "and sees whether it connects; not connecting cannot tell an agent without stdio support "
+    "from one that connects later, so no MUST finding is made of it."
+)
 
 UNCHECKABLE: tuple[Uncheckable, ...] = (
     _u(
@@ -1508,7 +1582,9 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         TOP,
         "Agents and clients SHOULD support stdio whenever possible.",
         "SHOULD",
-        "The tester only talks stdio: an agent without it cannot be run at all.",
+        "The tester runs an agent as a command over stdio, or reaches it by URL: whether an "
+        "agent reached by URL also has stdio is not visible, and one started as a command has "
+        "it.",
     ),
     _u(
         TRANSPORTS,
@@ -1523,7 +1599,9 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Implementers who choose to support custom transports MUST ensure they preserve the "
         "JSON-RPC message format and lifecycle requirements defined by ACP.",
         "MUST",
-        "About transports other than stdio, which the tester does not use.",
+        "About custom transports: the tester speaks stdio and the RFD's Streamable HTTP and "
+        "WebSocket (whose rules are HTTP-… and WS-…); a transport of one's own has no spec to "
+        "judge it against.",
     ),
     _u(
         TRANSPORTS,
@@ -1581,14 +1659,6 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "All Agents MUST support connecting to MCP servers via stdio (standard input/output).",
         "MUST",
         _MCP_NOTE + " (Same in schema.json: McpServer, stdio variant.)",
-    ),
-    _u(
-        SESSION_SETUP,
-        "Checking Transport Support",
-        "Agents SHOULD connect to all MCP servers specified by the Client.",
-        "SHOULD",
-        _MCP_NOTE + " (Same in schema.json: NewSessionRequest.mcpServers and the "
-        "NewSessionRequest / LoadSessionRequest 'The agent should:' lists.)",
     ),
     _u(
         SESSION_SETUP,
@@ -1703,14 +1773,6 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "usage_update:",
         "MAY",
         _MAY_NOTE + " (TURN-006 judges the updates that are sent.)",
-    ),
-    _u(
-        TOOL_CALLS,
-        "Creating",
-        "When the language model requests a tool invocation, the Agent SHOULD report it to the "
-        "Client:",
-        "SHOULD",
-        "Internal: the tester cannot see what the model requested.",
     ),
     _u(
         AGENT_PLAN,
@@ -1829,15 +1891,6 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "validate them again.",
         "SHOULD",
         "The agent's validation is internal; how it treats bad content is not visible.",
-    ),
-    _u(
-        ELICITATION,
-        "Form mode",
-        "Form mode MUST NOT be used to request secrets or credentials that grant access or "
-        "authorize transactions, such as passwords, API keys, access or refresh tokens, private "
-        "keys, recovery codes, or payment credentials.",
-        "MUST",
-        "Needs a human to judge what a field asks for (a heuristic on field names would be noisy).",
     ),
     _u(
         ELICITATION,

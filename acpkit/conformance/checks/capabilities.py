@@ -9,7 +9,7 @@ notices, compaction), and the paths the agent sends.
 - TERMINAL-002, TERMINAL-005: at a turn's end: its terminals released (killed ones too)
 - TERMINAL-003: a tool call embedding a terminal not live
 - TERMINAL-004: terminal/create's cwd
-- ELICIT-001..006: every elicitation/create and elicitation/complete
+- ELICIT-001..006, ELICIT-008: every elicitation/create and elicitation/complete
 - NOTICE-001, NOTICE-002: every notice, compaction_update, compaction_summary_chunk
 - PATH-001, FS-001: every path and line the agent sends (fs, tool calls, permission requests,
   session/list)
@@ -57,6 +57,28 @@ _SECRET_PARAMETERS = frozenset(
     }
 )
 _TEXT_KEYS = frozenset({"title", "description"})
+#: Form fields that ask for a secret the sentence of ELICIT-008 names (exact names).
+SECRET_FIELDS = frozenset(
+    {
+        "password",
+        "passwd",
+        "api_key",
+        "apikey",
+        "api-key",
+        "token",
+        "access_token",
+        "refresh_token",
+        "secret",
+        "client_secret",
+        "private_key",
+        "recovery_code",
+        "recovery_codes",
+        "card_number",
+        "cvv",
+        "cvc",
+        "pin",
+    }
+)
 _FINAL_COMPACTION = frozenset({"completed", "failed", "cancelled"})
 
 
@@ -152,6 +174,7 @@ class CapabilityChecks(Family):
         "ELICIT-004",
         "ELICIT-005",
         "ELICIT-006",
+        "ELICIT-008",
         "NOTICE-001",
         "NOTICE-002",
         "PATH-001",
@@ -349,6 +372,19 @@ class CapabilityChecks(Family):
                 )
             else:
                 self.ok("ELICIT-004")
+            requested = params.get("requestedSchema")
+            properties = requested.get("properties") if isinstance(requested, dict) else None
+            names = list(properties) if isinstance(properties, dict) else []
+            secrets = [n for n in names if n.lower() in SECRET_FIELDS]
+            if secrets:
+                self.violation(
+                    "ELICIT-008",
+                    f"form-mode elicitation/create asks for the secret field(s) {secrets}: "
+                    "secrets go through url mode",
+                    index,
+                )
+            else:
+                self.ok("ELICIT-008")
         elif mode == "url" and isinstance(params.get("url"), str):
             url = str(params["url"])
             problem = url_secret_problem(url)
