@@ -12,6 +12,7 @@ point (used by the pytest plugin too).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import sys
@@ -89,6 +90,8 @@ def run_suite(
     expected_failures: str | os.PathLike[str] | Mapping[str, str] | None = None,
     scenarios: str | os.PathLike[str] | Mapping[str, str] | None = None,
     discovery: str = "auto",
+    progress: Callable[[str], None] | None = None,
+    replay_env: Sequence[str] = (),
 ) -> SuiteResult:
     """
     Test the agent started by ``argv``: fixed probes, then the explorer (``explore``).
@@ -104,6 +107,9 @@ def run_suite(
     cannot be used raises `acpkit.conformance.scenarios.ScenarioError`). ``discovery``
     (``auto``, ``on``, ``off``) tries the commands the agent advertises to learn more
     (`acpkit.conformance.discovery`); ``auto`` does unless a model server drives the turns.
+    ``progress`` is called with a line of text as the run goes (the command line writes them
+    on stderr). ``replay_env`` names the environment variables the user set for the agent
+    (``--env``): the replay lines take them from the shell (``--env NAME="$NAME"``).
 
     With ``use_model_server`` a conformance model server runs on loopback: the agent's
     environment gets the base URL and key variables of every model API it speaks, and
@@ -135,6 +141,11 @@ def run_suite(
     if discovery not in ("auto", "on", "off"):
         raise ValueError(f"discovery must be auto, on or off, not {discovery!r}")
     discover_commands = discovery == "on" or (discovery == "auto" and not use_model_server)
+
+    def say(line: str) -> None:
+        if progress is not None:
+            progress(line)
+
     baseline_path: str | None = None
     if expected_failures is None:
         expected: dict[str, str] = {}
@@ -144,22 +155,24 @@ def run_suite(
         baseline_path = os.fspath(expected_failures)
         expected = load_baseline(baseline_path)
     started = time.monotonic()
-    replay = _replay_command(
+    replay_for = functools.partial(
+        _replay_command,
         argv,
         profile,
         seed,
         timeout,
-        only,
-        skip,
-        use_model_server,
-        url,
-        headers,
-        tls,
+        model=use_model_server,
+        url=url,
+        headers=headers,
+        tls=tls,
         strict=strict,
         baseline=baseline_path,
         scenarios=scenario_path,
         discovery=discovery,
+        cwd=cwd,
+        env_names=replay_env,
     )
+    replay = replay_for(only, skip)
     notes: list[str] = []
     agent_name = shlex.join(argv)
     transport = "stdio"
@@ -212,22 +225,29 @@ def run_suite(
                 model_tool_calls=_tool_calls_of(model) if model is not None else None,
             )
             check_tls(config)
-            if discover_commands:
-                discovery_started = time.monotonic()
-                learned = discover(config, verdicts, [])
-                config = attrs.evolve(config, discovered=learned.stimuli)
-                notes.append(
-                    f"{learned.note} ({time.monotonic() - discovery_started:.1f}s)"
-                    if learned.note
-                    else "discovery: nothing learned"
-                )
-            if config.scenarios or config.discovered:
-                notes.append("stimuli: " + config.scenarios.merged(config.discovered).describe())
+
+            def prepare(before: SuiteConfig, lane_verdicts: Verdicts) -> SuiteConfig:
+                """Discovery, in the probe lane that learns the stimuli."""
+                after = before
+                if discover_commands:
+                    discovery_started = time.monotonic()
+                    say("discovery: trying the agent's commands")
+                    learned = discover(before, lane_verdicts, [])
+                    after = attrs.evolve(before, discovered=learned.stimuli)
+                    spent = time.monotonic() - discovery_started
+                    notes.append(f"{learned.note} ({spent:.1f}s)")
+                    say(f"discovery: {len(learned.behaviours)} command(s) tried ({spent:.1f}s)")
+                if after.scenarios or after.discovered:
+                    notes.append("stimuli: " + after.scenarios.merged(after.discovered).describe())
+                return after
+
             probes_started = time.monotonic()
-            run_probes(config, verdicts)
+            say("fixed probes: three lanes")
+            _, config = run_probes(config, verdicts, prepare=prepare, progress=say)
             notes.append(f"fixed probes took {time.monotonic() - probes_started:.1f}s")
             if explore:
                 explore_started = time.monotonic()
+                say(f"exploration: up to {chosen_profile.examples} example(s)")
                 exploration = run_machine(config, verdicts)
                 notes.append(
                     f"exploration took {time.monotonic() - explore_started:.1f}s "
@@ -246,9 +266,11 @@ def run_suite(
             "the conformance tester itself failed (not a finding about the agent):\n"
             + traceback.format_exc()
         )
+    results = rule_results(verdicts, selected, expected=expected)
     return SuiteResult(
         agent=agent_name,
-        results=rule_results(verdicts, selected, expected=expected),
+        results=results,
+        replays={r.rule.id: replay_for([r.rule.id], ()) for r in results if r.found},
         seed=seed,
         profile=profile,
         elapsed=time.monotonic() - started,
@@ -259,6 +281,12 @@ def run_suite(
         strict=strict,
         transport=transport,
     )
+
+
+def _progress(line: str) -> None:
+    """A progress line on stderr."""
+    sys.stderr.write(f"acpkit-conformance: {line}\n")
+    sys.stderr.flush()
 
 
 def _tool_calls_of(model: ModelServer) -> Callable[[str], int]:
@@ -305,16 +333,19 @@ def _replay_command(
     timeout: float,
     only: Sequence[str],
     skip: Sequence[str],
-    model: bool,
+    *,
+    model: bool = False,
     url: str | None = None,
     headers: Sequence[tuple[str, str]] = (),
     tls: TLSSettings | None = None,
-    *,
     strict: bool = False,
     baseline: str | None = None,
     scenarios: str | None = None,
     discovery: str = "auto",
+    cwd: str | None = None,
+    env_names: Sequence[str] = (),
 ) -> str:
+    """The command line that replays a run (``only``: the rules it judges)."""
     parts = ["acpkit-conformance", "--profile", profile, "--seed", str(seed)]
     parts += ["--timeout", f"{timeout:g}"]
     if strict:
@@ -331,6 +362,10 @@ def _replay_command(
         parts += ["--skip", ",".join(skip)]
     if model:
         parts.append("--model-server")
+    if cwd is not None:
+        parts += ["--cwd", cwd]
+    # values may be secrets: taken from the replaying shell's environment
+    env = "".join(f' --env {name}="${name}"' for name in sorted(set(env_names)))
     if url is not None:
         from acpkit.conformance.wire import RemoteURL
 
@@ -346,8 +381,8 @@ def _replay_command(
             ):
                 if path is not None:
                     parts += [option, path]
-        return shlex.join(parts)
-    return shlex.join([*parts, "--", *argv])
+        return shlex.join(parts) + env
+    return shlex.join(parts) + env + " -- " + shlex.join(argv)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -480,6 +515,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="list in the text report the rules that never apply over the agent's transport too",
     )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress lines on stderr while the run goes",
+    )
     parser.add_argument("--list-rules", action="store_true", help="print the rule ids and exit")
     parser.add_argument(
         "command",
@@ -572,6 +612,8 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
             expected_failures=args.expected_failures,
             scenarios=args.scenarios,
             discovery=args.discovery,
+            progress=None if args.quiet else _progress,
+            replay_env=[pair.partition("=")[0] for pair in args.env],
         )
     except (UnknownRule, BaselineError, ScenarioError) as e:
         sys.stderr.write(f"acpkit-conformance: {e}\n")

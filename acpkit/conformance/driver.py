@@ -233,6 +233,11 @@ class AgentDriver:
         """The exit status, or ``None`` while the agent runs."""
         return None if self.process is None else self.process.poll()
 
+    @property
+    def session_streams_used(self) -> bool:
+        """Messages came on streams of their own, opened late (a remote driver's concern)."""
+        return False
+
     def close_stdin(self) -> None:
         """Close the agent's stdin (EOF)."""
         if self.process is not None and self.process.stdin is not None and not self.stdin_closed:
@@ -249,6 +254,11 @@ class AgentDriver:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.returncode is not None:
+                # what it wrote before exiting may still be in the pipe: read to its end
+                # (bounded: a child of the agent may hold the pipe open)
+                rest = time.monotonic() + 0.5
+                while time.monotonic() < rest and self._read(0.05):
+                    pass
                 return self.returncode
             self._read(min(0.05, max(0.0, deadline - time.monotonic())))
         return self.returncode

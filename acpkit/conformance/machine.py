@@ -32,9 +32,11 @@ timing-dependent finding that does not reproduce is shown as found.
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -523,14 +525,65 @@ class _Collector:
         self.verdicts.merge(kept)
 
 
+#: Examples run at the same time, each on its own agent process.
+EXAMPLE_WORKERS = 3
+
+_Outcome = tuple[Example, Verdicts, Transcript] | str | None
+
+
+def _run_examples(
+    config: SuiteConfig,
+    examples: Sequence[Example],
+    out_of_time: Callable[[], bool],
+    workers: int,
+) -> list[_Outcome]:
+    """
+    Run the drawn examples, ``workers`` at a time; each outcome in the examples' order: the
+    example as it ran (steps cut when time ran out), its verdicts and transcript; an error
+    (``"cannot test: …"`` or the tester's own traceback); ``None`` when it did not start
+    (out of time, or after an error).
+    """
+    stop = threading.Event()
+
+    def run_one(example: Example) -> _Outcome:
+        if stop.is_set() or out_of_time():
+            return None
+        example_verdicts = Verdicts()
+        ran: list[Step] = []
+
+        def keep_going(step: Step) -> bool:
+            ran.append(step)
+            return not out_of_time()
+
+        try:
+            transcript = play(
+                config, example_verdicts, example.capabilities, example.steps, on_step=keep_going
+            )
+        except CannotTest as e:
+            stop.set()
+            return f"cannot test: {e}"
+        except Exception:
+            stop.set()
+            return traceback.format_exc()
+        return Example(example.capabilities, tuple(ran)), example_verdicts, transcript
+
+    if workers <= 1:
+        return [run_one(example) for example in examples]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="explore") as pool:
+        return list(pool.map(run_one, examples))
+
+
 def run_machine(
     config: SuiteConfig,
     verdicts: Verdicts,
     log: Callable[[str], None] | None = None,
+    workers: int = EXAMPLE_WORKERS,
 ) -> Exploration:
     """
-    Explore until the profile's examples or exploration time are spent, whatever is found;
-    merge results into ``verdicts``. What it found beyond the probes (each rule's shrunk
+    Explore until the profile's examples or exploration time are spent, whatever is found,
+    ``workers`` examples at a time (each on its own agent process; their verdicts are merged
+    in the examples' order, so the report does not depend on which finished first); merge
+    results into ``verdicts``. What it found beyond the probes (each rule's shrunk
     example), how many examples ran, and why exploration stopped early when it did (the
     agent would not start again). Raises `RuntimeError` with the traceback when the tester
     itself failed.
@@ -542,8 +595,7 @@ def run_machine(
     def out_of_time() -> bool:
         return time.monotonic() - started >= profile.explore_seconds
 
-    def done() -> bool:
-        return collector.error is not None or out_of_time()
+    drawn: list[Example] = []
 
     @settings(
         max_examples=profile.examples,
@@ -556,7 +608,7 @@ def run_machine(
     )
     @given(st.data())
     def explore(data: st.DataObject) -> None:
-        # Everything is drawn before the agent runs, always in the same shape: the choices
+        # Everything is drawn before any agent runs, always in the same shape: the choices
         # never depend on the agent or on time, so Hypothesis sees a consistent test.
         capabilities = data.draw(capabilities_strategy(), label="client capabilities")
         count = data.draw(st.integers(min_value=1, max_value=profile.steps), label="steps")
@@ -564,27 +616,19 @@ def run_machine(
             data.draw(step_strategy(data.draw(st.sampled_from(STEP_KINDS), label="step")))
             for _ in range(count)
         )
-        if done():
-            return
-        collector.examples += 1
-        example_verdicts = Verdicts()
-        ran: list[Step] = []
-
-        def keep_going(step: Step) -> bool:
-            ran.append(step)
-            return not out_of_time()
-
-        try:
-            transcript = play(config, example_verdicts, capabilities, steps, on_step=keep_going)
-        except CannotTest as e:
-            collector.error = f"cannot test: {e}"
-            return
-        except Exception:
-            collector.error = traceback.format_exc()
-            return
-        collector.add(Example(capabilities, tuple(ran)), example_verdicts, transcript)
+        drawn.append(Example(capabilities, steps))
 
     hypothesis_seed(config.seed)(explore)()
+    outcomes = _run_examples(config, drawn, out_of_time, workers)
+    for outcome in outcomes:
+        if outcome is None:
+            continue
+        if isinstance(outcome, str):
+            collector.error = collector.error or outcome
+            continue
+        collector.examples += 1
+        example, example_verdicts, transcript = outcome
+        collector.add(example, example_verdicts, transcript)
     note = ""
     if collector.error is not None:
         if collector.error.startswith("cannot test: "):

@@ -440,15 +440,20 @@ class Observer:
             if p.seq < self.answered_seq and p.method not in _MAY_WAIT_FOR_A_USER
         ]
 
-    def judge_unanswered(self, patience: Callable[[Pending], float]) -> None:
+    def judge_unanswered(
+        self, patience: Callable[[Pending], float], *, conclusive: bool = True
+    ) -> None:
         """
         At the end of an agent's life: a request never answered, ``patience(request)``
         seconds after it was sent, while a request sent after it was answered is a finding of
         the rule that requires its answer (`answer_rule`); one with nothing answered after
-        it, or younger, could not be judged (slow).
+        it, or younger, could not be judged (slow). Not ``conclusive`` (the answers may have
+        gone where the client did not read): every one is slow.
         """
         now = time.monotonic()
         overtaken = {k for k, p in self.overtaken() if now - p.sent_at >= patience(p)}
+        if not conclusive:
+            overtaken = set()
         for key, pending in self.unanswered():
             if pending.method in _MAY_WAIT_FOR_A_USER:
                 continue

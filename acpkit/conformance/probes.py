@@ -17,13 +17,14 @@ looks at what the answer *is* (its code, its result), not only at whether one ar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from acpkit.conformance import faults
-from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
+from acpkit.conformance.driver import AgentDriver, ClientPolicy, StepTimeout
 from acpkit.conformance.harness import (
     ALL_SERVICES,
     META,
@@ -34,12 +35,13 @@ from acpkit.conformance.harness import (
     SuiteConfig,
     client_capabilities,
     explain_services,
-    one_line,
     run_turn,
-    running_agent,
 )
 from acpkit.conformance.observer import BATCH_ANSWER, Observer, Transcript, Verdicts
 from acpkit.conformance.remote_driver import Refused, RemoteDriver
+from acpkit.conformance.schedule import Group, Lane, run_lanes
+
+Fresh = Callable[..., Any]
 
 __all__ = [
     "ENVELOPE_FAULTS",
@@ -615,171 +617,181 @@ def eof_before_initialize(
         driver.stop()
 
 
-def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
-    """Run every fixed probe (each group on a fresh agent); the transcripts of the runs."""
-    transcripts: list[Transcript] = []
-    observers: list[Observer] = []
+def _sessions_and_turns(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh(capabilities=client_capabilities(fs_read=True, fs_write=True)) as agent:
+        sessions = probe_sessions(agent)
+        if sessions:
+            probe_cancel(agent, sessions[0])
+            probe_cancel_request(agent, sessions[-1])
+            probe_load(agent, sessions[1] if len(sessions) > 1 else sessions[0])
 
-    def fresh(**options: Any) -> Any:
-        transcript = Transcript(name="agent")
-        transcripts.append(transcript)
-        return _tracked(running_agent(config, verdicts, transcript=transcript, **options))
 
-    def _tracked(manager: Any) -> Any:
-        class _Manager:
-            def __enter__(self) -> Agent:
-                agent: Agent = manager.__enter__()
-                observers.append(agent.observer)
-                return agent
+def _envelope(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh() as agent:
+        probe_envelope(agent)
 
-            def __exit__(self, *exc: Any) -> Any:
-                return manager.__exit__(*exc)
 
-        return _Manager()
+def _framing(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh() as agent:
+        faults.probe_split(agent.driver)
+        faults.probe_batched_write(agent.driver)
+        faults.probe_crlf(agent.driver)
+        faults.probe_junk(agent.driver)
 
-    def guarded(rule_id: str, what: str, group: Callable[[], None], families: str) -> None:
-        if config.rules and not any(r.startswith(tuple(families.split())) for r in config.rules):
-            return
-        observers.clear()
-        try:
-            group()
-        except (StepTimeout, AgentGone) as e:
-            observer = observers[-1] if observers else None
-            step = observer.failed_step if observer is not None else None
-            rule, during = step if step is not None else (rule_id, what)
-            excerpt = transcripts[-1].excerpt() if transcripts else ""
-            if isinstance(e, StepTimeout):
-                verdicts.slow(rule, f"during {during}: {one_line(e)}")
-            else:
-                verdicts.violation(
-                    rule, f"the agent went away during {during}: {one_line(e)}", excerpt
-                )
 
-    def initialization() -> None:
-        probe_initialize(config, verdicts, fresh)
+def _long_line(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh(reuse=False) as agent:
+        faults.probe_long_line(agent.driver, config.profile.long_line)
 
-    def envelope() -> None:
-        with fresh() as agent:
-            probe_envelope(agent)
 
-    def sessions_and_turns() -> None:
-        capabilities = client_capabilities(fs_read=True, fs_write=True)
-        with fresh(capabilities=capabilities) as agent:
-            sessions = probe_sessions(agent)
-            if sessions:
-                probe_cancel(agent, sessions[0])
-                probe_cancel_request(agent, sessions[-1])
-                probe_load(agent, sessions[1] if len(sessions) > 1 else sessions[0])
+def _eof(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    eof_before_initialize(config, verdicts, [])
+    with fresh(reuse=False) as agent:
+        # mid-turn when a session can be made; process lifetime needs no session
+        session = agent.new_session()
+        if session is None:
+            agent.observer.note("session/new failed: stdin is closed after a request")
+        faults.probe_eof(agent.driver, config.timeout, session_id=session)
 
-    def framing() -> None:
-        with fresh() as agent:
-            faults.probe_split(agent.driver)
-            faults.probe_batched_write(agent.driver)
-            faults.probe_crlf(agent.driver)
-            faults.probe_junk(agent.driver)
 
-    def long_line() -> None:
-        with fresh() as agent:
-            faults.probe_long_line(agent.driver, config.profile.long_line)
+def _services(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh(capabilities=ALL_SERVICES) as agent:
+        probe_services(agent)
+    with fresh(capabilities=client_capabilities()) as agent:
+        probe_capabilities_withheld(agent)
 
-    def eof() -> None:
-        eof_before_initialize(config, verdicts, transcripts)
-        with fresh() as agent:
-            # mid-turn when a session can be made; process lifetime needs no session
-            session = agent.new_session()
-            if session is None:
-                agent.observer.note("session/new failed: stdin is closed after a request")
-            faults.probe_eof(agent.driver, config.timeout, session_id=session)
 
-    def services() -> None:
-        with fresh(capabilities=ALL_SERVICES) as agent:
-            probe_services(agent)
-        with fresh(capabilities=client_capabilities()) as agent:
-            probe_capabilities_withheld(agent)
+def _transport(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    from acpkit.conformance import probes_transport as transport
 
+    # raw requests and frames a client never sends: a connection of their own each
+    transport.run_transport_probes(config, verdicts, functools.partial(fresh, reuse=False))
+
+
+def _lanes(remote: bool) -> tuple[Lane, ...]:
+    """The probe groups in their lanes (see `acpkit.conformance.schedule`); each runs only
+    when one of the rule id prefixes it lists is selected."""
+    from acpkit.conformance import probes_session as more
+
+    first: list[Group] = []
+    if remote:
+        first.append(Group("HTTP-001", "the transport probes", "HTTP WS", _transport))
+    first += [
+        Group("RPC-007", "the envelope probes", "RPC SCHEMA FRAME-00", _envelope),
+        Group(
+            "INIT-001",
+            "the initialize probes",
+            "INIT SCHEMA RPC-001",
+            lambda fresh, verdicts, config: probe_initialize(config, verdicts, fresh),
+        ),
+        Group(
+            "AUTH-002",
+            "the authentication probe",
+            "AUTH-002 AUTH-003",
+            lambda fresh, verdicts, config: more.probe_authentication(config, verdicts, fresh),
+        ),
+        Group(
+            "MCP-002",
+            "the MCP server probe",
+            "MCP-002",
+            lambda fresh, verdicts, config: more.probe_mcp(config, verdicts, fresh),
+        ),
+    ]
+    if not remote:  # stdio bytes and process exit (see probes_transport.PROCESS_RULES)
+        first += [
+            Group(
+                "FRAME-004",
+                "the framing probes",
+                "FRAME-004 FRAME-005 FRAME-006 FRAME-008 RPC-003",
+                _framing,
+            ),
+            Group("FRAME-007", "the long-line probe", "FRAME-007", _long_line),
+            Group("FRAME-009", "the EOF probes", "FRAME-009 FRAME-010", _eof),
+        ]
+    second = [
+        Group(
+            "TURN-001",
+            "the session and turn probes",
+            "SESSION CONTENT TURN CANCEL CAP RPC-010 RPC-014 SCHEMA",
+            _sessions_and_turns,
+        ),
+        Group(
+            "LIST-003",
+            "the session-lifecycle probe",
+            "LIST DELETE SESSION-006 SESSION-007 MODE CONFIG PATH TURN-007 EXT",
+            lambda fresh, verdicts, config: more.probe_lifecycle(config, verdicts, fresh),
+        ),
+        Group(
+            "INIT-005",
+            "the baseline-methods probe",
+            "INIT-003 INIT-004 INIT-005 MCP AUTH-001 RPC-011 RPC-012 EXT",
+            lambda fresh, verdicts, config: more.probe_baseline(config, verdicts, fresh),
+        ),
+        Group(
+            "ELICIT-007",
+            "the client-answers probe",
+            "ELICIT TOOL TERMINAL CANCEL TURN-007 RPC-011 PATH FS EXT SESSION-010",
+            lambda fresh, verdicts, config: more.probe_client_answers(config, verdicts, fresh),
+        ),
+    ]
+    third = [
+        Group(
+            "TERMINAL-001",
+            "the client services probe",
+            "TERMINAL ELICIT NOTICE CAP SCHEMA TURN",
+            _services,
+            needs_stimuli=True,
+        ),
+        Group(
+            "INIT-006",
+            "the capability-extremes probe",
+            "INIT-006 CONFIG-001 AUTH-001",
+            lambda fresh, verdicts, config: more.probe_capability_extremes(config, verdicts, fresh),
+            needs_stimuli=True,
+        ),
+    ]
+    if not remote:
+        third.append(
+            Group(
+                "SESSION-009",
+                "the spawn-directory probe",
+                "SESSION-009 SESSION-010 PATH FS TERMINAL-004",
+                lambda fresh, verdicts, config: more.probe_spawn_directory(config, verdicts),
+                needs_stimuli=True,
+            )
+        )
+    return (
+        Lane("probes-1", tuple(first)),
+        Lane("probes-2", tuple(second), prepares=True),
+        Lane("probes-3", tuple(third)),
+    )
+
+
+def run_probes(
+    config: SuiteConfig,
+    verdicts: Verdicts,
+    *,
+    prepare: Callable[[SuiteConfig, Verdicts], SuiteConfig] | None = None,
+    progress: Callable[[str], None] | None = None,
+    parallel: bool = True,
+) -> tuple[list[Transcript], SuiteConfig]:
+    """
+    Run every fixed probe, in lanes at the same time (`acpkit.conformance.schedule`), after
+    ``prepare`` (discovery) for the groups that need stimuli; the transcripts and the
+    prepared configuration.
+    """
     from acpkit.conformance import probes_transport as transport
 
     if config.remote:
         transport.skip_process_rules(verdicts)
-        guarded(
-            "HTTP-001",
-            "the transport probes",
-            lambda: transport.run_transport_probes(config, verdicts, fresh),
-            "HTTP WS",
-        )
     else:
         for rule_id in (*transport.HTTP_RULES, *transport.WS_RULES):
             verdicts.skip(rule_id, "the agent is tested over stdio (give --url to judge it)")
-
-    # Each group runs only when one of the rule id prefixes listed last is selected.
-    guarded("INIT-001", "the initialize probes", initialization, "INIT SCHEMA RPC-001")
-    guarded("RPC-007", "the envelope probes", envelope, "RPC SCHEMA FRAME-00")
-    guarded(
-        "TURN-001",
-        "the session and turn probes",
-        sessions_and_turns,
-        "SESSION CONTENT TURN CANCEL CAP RPC-010 RPC-014 SCHEMA",
+    return run_lanes(
+        config,
+        verdicts,
+        _lanes(config.remote),
+        prepare=prepare,
+        progress=progress,
+        parallel=parallel,
     )
-    guarded(
-        "TERMINAL-001",
-        "the client services probe",
-        services,
-        "TERMINAL ELICIT NOTICE CAP SCHEMA TURN",
-    )
-    if not config.remote:  # stdio bytes and process exit (see transport.PROCESS_RULES)
-        guarded(
-            "FRAME-004",
-            "the framing probes",
-            framing,
-            "FRAME-004 FRAME-005 FRAME-006 FRAME-008 RPC-003",
-        )
-        guarded("FRAME-007", "the long-line probe", long_line, "FRAME-007")
-        guarded("FRAME-009", "the EOF probes", eof, "FRAME-009 FRAME-010")
-
-    # The session-lifecycle and client-answer probes (acpkit.conformance.probes_session).
-    from acpkit.conformance import probes_session as more
-
-    guarded(
-        "INIT-005",
-        "the baseline-methods probe",
-        lambda: more.probe_baseline(config, verdicts, fresh),
-        "INIT-003 INIT-004 INIT-005 MCP AUTH-001 RPC-011 RPC-012 EXT",
-    )
-    guarded(
-        "INIT-006",
-        "the capability-extremes probe",
-        lambda: more.probe_capability_extremes(config, verdicts, fresh),
-        "INIT-006 CONFIG-001 AUTH-001",
-    )
-    guarded(
-        "LIST-003",
-        "the session-lifecycle probe",
-        lambda: more.probe_lifecycle(config, verdicts, fresh),
-        "LIST DELETE SESSION-006 SESSION-007 MODE CONFIG PATH TURN-007 EXT",
-    )
-    guarded(
-        "AUTH-002",
-        "the authentication probe",
-        lambda: more.probe_authentication(config, verdicts, fresh),
-        "AUTH-002 AUTH-003",
-    )
-    guarded(
-        "MCP-002",
-        "the MCP server probe",
-        lambda: more.probe_mcp(config, verdicts, fresh),
-        "MCP-002",
-    )
-    if not config.remote:
-        guarded(
-            "SESSION-009",
-            "the spawn-directory probe",
-            lambda: more.probe_spawn_directory(config, verdicts),
-            "SESSION-009 SESSION-010 PATH FS TERMINAL-004",
-        )
-    guarded(
-        "ELICIT-007",
-        "the client-answers probe",
-        lambda: more.probe_client_answers(config, verdicts, fresh),
-        "ELICIT TOOL TERMINAL CANCEL TURN-007 RPC-011 PATH FS EXT SESSION-010",
-    )
-    return transcripts

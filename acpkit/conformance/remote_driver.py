@@ -273,6 +273,8 @@ class RemoteDriver(AgentDriver):
             self.last_refusal = Refused(answer.status, answer.body, what)
             if isinstance(message, dict) and "method" in message and "id" in message:
                 self._refused[id_key(message["id"])] = self.last_refusal
+                # the transport's refusal is its answer: not an unanswered request
+                self.observer.judged_unanswered(message["id"])
         if answer.status == 202:
             if single:
                 self.accepted += 1
@@ -382,6 +384,11 @@ class RemoteDriver(AgentDriver):
         self.observer.note(f"session-scoped GET of {session!r} open: read like the other")
         reader = threading.Thread(target=self._read_stream, args=(response, session), daemon=True)
         reader.start()
+
+    @property
+    def session_streams_used(self) -> bool:
+        """A session-scoped GET was opened: the server routes a session's messages there."""
+        return any(connection is not None for connection in self._session_streams.values())
 
     def _open_stream(self) -> None:
         assert self.connection_id is not None

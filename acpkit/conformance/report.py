@@ -86,6 +86,8 @@ class SuiteResult:
     replay: str
     #: the explorer's minimal failing example of each rule the probes did not break
     explored: tuple[ExploredFailure, ...] = ()
+    #: rule id -> the command line that replays that rule's findings alone
+    replays: Mapping[str, str] = attrs.field(factory=dict)
     error: str | None = None
     timeout: float = 10.0
     notes: tuple[str, ...] = ()
@@ -274,6 +276,8 @@ def _text(result: SuiteResult, show_all: bool = False) -> str:
                 out.append(finding.excerpt.rstrip("\n"))
         if r.repeated:
             out += ["", f"--- {r.rule.id}: {r.repeated} more finding(s) like these, not shown"]
+        if r.rule.id in result.replays:
+            out.append(f"    replay {r.rule.id} alone: {result.replays[r.rule.id]}")
     for explored in result.explored:
         out += [
             "",
@@ -329,6 +333,7 @@ def _json(result: SuiteResult) -> str:
                 "quote": r.rule.quote,
                 "page": _source(r.rule),
                 "findings": [_finding_dict(r.rule, f) for f in r.findings],
+                "replay": result.replays.get(r.rule.id, ""),
             }
             for r in result.results
         ],
