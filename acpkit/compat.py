@@ -16,6 +16,15 @@ a fallback or a clear error when it does not:
   the child's stdout (no back-pressure).
 - Pygments' ``RegexLexer._tokens`` (`regex_lexer_states`): resuming highlighting at a line
   start. Without it: ``None``, and the caller lexes the whole block each time (slower).
+- ``twisted.internet.endpoints._parse`` (`endpoint_arguments`): the positional and keyword
+  arguments of a server endpoint string, escapes undone, as ``serverFromString`` reads
+  them (the bind policy and the TLS server endpoint read ``interface=``, ``mode=`` and
+  the ``ssl:`` parameters from it). Without it: `TwistedInternalsChanged`; guessing at
+  the grammar would let a bind check and Twisted read one string two ways.
+- ``HTTPConnectionPool._factory`` (`quiet_http_pool`): the factory class of the pool's
+  connections, replaced by a subclass with ``noisy = False``, so that an HTTP client does
+  not log "Starting factory" and "Stopping factory" for each connection. Without it: the
+  stock pool, which logs those two lines (noisy, never wrong).
 
 ``StandardIO`` itself comes from the public ``twisted.internet.stdio`` (on POSIX, the
 only platform acpkit supports, it is the class of ``twisted.internet._posixstdio``, which
@@ -35,8 +44,11 @@ else:
 __all__ = [
     "StandardIO",
     "TwistedInternalsChanged",
+    "endpoint_arguments",
     "flush_writer",
+    "http_request_path",
     "process_pipe",
+    "quiet_http_pool",
     "regex_lexer_states",
     "stdio_writer",
 ]
@@ -107,3 +119,50 @@ def regex_lexer_states(lexer: object) -> dict[str, Any] | None:
     """
     tokens = getattr(lexer, "_tokens", None)
     return tokens if isinstance(tokens, dict) else None
+
+
+def http_request_path(channel: object) -> bytes | None:
+    """
+    The path (the query cut off) of the HTTP/1.x request whose head an
+    ``HTTPChannel`` is reading (``HTTPChannel._path``, set from the request line until
+    the request is complete), or ``None`` when it has none (another channel, or a
+    Twisted without it: the caller then treats the request like any other).
+    """
+    target = getattr(channel, "_path", None)
+    if not isinstance(target, bytes):
+        return None
+    return target.split(b"?", 1)[0]
+
+
+def endpoint_arguments(description: str) -> tuple[list[str], dict[str, str]]:
+    """
+    The arguments ``serverFromString`` reads from ``description``: the positional ones
+    (the endpoint type first) and the ``key=value`` ones, escapes undone
+    (``twisted.internet.endpoints._parse``).  ``ValueError`` for a string it cannot
+    split; `TwistedInternalsChanged` when this Twisted has no such function.
+    """
+    from twisted.internet import endpoints
+
+    parse = getattr(endpoints, "_parse", None)
+    if parse is None:
+        raise TwistedInternalsChanged("twisted.internet.endpoints", "_parse")
+    try:
+        args, kwargs = parse(description)
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"{description!r} is not an endpoint string: {e}") from None
+    return [str(a) for a in args], {str(k): str(v) for k, v in kwargs.items()}
+
+
+def quiet_http_pool(reactor: Any, *, persistent: bool) -> Any:
+    """
+    A ``twisted.web.client.HTTPConnectionPool`` whose connection factories are not
+    ``noisy``: no "Starting factory" / "Stopping factory" log line per connection (the
+    pool's ``_factory`` class, subclassed).  Without that attribute, the stock pool.
+    """
+    from twisted.web.client import HTTPConnectionPool
+
+    pool: Any = HTTPConnectionPool(reactor, persistent=persistent)
+    factory = getattr(pool, "_factory", None)
+    if isinstance(factory, type):
+        pool._factory = type(f"Quiet{factory.__name__}", (factory,), {"noisy": False})
+    return pool

@@ -51,6 +51,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from acpkit.admission import Admission, AdmissionLimits, AdmittedFactory
 from acpkit.compat import StandardIO, flush_writer, process_pipe, stdio_writer
 from acpkit.framing import ITraced
 from acpkit.process_groups import kill_group
@@ -176,10 +177,46 @@ def serve_stdio(
     return _StandardIO(protocol, stdin=stdin, stdout=stdout, reactor=reactor)
 
 
-def serve(reactor: Any, description: str, factory: IProtocolFactory) -> Deferred[IListeningPort]:
-    """Listen on a server endpoint string (``"tcp:0"``, ``"unix:/path/sock"``...)."""
-    endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
-    return endpoint.listen(factory)
+def serve(
+    reactor: Any,
+    description: str,
+    factory: IProtocolFactory,
+    *,
+    no_token: bool = False,
+    client_ca: str | os.PathLike[str] | None = None,
+    limits: AdmissionLimits | None = None,
+) -> Deferred[IListeningPort]:
+    """
+    Listen on a server endpoint string (``"unix:/path/sock"``, ``"tcp:0"``...) for raw
+    NDJSON, under the bind policy every acpkit listener shares
+    (:mod:`acpkit.bind_policy`): loopback by default; a unix socket is owner-only; TCP
+    needs TLS client certificates (``client_ca``: a PEM file of CA certificates,
+    ``ssl:`` only) or, on loopback only, ``no_token=True`` (any local user can then
+    connect: raw NDJSON carries no token).  A refused listener is a failed Deferred
+    (:class:`~acpkit.bind_policy.InsecureBindError`), before anything listens.
+    Connections are admitted (:mod:`acpkit.admission`, ``limits``): a connection that
+    has not sent a first line within ``pending_timeout`` is closed, and so are the
+    oldest silent ones when caps are reached.
+    """
+    from twisted.internet.defer import fail
+
+    from acpkit.bind_policy import BindAuthentication, check_bind, speaks_proxy_protocol
+
+    auth = BindAuthentication(client_certificate=client_ca is not None, no_token=no_token)
+    try:
+        description = check_bind(description, auth, raw=True)
+        if client_ca is None:
+            endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
+        else:
+            from pathlib import Path
+
+            from acpkit.remote.tls_server import server_endpoint
+
+            endpoint = server_endpoint(reactor, description, client_ca=Path(client_ca).expanduser())
+    except Exception as e:  # the policy's refusal, whatever the endpoint parser raises
+        return fail(e)
+    admission = Admission(limits, clock=reactor, proxied=speaks_proxy_protocol(description))
+    return endpoint.listen(AdmittedFactory(factory, admission, accept_on=b"\n"))
 
 
 def serve_remote(
@@ -209,24 +246,36 @@ class AgentExited(Exception):
     """
     An agent process ended; the value of the Failure given to ``connectionLost``.
 
-    ``exit_code`` is ``None`` when the process was killed by ``signal``.
+    ``exit_code`` is ``None`` when the process was killed by ``signal``.  ``kind`` is
+    what the process is (``spawn_agent``'s ``kind``: ``"agent"``, ``"MCP server"``...).
     """
 
     def __init__(
-        self, name: str, exit_code: int | None, signal: int | None, stderr_tail: str
+        self,
+        name: str,
+        exit_code: int | None,
+        signal: int | None,
+        stderr_tail: str,
+        kind: str = "agent",
     ) -> None:
         super().__init__(name, exit_code, signal, stderr_tail)
         self.name = name
         self.exit_code = exit_code
         self.signal = signal
         self.stderr_tail = stderr_tail
+        self.kind = kind
 
-    def __str__(self) -> str:
+    @property
+    def summary(self) -> str:
+        """One line: what ended and how, without the stderr lines."""
         if self.signal is not None:
             how = f"was killed by signal {self.signal}"
         else:
             how = f"exited with status {self.exit_code}"
-        text = f'agent "{self.name}" {how}'
+        return f'{self.kind} "{self.name}" {how}'
+
+    def __str__(self) -> str:
+        text = self.summary
         if self.stderr_tail:
             text += f"; last stderr lines:\n{self.stderr_tail}"
         return text
@@ -242,10 +291,11 @@ class AgentAddress:
 
 
 class _StderrTail:
-    """Splits stderr into lines, logs each with the agent name, keeps the last ones."""
+    """Splits stderr into lines, logs each with the process's kind and name, keeps the last."""
 
-    def __init__(self, name: str, max_lines: int) -> None:
+    def __init__(self, name: str, max_lines: int, kind: str = "agent") -> None:
         self._name = name
+        self._kind = kind
         self._lines: collections.deque[str] = collections.deque(maxlen=max(max_lines, 0))
         self._partial = bytearray()
         self._skipping = False  # inside an overlong line whose head was already kept
@@ -279,7 +329,7 @@ class _StderrTail:
         if cut:
             text += " [...]"
         self._lines.append(text)
-        _log.info("agent {agent} stderr: {line}", agent=self._name, line=text)
+        _log.info("{kind} {agent} stderr: {line}", kind=self._kind, agent=self._name, line=text)
 
     def text(self) -> str:
         """The kept lines, joined with newlines."""
@@ -400,17 +450,24 @@ class AgentProcess:
     """
 
     def __init__(
-        self, reactor: Any, protocol: IProtocol, name: str, stderr_tail_lines: int
+        self,
+        reactor: Any,
+        protocol: IProtocol,
+        name: str,
+        stderr_tail_lines: int,
+        kind: str = "agent",
     ) -> None:
         self._reactor: IReactorTime = reactor
         #: The protocol connected to the agent's stdin/stdout.
         self.protocol = protocol
         #: The agent's name (logs, traces, errors).
         self.name = name
+        #: What the process is, in logs and errors (``"agent"``, ``"MCP server"``...).
+        self.kind = kind
         #: The process id (also the id of the agent's process group).
         self.pid: int | None = None
         self.transport: AgentTransport | None = None
-        self._stderr = _StderrTail(name, stderr_tail_lines)
+        self._stderr = _StderrTail(name, stderr_tail_lines, kind)
         self._leader_exited = False
         self._exit_waiters: list[Deferred[bool]] = []
         self._result: AgentExited | None = None
@@ -549,7 +606,8 @@ class AgentProcess:
             return
         if self._result is None and self.transport is not None:
             _log.warn(
-                "agent {agent} exited but its output pipes are still open; closing them",
+                "{kind} {agent} exited but its output pipes are still open; closing them",
+                kind=self.kind,
                 agent=self.name,
             )
             self.transport.process.loseConnection()
@@ -565,14 +623,18 @@ class AgentProcess:
         if isinstance(reason.value, ProcessTerminated):
             exit_code = reason.value.exitCode
             sig = reason.value.signal
-        result = AgentExited(self.name, exit_code, sig, self._stderr.text())
+        result = AgentExited(self.name, exit_code, sig, self._stderr.text(), self.kind)
         self._result = result
         if not self._leader_exited:
             self._process_exited_late()
         try:
             self.protocol.connectionLost(Failure(result))
         except Exception:
-            _log.failure("connectionLost of agent {agent}'s protocol failed", agent=self.name)
+            _log.failure(
+                "connectionLost of {kind} {agent}'s protocol failed",
+                kind=self.kind,
+                agent=self.name,
+            )
         waiters, self._ended_waiters = self._ended_waiters, []
         for d in waiters:
             d.callback(result)
@@ -612,6 +674,7 @@ def spawn_agent(
     cwd: str | None = None,
     name: str | None = None,
     stderr_tail_lines: int = 50,
+    kind: str = "agent",
 ) -> AgentProcess:
     """
     Start ``command args...`` (no shell) as a child process and connect ``protocol``.
@@ -628,7 +691,9 @@ def spawn_agent(
       ``IHalfCloseableProtocol`` gets ``readConnectionLost()``; the end of the process
       calls ``protocol.connectionLost(Failure(AgentExited(...)))`` after stdout was
       delivered (a last unterminated line included).  stderr is logged line by line
-      and its tail kept.
+      (``<kind> <name> stderr: <line>``) and its tail kept.
+    - ``kind`` names what the child is in logs and errors: ``"agent"`` by default,
+      ``"MCP server"`` for :func:`acpkit.mcp.stdio.connect_stdio`'s servers.
     """
     if not IReactorProcess.providedBy(reactor):
         raise TypeError(f"{reactor!r} cannot spawn processes")
@@ -647,7 +712,7 @@ def spawn_agent(
         raise NotADirectoryError(f'agent working directory "{cwd}" is not a directory')
     agent_name = name if name is not None else os.path.basename(command)
     _attach_tracer(protocol, agent_name)
-    agent = AgentProcess(reactor, protocol, agent_name, stderr_tail_lines)
+    agent = AgentProcess(reactor, protocol, agent_name, stderr_tail_lines, kind)
     launcher, argv = process_group_argv(executable, [command, *args])
     reactor.spawnProcess(
         _AgentProcessProtocol(agent),

@@ -29,6 +29,7 @@ __all__ = [
     "InvalidRequest",
     "MessageTooLarge",
     "MethodNotFound",
+    "NotDelivered",
     "ParseError",
     "RPCError",
     "RequestCancelled",
@@ -278,6 +279,14 @@ class ConnectionLost(Exception):
     def because(cls, reason: object) -> ConnectionLost:
         """``ConnectionLost`` whose text is ``connection lost: <str(reason)>``."""
         return cls(f"connection lost: {reason}")
+
+
+class NotDelivered(ConnectionLost):
+    """
+    The connection ended, and this request certainly never reached the peer: its
+    transport knows (a Streamable HTTP POST answered ``404``: no agent there knows the
+    connection).  Sending it again on a new connection cannot make it run twice.
+    """
 
 
 class RequestTimeout(Exception):

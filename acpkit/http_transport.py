@@ -193,11 +193,11 @@ class HTTPTransportBase:
         self._agent: HTTP2Agent | None = None
         if http_client is None:
             from treq.client import HTTPClient
-            from twisted.web.client import HTTPConnectionPool
 
+            from acpkit.compat import quiet_http_pool
             from acpkit.http2_agent import HTTP2Agent
 
-            pool = HTTPConnectionPool(reactor, persistent=True)
+            pool = quiet_http_pool(reactor, persistent=True)
             pool.cachedConnectionTimeout = POOL_IDLE_SECONDS
             agent = self._agent = HTTP2Agent(
                 reactor, http2=http2, tls=tls, connect_timeout=connect_timeout, pool=pool

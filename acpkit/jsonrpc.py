@@ -42,7 +42,9 @@ Error replies
   (:class:`MessageTooLarge`, ``data.limit``) with the request's id when its head shows
   one, else with id ``null``;
 - a malformed response: -32600 with id ``null`` (never the response's id, which names
-  one of OUR requests); the pending request it names fails with :class:`InvalidRequest`.
+  one of OUR requests); the pending request it names fails with :class:`InvalidRequest`;
+- a message nested deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH` (254) arrays
+  and objects: see Messages nested too deep.
 
 Notifications are never answered, not even when invalid (they are logged).  Error
 responses with id ``null`` from the peer are never answered (so two peers cannot bounce
@@ -100,6 +102,29 @@ requests it can only be about:
 - anything else: nothing fails (logged).
 
 The failed request's late answer, if any, is dropped quietly.
+
+Messages nested too deep
+========================
+
+A message nested deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH` (254 levels of
+arrays and objects; any depth, 100,000 included) is not parsed past its first top-level
+member that is (:class:`acpkit.rpc_classify.TooDeep`); the members read before it (the
+envelope: encoders write ``jsonrpc``, ``id`` and ``method`` first) decide the answer:
+
+- a request (``"jsonrpc": "2.0"``, a valid id not in progress, a string method): answered
+  with its id: -32601 for an unknown method, else -32602 (``data.path == "$.params"``)
+  when the deep member is ``params`` (the request is valid; its params are what this
+  side cannot take, as for a huge integer), else -32600;
+- a response (``result`` or ``error`` read or too deep, no ``method``): -32600 with id
+  ``null``; the pending request its id names fails with :class:`InvalidRequest`;
+- anything else (an array, no envelope, an id not read before the deep member): -32700
+  with id ``null``: the text is not JSON this side parses.
+
+Each one is logged and counted in :attr:`JSONRPCEngine.undecodable_dropped`; the next
+message is read as usual.  Nothing recurses on the way (no ``repr`` of a deep value,
+no parser past its limit), and nothing deeper than the limit is ever sent:
+:meth:`request` fails and :meth:`notify` raises :class:`~acpkit.jsonbytes.NestingTooDeep`
+(a ``ValueError``), and a result nested too deep is answered -32603.
 
 Cancellation
 ============
@@ -161,6 +186,7 @@ from typing import Any, Never
 import attrs
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import (
+    IDelayedCall,
     IHalfCloseableProtocol,
     IPushProducer,
     IReactorTime,
@@ -199,6 +225,7 @@ from acpkit.rpc_classify import (
     Request,
     RequestId,
     Response,
+    TooDeep,
     Unparsable,
     classify,
     decode_message,
@@ -501,14 +528,50 @@ class JSONRPCEngine(Protocol):
         self._written_while_paused = 0
         self._reading_paused = False
         self._writable_waiters: list[Deferred[None]] = []
+        self._settled_waiters: list[Deferred[None]] = []
+        self._settled_call: IDelayedCall | None = None
         self._oversized_dropped = 0
         self._undecodable_dropped = 0
+        #: How many incoming messages were not UTF-8 and were read with each invalid
+        #: byte replaced by U+FFFD (only with :attr:`replace_invalid_utf8`).
+        self.invalid_utf8_replaced = 0
         #: How many incoming lines were not a JSON object at all (not UTF-8, not JSON,
         #: or another JSON value): junk such as a banner or a print on the peer's stdout.
         self.junk_lines = 0
         #: The first of those lines as received (its first ``JUNK_LINE_KEPT`` bytes), or
         #: None: a client shows it in the errors it reports without ``-v``.
         self.first_junk_line: bytes | None = None
+
+    @property
+    def requests_in_progress(self) -> int:
+        """The peer's requests received and not answered yet (waiting or running)."""
+        return len(self._dispatch.inbound)
+
+    def when_requests_answered(self) -> Deferred[None]:
+        """
+        A Deferred that fires once no request of the peer is in progress: at once when
+        none is, else on a later reactor turn where every request received so far is
+        answered and no other came meanwhile (or the connection ended).  What drains
+        a connection before closing it: the callback may close it.
+        """
+        if not self._dispatch.inbound or self._closed_reason is not None:
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._settled_waiters.append(d)
+        return d
+
+    def _requests_settled(self) -> None:
+        """The dispatcher answered (or dropped) its last request in progress."""
+        if self._settled_waiters and self._settled_call is None:
+            self._settled_call = self._clock.callLater(0, self._fire_settled)
+
+    def _fire_settled(self) -> None:
+        self._settled_call = None
+        if self._dispatch.inbound and self._closed_reason is None:
+            return  # another request came meanwhile: its answer settles it again
+        waiters, self._settled_waiters = self._settled_waiters, []
+        for waiter in waiters:
+            waiter.callback(None)
 
     @property
     def undecodable_dropped(self) -> int:
@@ -519,6 +582,12 @@ class JSONRPCEngine(Protocol):
         logged (a client shows the count: its agent's updates may be among them).
         """
         return self._undecodable_dropped
+
+    #: Read a message that is not UTF-8 with each invalid byte replaced by U+FFFD (and
+    #: count it in :attr:`invalid_utf8_replaced`) instead of answering -32700 and dropping
+    #: it.  Off by default; a client that shows an agent's text sets it, so that one bad
+    #: byte does not lose a whole message.
+    replace_invalid_utf8 = False
 
     #: A subclass's ``MAX_LENGTH = n`` class attribute (see ``__init_subclass__``).
     _class_max_length: int | None = None
@@ -626,7 +695,8 @@ class JSONRPCEngine(Protocol):
         self.connected = False
         self._closed_reason = reason
         why = ConnectionLost.because(reason.value)
-        self._log.info("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
+        # debug: whoever owns the connection reports its end in its own words (when_closed)
+        self._log.debug("{peer}: connection lost: {why}", peer=self.name, why=reason.value)
         self.fail_all_outgoing(why)
         dropped = self._dispatch.drop_backlog()
         if dropped:
@@ -704,6 +774,11 @@ class JSONRPCEngine(Protocol):
 
     def stopProducing(self) -> None:
         """The transport is going away; ``connectionLost`` does the cleanup."""
+
+    @property
+    def output_paused(self) -> bool:
+        """True while the transport has paused us: the peer is not reading our output."""
+        return self._write_paused
 
     def writable(self) -> Deferred[None]:
         """Fires now, or when the transport resumes us (back-pressure)."""
@@ -843,6 +918,17 @@ class JSONRPCEngine(Protocol):
         """Fail every pending outgoing request with ``reason``."""
         self._outgoing.fail_all(reason)
 
+    def fail_outgoing(self, request_id: int, reason: Exception) -> bool:
+        """
+        Fail one pending outgoing request now with ``reason`` (a transport that knows
+        what became of it, e.g. that it was never delivered); False when it is not
+        pending (answered, given up, never sent).
+        """
+        if request_id not in self._outgoing:
+            return False
+        self._outgoing.fail(request_id, reason)
+        return True
+
     def _give_up(self, request_id: int) -> None:
         """Our caller cancelled: tell the peer; the Deferred fails with CancelledError."""
         if self._outgoing.give_up(request_id) is None:
@@ -934,13 +1020,27 @@ class JSONRPCEngine(Protocol):
         decoded = decode_message(line)
         if decoded is None:
             return
-        if type(decoded) is Unparsable:
+        if type(decoded) is Unparsable and decoded.not_utf8 and self.replace_invalid_utf8:
+            repaired = decode_message(line.decode("utf-8", "replace").encode("utf-8"))
+            if repaired is not None and type(repaired) is not Unparsable:
+                self.invalid_utf8_replaced += 1
+                self._log.warn(
+                    "{peer}: {detail}: read with replacement characters (U+FFFD)",
+                    peer=self.name,
+                    detail=decoded.detail,
+                )
+                decoded = repaired
+        if type(decoded) is not tuple:
+            if type(decoded) is TooDeep:
+                self._process_too_deep(decoded)
+                return
+            assert type(decoded) is Unparsable
             self._log.warn("{peer}: {detail}", peer=self.name, detail=decoded.detail)
             self._junk(line[3:] if line.startswith(b"\xef\xbb\xbf") else line)
             self._undecodable_dropped += 1
             self._send_error(None, ParseError(decoded.error))
             return
-        obj, huge = decoded  # type: ignore[misc]
+        obj, huge = decoded
         if huge and isinstance(obj, dict) and self._refuse_huge_ints(obj, huge):
             return
         event = classify(obj)
@@ -972,6 +1072,52 @@ class JSONRPCEngine(Protocol):
         self._invalid(None, event.reason, event.value)
         if outgoing is not None:
             self._outgoing.fail(request_id, InvalidRequest(event.reason))
+
+    def _process_too_deep(self, deep: TooDeep) -> None:
+        """A message nested deeper than the limit (see Messages nested too deep): answer from what
+        its envelope shows."""
+        self._undecodable_dropped += 1
+        members = deep.members
+        event = classify(members) if members is not None else None
+        reason = deep.reason
+        if (
+            type(event) is Request
+            and deep.member is not None
+            and event.id not in self._dispatch.inbound
+        ):
+            method = event.method
+            self._log.warn(
+                "{peer}: request {method} (id {id}) refused: {reason}",
+                peer=self.name,
+                method=clip(method, 80),
+                id=clip(repr(event.id), 80),
+                reason=reason,
+            )
+            error: RPCError
+            if self.registry.request_method(method) is None:
+                error = MethodNotFound(method)
+            elif deep.member == "params":
+                error = InvalidParams("$.params", reason)
+            else:
+                error = InvalidRequest(reason)
+            self._send_error(event.id, error)
+            return
+        if members is not None and deep.is_response():
+            self._log.warn("{peer}: malformed response ({reason})", peer=self.name, reason=reason)
+            problem = f"malformed response: {reason}"
+            self._send_error(None, InvalidRequest(problem))
+            if "id" in members:
+                outgoing, number = self._match(members["id"])
+                if outgoing is not None:
+                    self._outgoing.fail(number, InvalidRequest(problem))
+            return
+        self._log.warn(
+            "{peer}: message not parsed: {reason} (top-level members read: {keys})",
+            peer=self.name,
+            reason=reason,
+            keys=clip(", ".join(members or ()), 200) or "none",
+        )
+        self._send_error(None, ParseError(reason))
 
     def _junk(self, line: bytes) -> None:
         """Count a line that is not a JSON object; keep the first one."""

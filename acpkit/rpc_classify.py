@@ -2,7 +2,9 @@
 The pure core of JSON-RPC 2.0: bytes to a JSON value, a JSON value to a typed event.
 
 No I/O, no state, no logging (in the style of h11): :func:`decode_message` turns one
-framed message (bytes) into a JSON value, and :func:`classify` turns any JSON value
+framed message (bytes) into a JSON value (or an :class:`Unparsable`, or a
+:class:`TooDeep` for text nested deeper than
+:data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH`), and :func:`classify` turns any JSON value
 into exactly one of
 
 ==============================  ====================================================
@@ -34,7 +36,14 @@ import re
 from typing import Any, Final
 
 from acpkit.errors import RPCError, clip
-from acpkit.jsonbytes import NOT_PARSED, dumps_or_none, loads_or_not_parsed
+from acpkit.jsonbytes import (
+    MAX_NESTING_DEPTH,
+    NOT_PARSED,
+    TOO_DEEP,
+    dumps_or_none,
+    loads_or_not_parsed,
+    nesting_exceeds,
+)
 
 __all__ = [
     "Invalid",
@@ -42,6 +51,7 @@ __all__ = [
     "Request",
     "RequestId",
     "Response",
+    "TooDeep",
     "Unparsable",
     "classify",
     "decode_message",
@@ -49,6 +59,7 @@ __all__ = [
     "error_message",
     "is_valid_id",
     "parse_decimal_id",
+    "read_envelope",
     "result_message",
 ]
 
@@ -77,7 +88,10 @@ def encode_message(obj: Any) -> bytes:
 
     ``ensure_ascii=False`` for compactness; text with lone surrogates (which UTF-8
     cannot carry) falls back to ``ensure_ascii=True``.  Raises ``TypeError`` or
-    ``ValueError`` (NaN, infinities) for what is not JSON.
+    ``ValueError`` (NaN, infinities) for what is not JSON, and
+    :class:`~acpkit.jsonbytes.NestingTooDeep` (a ``ValueError``) for a message nested
+    deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH`: no peer of ours would read
+    it, and nothing here recurses past that.
     """
     fast = dumps_or_none(obj)  # orjson, when its bytes are the encoder's (jsonbytes)
     if fast is not None:
@@ -149,26 +163,116 @@ def _decode_with_huge_ints(text: str) -> tuple[Any, list[HugeInt]]:
 class Unparsable:
     """A message that is not UTF-8 or not JSON: answered -32700 with id ``null``."""
 
-    __slots__ = ("detail", "error")
+    __slots__ = ("detail", "error", "not_utf8")
 
-    def __init__(self, detail: str, error_text: str) -> None:
+    def __init__(self, detail: str, error_text: str, *, not_utf8: bool = False) -> None:
         #: What to log.
         self.detail = detail
         #: The text of the -32700 error.
         self.error = error_text
+        #: Whether the bytes are not UTF-8 (rather than not JSON).
+        self.not_utf8 = not_utf8
 
     def __repr__(self) -> str:
         return f"Unparsable({self.detail!r})"
 
 
+class TooDeep:
+    """
+    A message nested deeper than :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH` arrays and
+    objects: not parsed past its first top-level member that is (see "Nesting depth" in
+    :mod:`acpkit.jsonrpc` for the answer).
+
+    ``members``: the top-level members read before that one (``None``: the message is
+    not an object, an array nested too deep for instance); ``member``: its name
+    (``None`` when the message is not an object, or no member could be told apart).
+    The members read are shallow and whole: ``classify(members)`` shows the envelope
+    (encoders write ``jsonrpc``, ``id`` and ``method`` before ``params``).
+    """
+
+    __slots__ = ("member", "members")
+
+    def __init__(self, members: dict[str, Any] | None, member: str | None) -> None:
+        self.members = members
+        self.member = member
+
+    def is_response(self) -> bool:
+        """True when it reads as a response: ``result`` or ``error`` read or too deep,
+        no ``method``."""
+        members = self.members
+        return (
+            members is not None
+            and "method" not in members
+            and (self.member in ("result", "error") or "result" in members or "error" in members)
+        )
+
+    @property
+    def reason(self) -> str:
+        """What to say about it (in a log line and an error message)."""
+        where = "the message" if self.member is None else f"its {clip(self.member, 40)!r} member"
+        return f"{where} is nested deeper than {MAX_NESTING_DEPTH} levels of arrays and objects"
+
+    def __repr__(self) -> str:
+        return f"TooDeep({self.member!r}, keys={list(self.members or ())!r})"
+
+
+def _skip_space(text: str, pos: int) -> int:
+    n = len(text)
+    while pos < n and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
+
+
+def read_envelope(text: str) -> TooDeep:
+    """
+    The top-level members of a JSON text nested too deep, read up to the first member
+    that is (or cannot be read): a :class:`TooDeep`.
+
+    Each member is decoded on its own (C speed): one that nests deeper than the limit
+    (``RecursionError`` from :mod:`json`, or a value :func:`nesting_exceeds` refuses)
+    ends the scan; the rest of the text is not read.  No recursion here; the cost is at
+    most one decode of the text.
+    """
+    pos = _skip_space(text, 0)
+    if not text.startswith("{", pos):
+        return TooDeep(None, None)
+    members: dict[str, Any] = {}
+    pos += 1
+    while True:
+        pos = _skip_space(text, pos)
+        if not text.startswith('"', pos):
+            return TooDeep(members, None)
+        try:
+            key, pos = _RAW_DECODE(text, pos)
+        except ValueError:
+            return TooDeep(members, None)
+        pos = _skip_space(text, pos)
+        if not text.startswith(":", pos):
+            return TooDeep(members, None)
+        pos = _skip_space(text, pos + 1)
+        try:
+            value, pos = _RAW_DECODE(text, pos)
+        except (ValueError, RecursionError):
+            return TooDeep(members, key)
+        if nesting_exceeds(value, MAX_NESTING_DEPTH - 1):  # one level is the message's
+            return TooDeep(members, key)
+        members[key] = value
+        pos = _skip_space(text, pos)
+        if not text.startswith(",", pos):
+            return TooDeep(members, None)
+        pos += 1
+
+
 _NO_HUGE: Final[list[HugeInt]] = []
 
 
-def decode_message(data: bytes) -> tuple[Any, list[HugeInt]] | Unparsable | None:
+def decode_message(data: bytes) -> tuple[Any, list[HugeInt]] | Unparsable | TooDeep | None:
     """
     Decode one framed message: ``None`` for a blank one (ignored), an
-    :class:`Unparsable`, or the JSON value and the integers too long to convert
-    (:class:`HugeInt`, found in it; usually none).  A leading UTF-8 BOM is skipped.
+    :class:`Unparsable`, a :class:`TooDeep` (nested deeper than
+    :data:`~acpkit.jsonbytes.MAX_NESTING_DEPTH`, whatever the depth), or the JSON value
+    and the integers too long to convert (:class:`HugeInt`, found in it; usually none).
+    A leading UTF-8 BOM is skipped.  Never raises.
     """
     if not data or data.isspace():  # (strip() would copy every message)
         return None
@@ -176,29 +280,49 @@ def decode_message(data: bytes) -> tuple[Any, list[HugeInt]] | Unparsable | None
         data = data[len(_BOM) :]
     fast = loads_or_not_parsed(data)  # orjson, when it reads what json would (jsonbytes)
     if fast is not NOT_PARSED:
+        if fast is TOO_DEEP:
+            return read_envelope(data.decode("utf-8"))  # (orjson read it: valid UTF-8)
         return fast, _NO_HUGE
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        return Unparsable(f"invalid UTF-8 line: {e}", f"invalid UTF-8 at byte {e.start}")
+        return Unparsable(
+            f"invalid UTF-8 line: {e}", f"invalid UTF-8 at byte {e.start}", not_utf8=True
+        )
     try:
         # raw_decode skips decode()'s two whitespace regex matches; anything it does
         # not take whole (surrounding whitespace, an error) goes through decode().
         obj, end = _RAW_DECODE(text)
         if end == len(text):
-            return obj, _NO_HUGE
-    except (ValueError, RecursionError):
+            return _unless_too_deep(text, obj, _NO_HUGE)
+    except RecursionError:
+        return read_envelope(text)
+    except ValueError:
         pass
     try:
-        return _DECODER.decode(text), _NO_HUGE
-    except (ValueError, RecursionError) as e:
+        return _unless_too_deep(text, _DECODER.decode(text), _NO_HUGE)
+    except RecursionError:
+        return read_envelope(text)
+    except ValueError as e:
         if type(e) is ValueError:
             # Not a syntax error: an integer too long for int() (valid JSON) or NaN.
             try:
-                return _decode_with_huge_ints(text)
-            except (ValueError, RecursionError):
+                return _unless_too_deep(text, *_decode_with_huge_ints(text))
+            except RecursionError:
+                return read_envelope(text)
+            except ValueError:
                 pass
         return Unparsable(f"not JSON ({e}): {clip(text, 80)!r}", str(e))
+
+
+def _unless_too_deep(
+    text: str, obj: Any, huge: list[HugeInt]
+) -> tuple[Any, list[HugeInt]] | TooDeep:
+    """What :mod:`json` read, unless it nests deeper than the limit (json reads up to
+    the recursion limit, less the stack in use)."""
+    if len(text) > 2 * MAX_NESTING_DEPTH + 1 and nesting_exceeds(obj):
+        return read_envelope(text)
+    return obj, huge
 
 
 class Request:

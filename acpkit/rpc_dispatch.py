@@ -366,3 +366,5 @@ class InboundDispatcher:
         request._state = _State.DONE
         if self.inbound.get(request.id) is request:
             del self.inbound[request.id]
+            if not self.inbound:
+                self._host._requests_settled()

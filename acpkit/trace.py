@@ -37,6 +37,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit.framing import NDJSONProtocol
+from acpkit.jsonbytes import NestingTooDeep, loads
 
 __all__ = [
     "TRACE_VARIABLE",
@@ -223,8 +224,9 @@ class TraceRecord:
         return self.direction == SENT
 
     def json(self) -> Any:
-        """The message parsed as JSON (raises ``ValueError`` if it is not JSON)."""
-        return json.loads(self.message)
+        """The message parsed as JSON (raises ``ValueError`` if it is not JSON, or is
+        nested deeper than :data:`acpkit.jsonbytes.MAX_NESTING_DEPTH`)."""
+        return loads(self.message)
 
     def to_bytes(self) -> bytes:
         """The record as it appears in a trace file."""
@@ -300,9 +302,9 @@ def pretty_record(record: TraceRecord) -> str:
     """A record as several readable lines: a header, then the message indented."""
     try:
         message = record.json()
-    except ValueError:
+    except ValueError as e:
         body = "    " + record.message.decode("utf-8", "replace")
-        summary = "not JSON"
+        summary = f"not JSON: {e}" if isinstance(e, NestingTooDeep) else "not JSON"
     else:
         body = "\n".join(
             "    " + line for line in json.dumps(message, indent=2, ensure_ascii=False).splitlines()
@@ -390,8 +392,8 @@ class _ReplayProtocol(NDJSONProtocol):
         """Print the agent's line and note responses and requests by id."""
         self.emit(RECEIVED, line)
         try:
-            message = json.loads(line)
-        except ValueError:
+            message = loads(line)
+        except ValueError:  # not JSON, or nested too deep
             return
         if isinstance(message, dict) and "id" in message:
             key = _id_key(message["id"])

@@ -10,23 +10,30 @@ method                    behaviour
                           ``agentCapabilities`` (``loadSession`` = ``sessions.enabled``),
                           ``agentInfo`` and ``authMethods: []``
 ``authenticate``          ``{}``
-``session/new``           a date-sortable id, the request's cwd (absolute, an existing
-                          directory, else ``-32602`` at ``$.params.cwd``), the session's
-                          configuration (:func:`acpkit_agent.config.session_config`; an
-                          unusable project file is ``-32602`` at ``$.params.cwd`` naming
-                          it), a fresh history; counts ``mcpServers`` (ignored, unless
+``session/new``           a date-sortable id (never one saved or attached already), attached
+                          to this connection (:mod:`acpkit_agent.attachments`), the
+                          request's cwd (absolute, an existing directory, else ``-32602``
+                          at ``$.params.cwd``), the session's configuration
+                          (:func:`acpkit_agent.config.session_config`; an unusable
+                          project file is ``-32602`` at ``$.params.cwd`` naming it), a
+                          fresh history; counts ``mcpServers`` (ignored, unless
                           ``mcp.useClientServers``: then connected to for this session,
                           :mod:`acpkit_agent.mcp_servers`); logs the
                           configuration files and the policy; then
                           ``available_commands_update`` (the commands, then the skills:
                           :mod:`acpkit_agent.commands`)
 ``session/load``          with ``sessions.enabled``: the same cwd and configuration checks,
-                          then :mod:`acpkit_agent.replay`
+                          then, once no turn runs, the session is attached to this
+                          connection (taken over from another connection of this process;
+                          ``-32002`` while a connection of another process holds it) and
+                          :mod:`acpkit_agent.replay` reads and replays it
 ``session/prompt``        a slash command of the :class:`CommandRegistry`, or a model turn
                           (:mod:`acpkit_agent.turn`; ``/skill`` rewritten to ``$skill``,
                           automatic compaction first; a model turn first waits for the
-                          MCP servers still starting); turns serialized process-wide
-``session/cancel``        the connection cancels the running turn
+                          MCP servers still starting); turns serialized process-wide; on a
+                          session another connection took over: ``-32002`` naming the
+                          takeover (checked again once the turn may start)
+``session/cancel``        the connection cancels the running turn (of this connection only)
 others                    ``-32601`` (the :class:`acpkit.connection.Agent` base)
 ========================  ================================================================
 """
@@ -34,11 +41,12 @@ others                    ``-32601`` (the :class:`acpkit.connection.Agent` base)
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -46,10 +54,11 @@ from acpkit import schema, unstable
 from acpkit.connection import Agent, negotiate_version
 from acpkit.errors import InternalError, InvalidParams, MethodNotFound, clip
 from acpkit.interfaces import IAgent
+from acpkit_agent.attachments import AttachedElsewhere, SessionTakenOver
 from acpkit_agent.commands import advertised_commands, builtin_commands, skill_library_for
 from acpkit_agent.compaction import maybe_compact
 from acpkit_agent.config import AgentConfig, ConfigError, session_config
-from acpkit_agent.mcp_servers import McpServerSet, McpToolbox, client_server_configs
+from acpkit_agent.mcp_servers import TURN_WAIT, McpServerSet, McpToolbox, client_server_configs
 from acpkit_agent.prompt_content import flatten_prompt
 from acpkit_agent.replay import load_and_replay
 from acpkit_agent.session import (
@@ -60,7 +69,7 @@ from acpkit_agent.session import (
     new_session_id,
 )
 from acpkit_agent.skills import rewrite_skill_command, skills_prompt
-from acpkit_agent.store import DiskSessionStore, session_store_for
+from acpkit_agent.store import DiskSessionStore, SessionFileError, session_store_for
 from acpkit_agent.turn import AgentRuntime, TurnRunner, send_update
 
 __all__ = ["AGENT_VERSION", "BobAgent", "CommandRegistry", "SlashCommand"]
@@ -76,6 +85,9 @@ def _version() -> str:
 
 AGENT_VERSION = _version()
 """``agentInfo.version``: the same string as ``twistd acp-agent --version``."""
+
+NEW_ID_ATTEMPTS = 100
+"""How many fresh ids ``session/new`` tries before it gives up (each is 32 random bits)."""
 
 
 @attrs.frozen
@@ -187,6 +199,10 @@ class BobAgent(Agent):
         self._client_mcp: dict[str, tuple[McpServerSet, McpToolbox]] = {}
         #: Whether the client advertised ``elicitation.form`` (for ``ask_user``, part 2).
         self.elicitation_form = False
+        #: The session file (the attachment's key) of each session this connection
+        #: attached (sessions on disk only).
+        self._attached: dict[str, str] = {}
+        self._watching_close = False
         if not self._sessions_on_disk():
             # Without saved sessions bob does not implement session/load: the base stub
             # (marked unimplemented) answers -32601 before any params are decoded.
@@ -205,11 +221,13 @@ class BobAgent(Agent):
         if info is not None and info.version:
             client += f" {info.version}"
         version = negotiate_version(params.protocol_version)
+        asked = params.protocol_version
         _log.info(
-            "[acp] initialize: client {client}, protocol version {version}, "
+            "[acp] initialize: client {client}, protocol version {version}{asked}, "
             "elicitation(form)={form}",
             client=client,
-            version=params.protocol_version,
+            version=version,
+            asked="" if asked == version else f" (the client asked for {asked})",
             form="true" if self.elicitation_form else "false",
         )
         config = self.runtime.config
@@ -231,9 +249,7 @@ class BobAgent(Agent):
         """Create a session and, once the response is written, advertise the commands."""
         _require_usable_cwd(params.cwd)
         config = self._config_for(params.cwd)
-        session_id = new_session_id()
-        while self.sessions.get(session_id) is not None:
-            session_id = new_session_id()
+        session_id = self._fresh_session_id(params.cwd)
         catalog = self.skills.catalog(params.cwd)
         session = Session.create(session_id, params.cwd, self.system_prompt)
         session.config = config
@@ -265,14 +281,33 @@ class BobAgent(Agent):
             raise MethodNotFound("session/load")  # what the base stub answers
         _require_usable_cwd(params.cwd)
         config = self._config_for(params.cwd)
+        key = self._session_key(store, params.session_id, params.cwd)
         lock = self.runtime.lock
+        # The turn lock first: a turn running on the connection that holds the session
+        # ends, and is saved, before the file is read.
         await lock.acquire()
         try:
             catalog = self.skills.catalog(params.cwd)
             system = self.system_prompt.format(cwd=params.cwd) + skills_prompt(catalog)
-            session = load_and_replay(
-                self.conn, store, params.session_id, params.cwd, system, self.runtime.tools
-            )
+            previous = self._attach(params.session_id, key)
+            try:
+                session = load_and_replay(
+                    self.conn, store, params.session_id, params.cwd, system, self.runtime.tools
+                )
+            except BaseException:
+                self._undo_attach(params.session_id, key, previous)
+                raise
+            if previous is not None:
+                label = previous._connection_label() if isinstance(previous, BobAgent) else "?"
+                _log.info(
+                    "[acp] session {sid}: taken over from another connection ({connection}),"
+                    " which can no longer use it",
+                    sid=params.session_id,
+                    connection=label,
+                    pid=os.getpid(),
+                    session_file=key,
+                )
+            self._attached_now(params.session_id, key)
             session.config = config
             self._skip_replayed_call_ids(session)
             mcp = self._client_servers(session.id, params.cwd, params.mcp_servers or [])
@@ -402,11 +437,46 @@ class BobAgent(Agent):
         for client_set, _toolbox in sets.values():
             client_set.close()
 
-    @staticmethod
-    def _mcp_ready(runtime: AgentRuntime) -> Deferred[None] | None:
-        """Fires when the MCP servers this turn may use have answered or failed."""
+    async def _wait_for_mcp_servers(self, session: Session) -> None:
+        """
+        Wait, at most :data:`~acpkit_agent.mcp_servers.TURN_WAIT` seconds, for the MCP
+        servers this turn may use that are still starting; tell the client while waiting,
+        and when the turn goes on without some of them.
+        """
+        runtime = self._runtime_of(session)
         tools = runtime.tools
-        return tools.ready() if isinstance(tools, McpToolbox) else None
+        if not isinstance(tools, McpToolbox):
+            return
+        starting = tools.starting()
+        if not starting:
+            return
+        names = ", ".join(starting)
+        self._notice(session, f"waiting for MCP server(s) {names} to start...")
+        if await _within(tools.ready(), TURN_WAIT, runtime.reactor):
+            return
+        late = ", ".join(tools.starting()) or names
+        _log.warn(
+            "[mcp] session {sid}: {late} not ready after {wait:g} s: the turn goes on without"
+            " their tools",
+            sid=session.id,
+            late=late,
+            wait=TURN_WAIT,
+        )
+        self._notice(
+            session,
+            f"MCP server(s) {late} not ready after {TURN_WAIT:g} s: this turn goes on without"
+            " their tools (a later turn has them once they have started)",
+        )
+
+    def _notice(self, session: Session, text: str) -> None:
+        """One line to the client, a message of its own (not in the model's history)."""
+        send_update(
+            self.conn,
+            session.id,
+            schema.AgentMessageChunk(
+                content=schema.TextContentBlock(text=text + "\n\n"), message_id=str(uuid.uuid4())
+            ),
+        )
 
     def _sessions_on_disk(self) -> bool:
         """Whether sessions are saved (and so ``session/load`` is implemented)."""
@@ -425,10 +495,144 @@ class BobAgent(Agent):
             )
 
     def _session(self, session_id: str) -> Session:
+        """
+        The session, if this connection holds it: ``-32602`` for an unknown id,
+        :class:`SessionTakenOver` (``-32002``) for one another connection loaded since.
+        """
         session = self.sessions.get(session_id)
         if session is None:
             raise InvalidParams("$.params.sessionId", f"unknown session {session_id!r}")
+        key = self._attached.get(session_id)
+        if key is not None and self.runtime.attachments.owner(key) is not self:
+            raise SessionTakenOver(session_id)
         return session
+
+    # -- attachments ---------------------------------------------------------------------
+
+    @staticmethod
+    def _session_key(store: DiskSessionStore, session_id: str, cwd: str) -> str:
+        """The session's file, symbolic links resolved: the key of its attachment."""
+        try:
+            path = store.path_for(session_id, cwd)
+        except SessionFileError as error:
+            raise InvalidParams(
+                "$.params.sessionId", f"cannot load session {session_id!r}: {error}"
+            ) from None
+        return os.path.realpath(path)
+
+    def _fresh_session_id(self, cwd: str) -> str:
+        """
+        A new id: not in this connection's store and, with sessions on disk, neither
+        saved nor attached anywhere; then attached to this connection.
+        """
+        store = self.sessions
+        for _ in range(NEW_ID_ATTEMPTS):
+            session_id = new_session_id()
+            if store.get(session_id) is not None:
+                continue
+            if not (self._sessions_on_disk() and isinstance(store, DiskSessionStore)):
+                return session_id
+            key = self._session_key(store, session_id, cwd)
+            if self.runtime.attachments.owner(key) is not None or os.path.lexists(key):
+                continue
+            try:
+                os.makedirs(os.path.dirname(key), exist_ok=True)
+            except OSError:
+                pass  # the save says why, and the session goes on in memory
+            try:
+                self._attach(session_id, key)
+            except AttachedElsewhere:
+                continue
+            self._attached_now(session_id, key)
+            return session_id
+        raise InternalError(f"no free session id after {NEW_ID_ATTEMPTS} attempts")
+
+    def _attach(self, session_id: str, key: str) -> object | None:
+        """
+        Attach the session file ``key`` to this connection; the owner it was taken from.
+        ``-32002`` when a connection of another process holds it.
+        """
+        try:
+            return self.runtime.attachments.attach(key, self)
+        except AttachedElsewhere as error:
+            _log.info(
+                "[acp] session {sid}: not attached here: {holder} holds it",
+                sid=session_id,
+                holder=error.holder,
+            )
+            raise error.rpc_error(session_id) from None
+        except OSError as error:
+            raise InternalError(
+                f"cannot lock session {session_id!r}: {error.strerror or error}"
+            ) from None
+
+    def _undo_attach(self, session_id: str, key: str, previous: object | None) -> None:
+        """A load that failed after :meth:`_attach`: the session goes back to its owner."""
+        attachments = self.runtime.attachments
+        if previous is not None:
+            attachments.attach(key, previous)
+        elif self._attached.get(session_id) != key:
+            attachments.detach(key, self)
+
+    def _connection_label(self) -> str:
+        """This connection in the log: its remote connection id (8 characters), else a
+        name unique in this process."""
+        transport = getattr(getattr(self.conn, "protocol", None), "transport", None)
+        try:
+            peer = transport.getPeer() if transport is not None else None
+        except Exception:
+            peer = None
+        connection_id = getattr(peer, "connection_id", None)
+        if isinstance(connection_id, str):
+            return connection_id[:8]
+        return f"local-{id(self.conn):x}"
+
+    def _attached_now(self, session_id: str, key: str) -> None:
+        """Record the attachment; detached when the connection ends."""
+        old = self._attached.get(session_id)
+        if old is not None and old != key:  # the same id, loaded from another directory
+            self.runtime.attachments.detach(old, self)
+        if old != key:
+            _log.info(
+                "[acp] session {sid}: attached to connection {connection} (pid {pid})",
+                sid=session_id,
+                connection=self._connection_label(),
+                pid=os.getpid(),
+                session_file=key,
+            )
+        self._attached[session_id] = key
+        if not self._watching_close:
+            self._watching_close = True
+            self.conn.closed.addBoth(self._connection_ended)
+
+    def _connection_ended(self, _: object) -> None:
+        """The connection ended: detach its sessions once no turn runs."""
+        d = ensureDeferred(self._detach_all())
+        d.addErrback(lambda failure: _log.failure("[acp] detaching sessions", failure))
+
+    async def _detach_all(self) -> None:
+        """
+        Detach every session of this connection, holding the turn lock: a turn of this
+        connection still running (a tool it waits for) is saved before another process
+        may take the session.
+        """
+        lock = self.runtime.lock
+        await lock.acquire()
+        try:
+            attached, self._attached = self._attached, {}
+            for session_id, key in attached.items():
+                if self.runtime.attachments.owner(key) is self:
+                    # said while still attached: another process may attach it next
+                    _log.info(
+                        "[acp] session {sid}: detached from connection {connection} (pid {pid})",
+                        sid=session_id,
+                        connection=self._connection_label(),
+                        pid=os.getpid(),
+                        session_file=key,
+                    )
+                self.runtime.attachments.detach(key, self)
+        finally:
+            lock.release()
 
     # -- prompt -------------------------------------------------------------------------
 
@@ -439,12 +643,12 @@ class BobAgent(Agent):
         for path in flat.attached:
             _log.info("[acp] session {sid}: attached {path}", sid=session.id, path=path)
         if self.commands.match(flat.text) is None:
-            starting = self._mcp_ready(self._runtime_of(session))
-            if starting is not None:
-                await starting
+            await self._wait_for_mcp_servers(session)
         lock = self.runtime.lock
         await lock.acquire()
         try:
+            # another connection may have loaded the session while this turn waited
+            session = self._session(params.session_id)
             await self.runtime.window()
             runtime = self._runtime_of(session)
             turns = self.turns if runtime is self.runtime else TurnRunner(runtime, self.conn)
@@ -497,3 +701,22 @@ class BobAgent(Agent):
             thought_tokens=totals.thought_tokens,
             cached_read_tokens=totals.cached_read_tokens,
         )
+
+
+def _within(d: Deferred[None], seconds: float, clock: Any) -> Deferred[bool]:
+    """Fires True when ``d`` fires within ``seconds`` of ``clock``, else False then."""
+    outcome: Deferred[bool] = Deferred()
+
+    def settle(value: bool) -> None:
+        if not outcome.called:
+            outcome.callback(value)
+
+    timer = clock.callLater(seconds, settle, False)
+
+    def fired(_: object) -> None:
+        if timer.active():
+            timer.cancel()
+        settle(True)
+
+    d.addBoth(fired)
+    return outcome

@@ -13,8 +13,12 @@ bob starts                 every ``[mcp.servers.<name>]`` server is started at o
                            endpoint is initialized), then its tools are listed; each
                            server's outcome is one banner line, ``mcp:`` then
                            ``<name> (<transport>): N tools`` or ``failed: <why>``
-a prompt arrives early     the turn waits until every server has answered or failed
-                           (at most :data:`STARTUP_TIMEOUT` seconds per server)
+a prompt arrives early     the client is told (an ``agent_message_chunk`` naming the
+                           servers still starting) and the turn waits until every server
+                           has answered or failed, at most :data:`TURN_WAIT` seconds;
+                           then it goes on without the servers still starting (said in
+                           a second chunk and logged); they keep starting (up to
+                           :data:`STARTUP_TIMEOUT`) and a later turn has their tools
 ``tools/list_changed``     the server's tools are listed again; the next model call
                            sees the new list (logged ``[mcp] <name>: tools changed``)
 a server stops             logged once (``[mcp] <name> (<transport>) stopped: <why>``);
@@ -63,6 +67,7 @@ from acpkit_agent.tools.base import Tool
 
 __all__ = [
     "STARTUP_TIMEOUT",
+    "TURN_WAIT",
     "Connector",
     "McpClientLike",
     "McpServerSet",
@@ -77,6 +82,9 @@ _log = Logger()
 
 STARTUP_TIMEOUT = 30.0
 """Seconds a server has to start and list its tools before it counts as failed."""
+
+TURN_WAIT = 5.0
+"""Seconds a turn waits for servers still starting before it goes on without them."""
 
 State = Literal["starting", "ready", "failed", "stopped", "closed"]
 
@@ -527,6 +535,16 @@ class McpToolbox(Mapping[str, Tool]):
         return DeferredList([s.ready() for s in self.sets], consumeErrors=True).addCallback(
             lambda _: None
         )
+
+    def starting(self) -> list[str]:
+        """The labels (``name (transport)``) of the servers still starting."""
+        return [
+            server.label
+            for server_set in self.sets
+            if not server_set.closing
+            for server in server_set.servers
+            if server.state == "starting"
+        ]
 
     def mcp_tools(self) -> dict[str, McpTool]:
         """The MCP tools only, by model-facing name."""

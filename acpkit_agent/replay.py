@@ -11,7 +11,9 @@ user message                           ``user_message_chunk`` with its text
 compaction summary                     ``agent_message_chunk`` ``🗜️ <summary>``
 model text                             ``agent_message_chunk``
 tool call with its recorded answer     ``tool_call`` ``completed``: ``toolCallId`` the
-                                       id the client saw live, ``title``/``kind`` as live,
+                                       id the client saw live, ``title``/``kind`` as live
+                                       (saved with the call; a file of an older agent:
+                                       computed from the tool, if it is known now),
                                        ``rawInput``, ``rawOutput.output`` and a ``text``
                                        content (``failed`` when the answer says the call
                                        was interrupted or cancelled)
@@ -43,7 +45,14 @@ from twisted.logger import Logger
 from acpkit import schema
 from acpkit.errors import InvalidParams
 from acpkit_agent.compaction import is_summary, summary_text
-from acpkit_agent.session import LIVE_ID_KEY, Session, repair_history, tool_results_of
+from acpkit_agent.session import (
+    LIVE_ID_KEY,
+    LIVE_KIND_KEY,
+    LIVE_TITLE_KEY,
+    Session,
+    repair_history,
+    tool_results_of,
+)
 from acpkit_agent.store import DiskSessionStore, SessionFileError
 from acpkit_agent.tools.base import Tool
 from acpkit_agent.turn import call_kind, send_update, tool_kind
@@ -120,6 +129,11 @@ def _tool_call(
             tool_kind(call_kind(tool, args)),
             tool.locations(args, cwd),
         )
+    saved_title, saved_kind = call.get(LIVE_TITLE_KEY), call.get(LIVE_KIND_KEY)
+    if isinstance(saved_title, str):
+        title = saved_title
+    if isinstance(saved_kind, str):
+        kind = schema.ToolKind(saved_kind)
     locations = [schema.ToolCallLocation(path=p) for p in paths] or None
     if answers.get(model_id):
         output = answers[model_id].pop(0)

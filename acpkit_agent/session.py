@@ -6,9 +6,11 @@ The store is the seam for persistence: :class:`MemorySessionStore` keeps session
 life of the process; a persistent store (``sessions.enabled``) implements the same
 :class:`SessionStore` protocol and additionally writes ``<cwd>/<sessions.dir>/<id>.json``.
 
-Each tool call of an assistant message in the history also holds the ``toolCallId`` the
-client saw live (:data:`LIVE_ID_KEY`, set by :meth:`Session.record_call_id`), so that a
-replay shows the same ids; engines do not send it to the model.  :func:`repair_history`
+Each tool call of an assistant message in the history also holds the ``toolCallId``,
+``title`` and ``kind`` the client saw live (:data:`LIVE_ID_KEY`, :data:`LIVE_TITLE_KEY`,
+:data:`LIVE_KIND_KEY`, set by :meth:`Session.record_call_id`), so that a replay shows the
+same ids, titles and kinds, even before the MCP server that offered the tool has listed
+its tools again; engines do not send them to the model.  :func:`repair_history`
 gives a result to every tool call that has none (a session saved mid-tool by an older
 agent, or a crash), since chat-completions servers reject such a history.
 """
@@ -30,6 +32,8 @@ from acpkit_agent.tools.plan import PlanState
 __all__ = [
     "INTERRUPTED_TOOL_OUTPUT",
     "LIVE_ID_KEY",
+    "LIVE_KIND_KEY",
+    "LIVE_TITLE_KEY",
     "SYSTEM_PROMPT",
     "MemorySessionStore",
     "Session",
@@ -43,6 +47,12 @@ __all__ = [
 
 LIVE_ID_KEY = "acpToolCallId"
 """The key, in a history tool call, of the ``toolCallId`` the client saw live."""
+
+LIVE_TITLE_KEY = "acpTitle"
+"""The key, in a history tool call, of the ``title`` the client saw live."""
+
+LIVE_KIND_KEY = "acpKind"
+"""The key, in a history tool call, of the ``kind`` the client saw live."""
 
 INTERRUPTED_TOOL_OUTPUT = "[tool call interrupted: the agent stopped before it answered]"
 """The result :func:`repair_history` gives a tool call that has none."""
@@ -122,11 +132,13 @@ class Session:
             history=[{"role": "system", "content": system_prompt.format(cwd=cwd)}],
         )
 
-    def record_call_id(self, model_id: str, live_id: str) -> None:
+    def record_call_id(
+        self, model_id: str, live_id: str, title: str | None = None, kind: str | None = None
+    ) -> None:
         """
         Remember that the model's tool call ``model_id`` of the latest assistant message
         was announced to the client as ``live_id`` (its first call with that id not yet
-        given one: a model may reuse ids).
+        given one: a model may reuse ids), with ``title`` and ``kind`` when given.
         """
         for message in reversed(self.history):
             if message.get("role") != "assistant":
@@ -135,6 +147,10 @@ class Session:
                 if isinstance(call, dict) and call.get("id") == model_id:
                     if LIVE_ID_KEY not in call:
                         call[LIVE_ID_KEY] = live_id
+                        if title is not None:
+                            call[LIVE_TITLE_KEY] = title
+                        if kind is not None:
+                            call[LIVE_KIND_KEY] = kind
                         return
             return
 

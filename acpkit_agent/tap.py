@@ -24,22 +24,22 @@ process groups are stopped like the others.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, cast
 
 from twisted.application.service import IService, Service
 from twisted.internet.defer import Deferred, DeferredList, succeed
-from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import IProtocol
 from twisted.internet.protocol import Factory
 from twisted.logger import ILogObserver, Logger, eventAsText
 from twisted.python import usage
-from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from acpkit.admission import AdmissionLimits
 from acpkit.connection import AgentConnection
 from acpkit.endpoints import serve, serve_stdio
 from acpkit.jsonrpc import JSONRPCProtocol
@@ -47,7 +47,18 @@ from acpkit.process_groups import child_groups
 from acpkit_agent.agent import AGENT_VERSION, BobAgent
 from acpkit_agent.banner import banner_lines, mcp_server_line
 from acpkit_agent.config import AgentConfig, ConfigError, load_config
+from acpkit_agent.draining import DEFAULT_DRAIN_TIMEOUT, Drain, Drainable, RawConnections
 from acpkit_agent.engines import make_engine
+from acpkit_agent.listening import (
+    REMOTE_PREFIX,
+    Listener,
+    ListenError,
+    forget_token,
+    hand_over_token,
+    plan_listener,
+    start_listening,
+)
+from acpkit_agent.log_filter import bob_log_filter
 from acpkit_agent.lsp import LanguageServers
 from acpkit_agent.mcp_servers import (
     McpServerSet,
@@ -98,9 +109,17 @@ class _StderrObserver:
 
 
 def stderr_observer() -> ILogObserver:
-    """The log observer factory the plugin installs: plain lines on the real stderr."""
+    """
+    The log observer factory the plugin installs: plain lines on the real stderr, one per
+    event (:mod:`acpkit_agent.log_filter`).
+    """
     stream = sys.__stderr__ if sys.__stderr__ is not None else sys.stderr
-    return _StderrObserver(stream)
+    return bob_log_filter(_StderrObserver(stream))
+
+
+def _stream_observer(stream: TextIO) -> ILogObserver:
+    """twist's log file observer factory: plain lines on ``stream``, one per event."""
+    return bob_log_filter(_StderrObserver(stream))
 
 
 class Options(usage.Options):
@@ -108,8 +127,8 @@ class Options(usage.Options):
 
     synopsis = (
         "[--config FILE] [--listen ENDPOINT | --listen http:ENDPOINT [--token-file FILE]"
-        " [--tls-client-ca FILE] [--max-connections N] [--max-message-size BYTES]]"
-        " [--engine NAME]"
+        " [--max-connections N] [--max-message-size BYTES]] [--tls-client-ca FILE]"
+        " [--no-token] [--request-timeout SECONDS] [--drain-timeout SECONDS] [--engine NAME]"
     )
     longdesc = (
         "Run the reference ACP agent bob: JSON-RPC on stdio (or one agent connection per "
@@ -127,26 +146,30 @@ class Options(usage.Options):
             "listen",
             "l",
             "stdio",
-            "Where to serve: stdio, a Twisted server endpoint string (tcp:8765, unix:PATH:"
-            " raw NDJSON), or http:ENDPOINT for remote ACP (Streamable HTTP and WebSocket at"
-            " /acp, e.g. http:tcp:8765; http:ssl:8443:privateKey=KEY:certKey=CERT for"
-            " HTTPS); loopback unless the endpoint names an interface.",
+            "Where to serve: stdio, http:ENDPOINT for remote ACP (Streamable HTTP and"
+            " WebSocket at /acp, e.g. http:tcp:8765, http:unix:PATH; http:ssl:8443:"
+            "privateKey=KEY:certKey=CERT for HTTPS), or a Twisted server endpoint string for"
+            " raw NDJSON (unix:PATH; tcp: only with --no-token or ssl: with"
+            " --tls-client-ca). Loopback unless the endpoint names an interface; on TCP a"
+            " bearer token is required (made and printed when --token-file is not given);"
+            " unix sockets are owner-only.",
         ],
         [
             "token-file",
             None,
             None,
-            "With --listen http:...: a file holding the bearer token every request must"
-            " send (Authorization: Bearer); it or --tls-client-ca is required to listen"
-            " beyond loopback.",
+            "With --listen http:...: the file of bearer tokens a request may send"
+            " (Authorization: Bearer), one per line, readable by its owner only; a missing"
+            " file is created with a new token. Default on TCP: a new token in"
+            " ~/.local/state/acpkit/remote-PORT.token, printed once.",
         ],
         [
             "tls-client-ca",
             None,
             None,
-            "With --listen http:ssl:...: a PEM file of CA certificates; every TLS"
-            " handshake must present a client certificate one of them signed (TLS client"
-            " authentication); it or --token-file is required to listen beyond loopback.",
+            "With an ssl: listener: a PEM file of CA certificates; every TLS handshake"
+            " must present a client certificate one of them signed (TLS client"
+            " authentication); with it no token is made.",
         ],
         [
             "allowed-origins",
@@ -170,7 +193,35 @@ class Options(usage.Options):
             " a positive integer (default 16777216); a POST beyond is answered 413, a"
             " WebSocket frame beyond closes it (1009).",
         ],
+        [
+            "request-timeout",
+            None,
+            None,
+            "With --listen: seconds a new connection may take to send a complete request"
+            " (remote ACP: an authenticated request head; raw NDJSON: its first line), and a"
+            " later HTTP/1.x request its head, before the connection is closed, a positive"
+            " number (default 15).",
+        ],
+        [
+            "drain-timeout",
+            None,
+            None,
+            "With --listen: on SIGTERM bob drains (new connections refused, health check"
+            " 503, each connection closed once its running turn is answered) and exits;"
+            " after this many seconds it closes what is left, cancelling those turns, a"
+            f" positive number (default {DEFAULT_DRAIN_TIMEOUT:g}).",
+        ],
         ["engine", "e", None, "The engine name (openai, scripted, echo); overrides the config."],
+    ]
+
+    optFlags = [
+        [
+            "no-token",
+            None,
+            "With a loopback TCP --listen: no authentication at all. Any local user or"
+            " process can then connect and run commands as this user; a unix socket is"
+            " the tokenless choice that keeps them out. Refused beyond loopback.",
+        ],
     ]
 
     def opt_version(self) -> None:
@@ -194,7 +245,7 @@ class Options(usage.Options):
         if "logFile" in parent:  # twist: never daemonizes, logs to stdout by default
             if parent["logFile"] in (sys.stdout, sys.stderr):
                 parent["logFile"] = sys.stderr
-                parent["fileLogObserverFactory"] = _StderrObserver
+                parent["fileLogObserverFactory"] = _stream_observer
             return
         if "nodaemon" in parent and not parent["nodaemon"]:
             self._daemon_options(parent)
@@ -264,14 +315,17 @@ class _StdioProtocol(JSONRPCProtocol):
 
 
 class _AgentFactory(Factory):
-    """One agent connection per client connection (``--listen``)."""
+    """One agent connection per client connection (``--listen``, raw NDJSON)."""
 
     def __init__(self, runtime: AgentRuntime) -> None:
         self.runtime = runtime
+        #: The open connections (drained on SIGTERM).
+        self.connections = RawConnections()
 
     def buildProtocol(self, addr: Any) -> Any:
         runtime = self.runtime
         conn = AgentConnection(lambda c: BobAgent(c, runtime), name="client")
+        self.connections.add(conn)
         protocol: IProtocol = conn.protocol
         return protocol
 
@@ -292,10 +346,13 @@ class AgentService(Service):
         *,
         listening: Deferred[Any] | None = None,
         authentication: str | None = None,
+        no_token: bool = False,
     ) -> None:
         self.runtime = runtime
-        #: What a remote client must present (``--listen http:``), logged once listening.
+        #: What a client must present (``--listen``), logged once listening.
         self.authentication = authentication
+        #: Without ``listening``: serve raw NDJSON on loopback TCP without credentials.
+        self.no_token = no_token
         self.listen = listen
         self.reactor = reactor
         self.port: Any = None
@@ -304,7 +361,12 @@ class AgentService(Service):
         self.exit_status = 0
         #: The stdio connection (None with ``--listen``).
         self.conn: AgentConnection | None = None
+        #: SIGTERM's drain (``--listen``; :mod:`acpkit_agent.draining`).
+        self.drain: Drain | None = None
         self._eof_timer: Any = None
+        #: The reactor is shutting down (a signal, or stdin's end already told): the end
+        #: of stdio is no news then.
+        self._end_told = False
 
     def startService(self) -> None:
         """Log the banner, then serve."""
@@ -324,18 +386,23 @@ class AgentService(Service):
         else:
             d = self._listening_d
             if d is None:
-                d = serve(self.reactor, self.listen, _AgentFactory(self.runtime))
+                factory = _AgentFactory(self.runtime)
+                d = serve(self.reactor, self.listen, factory, no_token=self.no_token)
             d.addCallbacks(self._listening, self._listen_failed)
 
     def _stdin_ended(self) -> None:
         """Stdin ended: cancel the running turns; exit within ``STDIN_EOF_GRACE`` at most."""
         if self.conn is None or self._eof_timer is not None:
             return
-        if self.conn.closed_reason is None:
-            _log.info(
-                "[acp] stdin closed: running turns cancelled, exiting within {grace:g} s",
-                grace=STDIN_EOF_GRACE,
-            )
+        if self.conn.closed_reason is None and not self._end_told:
+            self._end_told = True
+            if self.runtime.lock.locked:
+                _log.info(
+                    "[acp] stdin closed: running turns cancelled, exiting within {grace:g} s",
+                    grace=STDIN_EOF_GRACE,
+                )
+            else:
+                _log.info("[acp] stdin closed: exiting")
         self.conn.cancel_all_turns()
         if self.conn.closed_reason is None:
             self._eof_timer = self.reactor.callLater(STDIN_EOF_GRACE, self._eof_grace_over)
@@ -374,7 +441,9 @@ class AgentService(Service):
         if self._eof_timer is not None and self._eof_timer.active():
             self._eof_timer.cancel()
         self._eof_timer = None
-        _log.info("[acp] stdin closed: exiting")
+        if not self._end_told:
+            self._end_told = True
+            _log.info("[acp] the client closed the connection: exiting")
         # Language servers get shutdown/exit before the reactor's shutdown kills groups.
         stop_language_servers(self.runtime).addBoth(lambda _: self._stop_reactor())
 
@@ -386,7 +455,10 @@ class AgentService(Service):
         self.port = port
         _log.info("[acp] listening on {address}", address=port.getHost())
         if self.authentication is not None:
-            _log.info("[acp] remote ACP {authentication}", authentication=self.authentication)
+            kind = "remote ACP" if self.listen.startswith(REMOTE_PREFIX) else "raw NDJSON"
+            _log.info(
+                "[acp] {kind} {authentication}", kind=kind, authentication=self.authentication
+            )
 
     def _listen_failed(self, failure: Any) -> None:
         _log.error("[acp] cannot listen on {where}: {why}", where=self.listen, why=failure.value)
@@ -396,6 +468,12 @@ class AgentService(Service):
         else:
             self.reactor.callWhenRunning(self.reactor.stop)
 
+    def stop_listening(self) -> None:
+        """Stop taking connections (raw NDJSON's drain); the open ones go on."""
+        port, self.port = self.port, None
+        if port is not None:
+            port.stopListening()
+
     def _mcp_sets(self) -> tuple[McpServerSet, ...]:
         tools = self.runtime.tools
         return tools.sets if isinstance(tools, McpToolbox) else ()
@@ -404,6 +482,9 @@ class AgentService(Service):
         """Cancel the running turns of the stdio connection; stop listening; close MCP."""
         super().stopService()
         if self.conn is not None and self.conn.closed_reason is None:
+            if not self._end_told and self.runtime.lock.locked:
+                _log.info("[acp] shutting down: running turns cancelled")
+            self._end_told = True  # the reactor's shutdown was logged (a signal...)
             self.conn.cancel_all_turns()
         stopping: list[Deferred[Any]] = [servers.close() for servers in self._mcp_sets()]
         if self.port is not None:
@@ -425,18 +506,26 @@ def makeService(options: Options) -> IService:
     except ConfigError as error:
         _exit_with(str(error))
     listen = options["listen"]
-    _remote_limits(options)  # a bad value, or one without --listen http:, exits here
-    _tls_client_ca_without_remote(options)
+    drain_timeout = _drain_timeout(options)  # a bad --drain-timeout exits here
+    admission = _admission_limits(options)  # a bad --request-timeout exits here
+    limits = _remote_limits(options, admission)  # so does a bad remote limit
+    client_ca = _tls_client_ca(options)
     listening: Deferred[Any] | None = None
-    authentication: list[str] = []
+    listener: Listener | None = None
     if listen != "stdio":
-        listening = _listen_now(reactor, listen, runtime, options, authentication)
+        listener = _plan(reactor, options, runtime, limits, client_ca, admission)
+        try:
+            listening = start_listening(reactor, listener)
+        except ListenError as error:
+            _exit_with(str(error))
+        listening.addCallback(_hand_over, listener)
+        reactor.addSystemEventTrigger("after", "shutdown", forget_token, listener)
     service = AgentService(
         runtime,
         listen,
         reactor,
         listening=listening,
-        authentication=authentication[0] if authentication else None,
+        authentication=listener.authentication if listener is not None else None,
     )
     # Language servers: shutdown/exit (then their groups) whatever ends the reactor.
     reactor.addSystemEventTrigger("before", "shutdown", stop_language_servers, runtime)
@@ -444,12 +533,62 @@ def makeService(options: Options) -> IService:
     child_groups.kill_at_shutdown(reactor)
     # MCP servers (bob's and the sessions' client servers) are closed too.
     close_all_at_shutdown(reactor)
+    if listener is not None:
+        # SIGTERM drains the listener's connections before the reactor stops.
+        drain = Drain(
+            reactor,
+            _drain_target(listener),
+            drain_timeout,
+            stop=lambda: _stop(reactor),
+            stop_listening=None if listen.startswith(REMOTE_PREFIX) else service.stop_listening,
+        )
+        reactor.callWhenRunning(drain.install)
+        service.drain = drain
     if options.daemon_note is not None:
         _note(options.daemon_note)
     # Listening failed after the reactor started (an endpoint that listens later):
     # twistd would exit 0, so leave with the service's status once the reactor stopped.
     reactor.addSystemEventTrigger("after", "shutdown", _exit_on_failure, service)
     return service
+
+
+def _drain_target(listener: Listener) -> Drainable:
+    """What SIGTERM drains: the remote ACP resource, or the raw listener's connections."""
+    factory = listener.factory
+    acp = getattr(factory, "acp", None)  # a RemoteSite
+    if acp is not None:
+        return cast("Drainable", acp)
+    raw = getattr(factory, "wrapped", factory)  # an AdmittedFactory around _AgentFactory
+    return cast("Drainable", raw.connections)
+
+
+def _stop(reactor: Any) -> None:
+    """Stop the reactor unless it is stopping already."""
+    from twisted.internet.error import ReactorNotRunning
+
+    try:
+        reactor.stop()
+    except ReactorNotRunning:
+        pass
+
+
+def _drain_timeout(options: Options | None) -> float:
+    """
+    ``--drain-timeout`` (default :data:`DEFAULT_DRAIN_TIMEOUT`); a value that is not a
+    positive, finite number, or one given without ``--listen``, exits 1 with one line.
+    """
+    given = options["drain-timeout"] if options is not None else None
+    if given is None:
+        return DEFAULT_DRAIN_TIMEOUT
+    if options is not None and options["listen"] == "stdio":
+        _exit_with("--drain-timeout applies only with --listen")
+    try:
+        seconds = float(given.strip())
+    except ValueError:
+        seconds = 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        _exit_with(f"--drain-timeout {given}: not a positive number of seconds")
+    return seconds
 
 
 def stop_language_servers(runtime: AgentRuntime) -> Deferred[None]:
@@ -476,102 +615,63 @@ def _exit_with(message: str) -> NoReturn:
     raise SystemExit(1)
 
 
-def _listen_now(
+def _plan(
     reactor: Any,
-    listen: str,
+    options: Options,
     runtime: AgentRuntime,
-    options: Options | None = None,
-    authentication: list[str] | None = None,
-) -> Deferred[Any]:
-    """
-    Parse ``--listen`` and start listening at once (before twistd runs the reactor): a
-    bad endpoint string or a port that cannot be had (in use, no permission) exits 1
-    with one line instead of a traceback or an agent that serves nothing.  For remote
-    ACP, what clients must present is appended to ``authentication``.
-    """
-    factory: Any = _AgentFactory(runtime)
-    description = listen
-    client_ca: Path | None = None
-    if listen.startswith(REMOTE_PREFIX):
-        description, factory, client_ca, in_force = _remote_site(reactor, listen, runtime, options)
-        if authentication is not None:
-            authentication.append(in_force)
-    try:
-        if client_ca is None:
-            endpoint = serverFromString(reactor, description)
-        else:
-            from acpkit.remote.tls_server import server_endpoint
+    limits: Any,
+    client_ca: Path | None,
+    admission: AdmissionLimits | None = None,
+) -> Listener:
+    """How to listen (:func:`acpkit_agent.listening.plan_listener`); refused: exit 1."""
+    origins = [o.strip() for o in options["allowed-origins"].split(",") if o.strip()]
 
-            endpoint = server_endpoint(reactor, description, client_ca=client_ca)
-    except Exception as error:  # ValueError, KeyError, TypeError: whatever the parser raises
-        _exit_with(f"--listen {listen}: not a server endpoint string ({_one_line(error)})")
-    try:
-        d = endpoint.listen(factory)
-    except Exception as error:
-        _exit_with(f"--listen {listen}: cannot listen: {_one_line(error)}")
-    outcome: list[Any] = []
-    if d.called:
-        d.addBoth(outcome.append)
-        result = outcome[0]
-        if isinstance(result, Failure):
-            why = result.value if result.value is not None else result
-            _exit_with(f"--listen {listen}: cannot listen: {_one_line(why)}")
-        return succeed(result)
-    d2: Deferred[Any] = d
-    return d2
+    def remote_site(tokens: Any) -> Any:
+        from acpkit.remote.server import ACPResource, RemoteSite
 
-
-REMOTE_PREFIX = "http:"
-"""``--listen http:ENDPOINT``: remote ACP (:func:`acpkit.remote.serve_remote`) on ENDPOINT."""
-
-
-def _remote_site(
-    reactor: Any, listen: str, runtime: AgentRuntime, options: Options | None
-) -> tuple[str, Any, Path | None, str]:
-    """
-    The endpoint string (loopback by default), the site serving bob at ``/acp``, the
-    client CA file (``--tls-client-ca``) and the authentication in force, in words.
-    """
-    from acpkit.remote.security import authentication_in_force, check_bind
-    from acpkit.remote.server import ACPResource, RemoteSite
-
-    token: bytes | None = None
-    token_file = options["token-file"] if options is not None else None
-    if token_file:
-        try:
-            with open(token_file, "rb") as f:
-                token = f.read().strip()
-        except OSError as error:
-            _exit_with(f"--token-file {token_file}: {_one_line(error.strerror or error)}")
-        if not token:
-            _exit_with(f"--token-file {token_file}: the file is empty")
-    client_ca = _tls_client_ca(options)
-    origins = options["allowed-origins"] if options is not None else ""
-    try:
-        description = check_bind(
-            listen[len(REMOTE_PREFIX) :], token=token, client_auth=client_ca is not None
+        resource = ACPResource(
+            lambda conn: BobAgent(conn, runtime),
+            clock=reactor,
+            token=tokens,
+            allowed_origins=origins,
+            limits=limits,
         )
-    except ValueError as error:
-        _exit_with(f"--listen {listen}: {_one_line(error)}")
-    resource = ACPResource(
-        lambda conn: BobAgent(conn, runtime),
-        clock=reactor,
-        token=token,
-        allowed_origins=[o.strip() for o in origins.split(",") if o.strip()],
-        limits=_remote_limits(options),
-    )
-    site = RemoteSite(resource, b"/acp", reactor)
-    return description, site, client_ca, authentication_in_force(token, client_ca)
+        return RemoteSite(resource, b"/acp", reactor)
+
+    try:
+        return plan_listener(
+            reactor,
+            options,
+            raw_factory=_AgentFactory(runtime),
+            remote_site=remote_site,
+            client_ca=client_ca,
+            admission_limits=admission,
+        )
+    except ListenError as error:
+        _exit_with(str(error))
+
+
+def _hand_over(port: Any, listener: Listener) -> Any:
+    """Once listening: write and announce the token bob made; a failure exits 1."""
+    try:
+        hand_over_token(listener, port, _note)
+    except ListenError as error:
+        port.stopListening()
+        _exit_with(str(error))
+    return port
 
 
 def _tls_client_ca(options: Options | None) -> Path | None:
     """
     ``--tls-client-ca FILE``, checked now: a file that cannot be read or holds no valid
-    PEM certificate exits 1 with one line naming the option and the file.
+    PEM certificate exits 1 with one line naming the option and the file; given
+    without ``--listen``, exit 1 too.
     """
     given = options["tls-client-ca"] if options is not None else None
     if not given:
         return None
+    if options is not None and options["listen"] == "stdio":
+        _exit_with("--tls-client-ca applies only with --listen (an ssl: endpoint)")
     from acpkit.remote.tls import read_certificates
 
     path = Path(given).expanduser()
@@ -582,12 +682,6 @@ def _tls_client_ca(options: Options | None) -> Path | None:
     return path
 
 
-def _tls_client_ca_without_remote(options: Options) -> None:
-    """``--tls-client-ca`` applies to ``--listen http:`` only: given otherwise, exit 1."""
-    if options["tls-client-ca"] and not options["listen"].startswith(REMOTE_PREFIX):
-        _exit_with("--tls-client-ca applies only to remote ACP (--listen http:ssl:ENDPOINT)")
-
-
 #: The options setting a :class:`~acpkit.remote.server.RemoteLimits` field, by field.
 REMOTE_LIMIT_OPTIONS = {
     "max_connections": "max-connections",
@@ -595,11 +689,31 @@ REMOTE_LIMIT_OPTIONS = {
 }
 
 
-def _remote_limits(options: Options | None) -> Any:
+def _admission_limits(options: Options | None) -> AdmissionLimits | None:
     """
-    The ``RemoteLimits`` the options ask for (``None``: the defaults).  A value that is
-    not a positive integer, or one given without ``--listen http:...``, exits 1 with
-    one line naming the option.
+    The admission deadlines ``--request-timeout`` asks for (``None``: the defaults): the
+    pending and request-head deadlines of :mod:`acpkit.admission`.  A value that is not a
+    positive, finite number, or one given without ``--listen``, exits 1 with one line.
+    """
+    given = options["request-timeout"] if options is not None else None
+    if given is None:
+        return None
+    if options is not None and options["listen"] == "stdio":
+        _exit_with("--request-timeout applies only with --listen")
+    try:
+        seconds = float(given.strip())
+    except ValueError:
+        seconds = 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        _exit_with(f"--request-timeout {given}: not a positive number of seconds")
+    return AdmissionLimits(pending_timeout=seconds, head_timeout=seconds)
+
+
+def _remote_limits(options: Options | None, admission: AdmissionLimits | None = None) -> Any:
+    """
+    The ``RemoteLimits`` the options ask for (``None``: the defaults), with
+    ``admission``'s deadlines when given.  A value that is not a positive integer, or
+    one given without ``--listen http:...``, exits 1 with one line naming the option.
     """
     if options is None:
         return None
@@ -609,11 +723,15 @@ def _remote_limits(options: Options | None) -> Any:
         if options[name] is not None
     }
     if not given:
-        return None
+        if admission is None or not options["listen"].startswith(REMOTE_PREFIX):
+            return None
+        from acpkit.remote.server import RemoteLimits
+
+        return RemoteLimits(admission=admission)
     if not options["listen"].startswith(REMOTE_PREFIX):
         name = next(iter(given.values()))[0]
         _exit_with(f"--{name} applies only to remote ACP (--listen http:ENDPOINT)")
-    values: dict[str, int] = {}
+    values: dict[str, Any] = {}
     for field, (name, text) in given.items():
         try:
             value = int(text.strip())
@@ -622,6 +740,8 @@ def _remote_limits(options: Options | None) -> Any:
         if value < 1:
             _exit_with(f"--{name} {text}: not a positive integer")
         values[field] = value
+    if admission is not None:
+        values["admission"] = admission
     from acpkit.remote.server import RemoteLimits
 
     return RemoteLimits(**values)

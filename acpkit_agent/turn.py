@@ -37,6 +37,7 @@ from twisted.python.failure import Failure
 
 from acpkit import schema
 from acpkit.errors import ConnectionLost
+from acpkit_agent.attachments import ISessionAttachments, SessionAttachments
 from acpkit_agent.client_files import file_access_for
 from acpkit_agent.config import AgentConfig
 from acpkit_agent.elicitation import UserAsker
@@ -112,7 +113,8 @@ def tool_kind(kind: str) -> schema.ToolKind:
 class AgentRuntime:
     """
     What every connection of one agent process shares: the configuration, the engine, the
-    tools, the turn lock (turns are serialized process-wide) and the ``call_N`` counter.
+    tools, the turn lock (turns are serialized process-wide), the ``call_N`` counter and
+    which connection each saved session is attached to (:mod:`acpkit_agent.attachments`).
     """
 
     config: AgentConfig
@@ -122,6 +124,7 @@ class AgentRuntime:
     lock: TurnLock = attrs.field(
         default=attrs.Factory(lambda self: TurnLock(self.reactor), takes_self=True)
     )
+    attachments: ISessionAttachments = attrs.field(factory=SessionAttachments)
     _calls: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
     _window: int | None = None
 
@@ -434,7 +437,6 @@ class TurnRunner:
     ) -> str:
         """Announce, allow, run and conclude one tool call; return what the model receives."""
         acp_id = self.runtime.next_call_id()
-        session.record_call_id(call.id, acp_id)  # saved with the call, for session/load replay
         tool = self.runtime.tools.get(call.name)
         args = dict(call.arguments)
         if tool is None:
@@ -443,6 +445,8 @@ class TurnRunner:
             title = tool.title(args)
             kind = tool_kind(call_kind(tool, args))
             locations = [schema.ToolCallLocation(path=p) for p in tool.locations(args, session.cwd)]
+        # saved with the call, for session/load's replay
+        session.record_call_id(call.id, acp_id, title, str(kind.value))
         raw_input: Any = args if call.error is None else call.raw_arguments
         self._update(
             session,

@@ -8,8 +8,11 @@ An :class:`AgentRun` is one agent of one window:
    whose IClient is the window; ``ACPKIT_TRACE`` gives the connection a tracer.
    (:meth:`AgentRun.attach` takes an existing connection instead: in-memory pairs.)
    An entry with a ``url`` is connected instead (:meth:`AgentRun.connect`,
-   :func:`acpkit.remote.connect.connect_remote`, its ``headers`` sent, never shown); a
-   connection lost later is reported like an exit.
+   :func:`acpkit.remote.connect.connect_remote`, its ``headers`` sent, never shown).  Once
+   its session is open, a connection lost later is made again and the session loaded
+   again (:mod:`acpkit.remote.reconnect`, :data:`RECONNECT_POLICY`), the state
+   ``reconnecting`` meanwhile and each step a note; an agent that cannot load sessions,
+   or a resume that gave up, is reported like an exit.
 2. :meth:`AgentRun.handshake` sends ``initialize`` (fs read/write, no terminal,
    ``clientInfo`` acpkit-client), refuses a protocol version we do not speak, keeps
    ``authMethods`` (``authenticate`` is never called: a login is only reported when the
@@ -27,6 +30,7 @@ from __future__ import annotations
 import enum
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -34,12 +38,14 @@ from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
+from zope.interface import implementer
 
 from acpkit import __version__, schema
 from acpkit.connection import ClientConnection, ProtocolVersionError
 from acpkit.endpoints import AgentExited, AgentProcess, spawn_agent
 from acpkit.errors import AuthRequired, RPCError, clip
 from acpkit.interfaces import IClient
+from acpkit.remote.reconnect import IReconnectObserver, ResumableConnection, RetryPolicy
 from acpkit.trace import tracer_from_environment
 from acpkit_client.config import AgentEntry
 from acpkit_client.interfaces import IAgentObserver
@@ -47,6 +53,7 @@ from acpkit_client.interfaces import IAgentObserver
 __all__ = [
     "CLIENT_NAME",
     "DEFAULT_HANDSHAKE_TIMEOUT",
+    "RECONNECT_POLICY",
     "AgentRun",
     "AgentStartError",
     "AgentState",
@@ -77,10 +84,17 @@ class AgentState(enum.Enum):
     NOT_STARTED = "not started"
     STARTING = "starting"
     READY = "ready"
+    RECONNECTING = "reconnecting"
     FAILED = "failed"
     EXITED = "exited"
     STOPPED = "stopped"
 
+
+#: How a remote agent's lost connection is made again: 12 attempts, the first at once,
+#: then after 0.5, 1, 2, 4, 8, then 10 s (each shortened at random by up to a fifth):
+#: 60 to 76 s in all, longer than a server's grace period (60 s), after which a
+#: connection cut while its process lives lets its session go.
+RECONNECT_POLICY = RetryPolicy(attempts=12, first_delay=0.5, factor=2.0, max_delay=10.0, jitter=0.2)
 
 #: Seconds an agent has to answer ``initialize`` and ``session/new`` (``ask`` and the
 #: terminal UI; ``--handshake-timeout`` changes it).
@@ -157,11 +171,21 @@ class _Deadline:
             self._call.cancel()
 
 
-def client_capabilities() -> schema.ClientCapabilities:
-    """What we announce: ``fs`` read and write; no ``terminal``."""
+#: A transport's error that already says it could not connect, and where: its reason.
+_SAYS_CONNECT = re.compile(r"(?:could not|cannot) (?:connect to|reach) \S+: (.*)", re.DOTALL)
+
+
+def client_capabilities(*, forms: bool = False) -> schema.ClientCapabilities:
+    """
+    What we announce: ``fs`` read and write; no ``terminal``; ``elicitation.form`` when
+    ``forms`` (a front end that can ask the user a form); never ``elicitation.url``.
+    """
     return schema.ClientCapabilities(
         fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
         terminal=False,
+        elicitation=schema.ElicitationCapabilities(form=schema.ElicitationFormCapabilities())
+        if forms
+        else None,
     )
 
 
@@ -182,8 +206,13 @@ def describe_auth_methods(methods: list[Any]) -> str:
     return ", ".join(names)
 
 
+@implementer(IReconnectObserver)
 class AgentRun:
-    """One agent process (or in-memory connection) and its session (module docstring)."""
+    """
+    One agent process (or in-memory connection) and its session (module docstring);
+    what a remote agent's resumable connection tells it (IReconnectObserver) becomes
+    its state and notes.
+    """
 
     def __init__(
         self,
@@ -199,6 +228,8 @@ class AgentRun:
         self.problems: list[str] = []
         #: Notes that are not failures.
         self.notes: list[str] = []
+        #: Announce ``elicitation.form`` at ``initialize`` (the front end can ask forms).
+        self.announce_forms = False
         self.process: AgentProcess | None = None
         self.connection: ClientConnection | None = None
         self.initialize_response: schema.InitializeResponse | None = None
@@ -210,6 +241,9 @@ class AgentRun:
         self.needs_login = False
         self._observers: list[IAgentObserver] = []
         self._stopping: Deferred[Any] | None = None
+        #: A remote agent's connection that comes back when lost (once its session is
+        #: open and the agent can load sessions: :meth:`resume_when_lost`).
+        self.resumable: ResumableConnection | None = None
 
     # -- observers ---------------------------------------------------------------------
 
@@ -293,16 +327,14 @@ class AgentRun:
         self.connection = connection
         return connection
 
-    def connect(self, reactor: Any, client: IClient) -> Deferred[ClientConnection]:
-        """Connect to the entry's ``url`` with ``client`` as its IClient; fails with
-        AgentStartError."""
+    def _connect_remote(self, reactor: Any, client: IClient) -> Deferred[ClientConnection]:
+        """A new connection to the entry's ``url`` (not initialized)."""
         from acpkit.remote.connect import connect_remote
 
         url = self.entry.url
         if url is None:
             raise ValueError(f"agent {self.entry.name!r} has no url")
-        self._set_state(AgentState.STARTING)
-        connecting = connect_remote(
+        return connect_remote(
             reactor,
             url,
             client,
@@ -310,7 +342,16 @@ class AgentRun:
             tls=self.entry.tls,
             http2=self.entry.http2,
             name=self.entry.name,
+            token_file=self.entry.token_file,
         )
+
+    def connect(self, reactor: Any, client: IClient) -> Deferred[ClientConnection]:
+        """Connect to the entry's ``url`` with ``client`` as its IClient; fails with
+        AgentStartError."""
+        if self.entry.url is None:
+            raise ValueError(f"agent {self.entry.name!r} has no url")
+        self._set_state(AgentState.STARTING)
+        connecting = self._connect_remote(reactor, client)
 
         def connected(connection: ClientConnection) -> ClientConnection:
             if connection.protocol.tracer is None:
@@ -321,17 +362,108 @@ class AgentRun:
 
         def failed(failure: Failure) -> Failure:
             error = failure.value
-            shown = self.entry.command_line()
-            raise self._fail(f"cannot connect to {shown}: {error or type(error).__name__}")
+            why = str(error) or type(error).__name__
+            said = _SAYS_CONNECT.match(why)
+            if said is not None:  # the transport's own "could not connect to URL: ..."
+                why = said.group(1)
+            raise self._fail(f"cannot connect to {self.entry.command_line()}: {why}")
 
         return connecting.addCallbacks(connected, failed)
 
     def _connection_lost(self, failure: Failure) -> None:
-        """A remote agent's connection ended other than by :meth:`stop`: like an exit."""
-        if self.state is AgentState.STOPPED:
+        """A remote agent's connection ended other than by :meth:`stop`: like an exit
+        (unless it is being made again: :meth:`resume_when_lost`)."""
+        if self.state is AgentState.STOPPED or self.resumable is not None:
             return
         shown = self.entry.command_line()
         self.problems.append(f"the connection to {shown} was lost: {failure.value}")
+        self._set_state(AgentState.EXITED)
+
+    # -- a remote agent's connection, made again when lost ------------------------------------
+
+    def resume_when_lost(
+        self, reactor: Any, client: IClient, policy: RetryPolicy = RECONNECT_POLICY
+    ) -> bool:
+        """
+        From now on (the session is open), a lost connection to the remote agent is made
+        again and the session loaded again (:class:`ResumableConnection`): the state is
+        ``reconnecting`` meanwhile, ``ready`` again once loaded, ``exited`` if it gave
+        up.  False (nothing changes) without a url, a session, or an agent that can
+        load sessions.
+        """
+        connection = self.connection
+        response = self.initialize_response
+        if (
+            self.entry.url is None
+            or connection is None
+            or response is None
+            or self.session_id is None
+            or not self.agent_capabilities.load_session
+        ):
+            return False
+        resumable = ResumableConnection(
+            lambda: self._connect_remote(reactor, client),
+            clock=reactor,
+            policy=policy,
+            observer=self,
+        )
+        resumable.adopt(
+            connection,
+            response,
+            client_capabilities=client_capabilities(),
+            client_info=client_info(),
+        )
+        resumable.track_session(self.session_id, self.cwd)
+        self.resumable = resumable
+        return True
+
+    def connection_lost(self, reason: str) -> None:
+        """IReconnectObserver: the connection ended; it is being made again."""
+        if self.state is AgentState.STOPPED:
+            return
+        self.notes.append(
+            f"the connection to {self.entry.command_line()} was lost ({reason}): reconnecting"
+        )
+        self._set_state(AgentState.RECONNECTING)
+
+    def retrying(self, attempt: int, attempts: int, delay: float, reason: str) -> None:
+        """IReconnectObserver: the next attempt (logged; the state says reconnecting)."""
+        log.info(
+            "agent {name}: reconnecting, attempt {attempt} of {attempts} in {delay:.1f} s"
+            " ({reason})",
+            name=self.entry.name,
+            attempt=attempt,
+            attempts=attempts,
+            delay=delay,
+            reason=reason,
+        )
+
+    def resumed(self, session_ids: list[str]) -> None:
+        """IReconnectObserver: connected again, the session loaded."""
+        resumable = self.resumable
+        if resumable is None or resumable.connection is None or self.state is AgentState.STOPPED:
+            return
+        self.connection = resumable.connection
+        shown = ", ".join(session_ids) or "none"
+        self.notes.append(
+            f"reconnected to {self.entry.command_line()}; session {shown} loaded again"
+        )
+        self._set_state(AgentState.READY)
+
+    def session_lost(self, session_id: str, reason: str) -> None:
+        """IReconnectObserver: the session could not be loaded again."""
+        self.problems.append(f"session {session_id} could not be loaded again: {reason}")
+
+    def turn_interrupted(self, session_id: str, reason: str) -> None:
+        """IReconnectObserver: a turn was running (the window reports it)."""
+
+    def gave_up(self, reason: str) -> None:
+        """IReconnectObserver: no more attempts: like an exit."""
+        if self.state is AgentState.STOPPED:
+            return
+        self.problems.append(
+            f"the connection to {self.entry.command_line()} could not be made again: {reason}"
+        )
         self._set_state(AgentState.EXITED)
 
     def attach(self, connection: ClientConnection) -> None:
@@ -364,7 +496,8 @@ class AgentRun:
         try:
             response = await deadline.wait(
                 connection.initialize(
-                    client_capabilities=client_capabilities(), client_info=client_info()
+                    client_capabilities=client_capabilities(forms=self.announce_forms),
+                    client_info=client_info(),
                 )
             )
         except ProtocolVersionError as e:
@@ -443,6 +576,9 @@ class AgentRun:
                 self._set_state(AgentState.STOPPED)
             if self.process is not None:
                 self._stopping = self.process.stop(grace)
+            elif self.resumable is not None:
+                # A remote agent made again when lost: no more of that; close it.
+                self._stopping = self.resumable.close()
             elif self.entry.url is not None and self.connection is not None:
                 # A remote agent: close (WebSocket close, or HTTP DELETE), then done.
                 self.connection.close()

@@ -31,8 +31,9 @@ Exit status of ``ask``:
 
 Permissions: when stdin is a terminal the user is asked (by number), shown the tool call
 as the agent announced it; otherwise ``--allow`` chooses the agent's ``allow_once``
-option and ``--deny`` (the default) a reject option.  Elicitations are refused with an
-error.
+option and ``--deny`` (the default) a reject option.  Form elicitations are asked on the
+terminal (``elicitation.form`` is announced then), field by field; without a terminal
+nothing is announced and an elicitation is declined.
 
 Signals (:mod:`acpkit_client.interrupts`): the first ``SIGINT`` or ``SIGTERM`` sends
 ``session/cancel`` and gives the agent ``--cancel-timeout`` seconds (default 5) to end
@@ -64,9 +65,10 @@ from zope.interface import implementer
 
 from acpkit import __version__, schema
 from acpkit_client.agents import DEFAULT_HANDSHAKE_TIMEOUT, AgentStartError, HandshakeTimeout
-from acpkit_client.config import AgentsConfig, load_agents
+from acpkit_client.config import AgentEntry, AgentsConfig, load_agents
 from acpkit_client.conversation import Entry, EntryKind, MessageEntry, PlanEntry, ToolCallEntry
-from acpkit_client.interfaces import IConversationObserver, IPermissionPrompt
+from acpkit_client.forms import EMPTY, FormField, describe_field, parse_answer
+from acpkit_client.interfaces import IConversationObserver, IFormPrompt, IPermissionPrompt
 from acpkit_client.interrupts import DEFAULT_CANCEL_WAIT, AskInterrupts
 from acpkit_client.options import seconds
 from acpkit_client.permissions import (
@@ -74,7 +76,8 @@ from acpkit_client.permissions import (
     PolicyPermissionPrompt,
     describe_tool_call,
 )
-from acpkit_client.prompt import unresolved_mentions
+from acpkit_client.project_files import list_project_files
+from acpkit_client.prompt import unlisted_mentions, unresolved_mentions
 from acpkit_client.session import AgentWindow, TurnError
 
 __all__ = [
@@ -141,7 +144,18 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="log to stderr (also accepted before ask)",
     )
-    ask_parser.add_argument("--agent", help="the agent's name (default: the first one)")
+    which = ask_parser.add_mutually_exclusive_group()
+    which.add_argument("--agent", help="the agent's name (default: the first one)")
+    which.add_argument(
+        "--url",
+        help="a remote agent's URL (http(s):// or ws(s)://) instead of one of the agents file; "
+        "a loopback URL's bearer token is read from the file the local agent wrote",
+    )
+    ask_parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="with --url: a file whose first line is the bearer token to send",
+    )
     ask_parser.add_argument("--cwd", help="the project root (default: the current directory)")
     policy = ask_parser.add_mutually_exclusive_group()
     policy.add_argument(
@@ -372,9 +386,11 @@ def permission_prompt_text(request: schema.RequestPermissionRequest) -> str:
 class TerminalPermissionPrompt:
     """Asks on the terminal: the agent's options by number; empty or EOF means no answer."""
 
-    def __init__(self, reactor: Any, err: IO[str], fd: int = 0) -> None:
+    def __init__(
+        self, reactor: Any, err: IO[str], fd: int = 0, *, reader: _LineReader | None = None
+    ) -> None:
         self.err = err
-        self.reader = _LineReader(reactor, fd)
+        self.reader = reader if reader is not None else _LineReader(reactor, fd)
 
     async def choose(self, request: schema.RequestPermissionRequest) -> str | None:
         """Show the request (:func:`permission_prompt_text`) and read the user's choice."""
@@ -393,7 +409,60 @@ class TerminalPermissionPrompt:
         return None
 
 
+@implementer(IFormPrompt)
+class TerminalFormPrompt:
+    """
+    Asks a form elicitation on the terminal, field by field (:mod:`acpkit_client.forms`):
+    an empty line takes the default, ``-`` declines the whole form, end of input
+    cancels it; an answer that does not fit its field is asked again.
+    """
+
+    def __init__(
+        self, reactor: Any, err: IO[str], fd: int = 0, *, reader: _LineReader | None = None
+    ) -> None:
+        self.err = err
+        self.reader = reader if reader is not None else _LineReader(reactor, fd)
+
+    async def answer(self, message: str, fields: Sequence[FormField]) -> Any:
+        """The answers by field name, or ``"decline"`` or ``"cancel"``."""
+        self.err.write(f"\nThe agent asks: {_printable(message)}\n")
+        self.err.write("(Enter: the default or nothing; -: decline the form)\n")
+        answers: dict[str, Any] = {}
+        for field in fields:
+            for line in describe_field(field):
+                self.err.write(_printable(line) + "\n")
+            while True:
+                default = "" if field.default is EMPTY else f" [{_printable(str(field.default))}]"
+                self.err.write(f"  > {default.strip()} " if default else "  > ")
+                self.err.flush()
+                typed = await self.reader.read_line()
+                if typed is None:
+                    return "cancel"
+                if typed.strip() == "-":
+                    return "decline"
+                value, why = parse_answer(field, typed)
+                if why is None:
+                    break
+                self.err.write(f"  {why}\n")
+            if value is not EMPTY:
+                answers[field.name] = value
+        return answers
+
+
 # -- ask ---------------------------------------------------------------------------
+
+
+def _url_agent(url: str, token_file: str | None, err: IO[str]) -> AgentEntry | None:
+    """``ask --url URL [--token-file FILE]``: the remote agent to ask, or None (said why)."""
+    from acpkit.remote.connect import check_remote_url
+
+    try:
+        check_remote_url(url)
+    except ValueError as e:
+        err.write(f"acpkit-client: --url: {e}\n")
+        return None
+    path = None if token_file is None else os.path.abspath(os.path.expanduser(token_file))
+    return AgentEntry(name="remote", url=url, token_file=path, source="<command line>")
 
 
 def _choose_agent(config: AgentsConfig, name: str | None, err: IO[str]) -> Any:
@@ -449,18 +518,33 @@ async def ask(
             "(--mentions-as-text sends them as typed)\n"
         )
         return EXIT_USAGE
-    entry = _choose_agent(load_agents(root), options.agent, err)
+    _note_unlisted_mentions(options.prompt, root, err)
+    url = getattr(options, "url", None)
+    token_file = getattr(options, "token_file", None)
+    if token_file is not None and url is None:
+        err.write("acpkit-client: --token-file goes with --url\n")
+        return EXIT_USAGE
+    if url is not None:
+        entry = _url_agent(url, token_file, err)
+        if entry is None:
+            return EXIT_USAGE
+    else:
+        entry = _choose_agent(load_agents(root), options.agent, err)
     if entry is None:
         return EXIT_CONFIG
-    prompt: IPermissionPrompt = (
-        TerminalPermissionPrompt(reactor, err)
-        if interactive
-        else PolicyPermissionPrompt(options.policy)
-    )
+    prompt: IPermissionPrompt
+    forms: IFormPrompt | None = None
+    if interactive:
+        reader = _LineReader(reactor, 0)
+        prompt = TerminalPermissionPrompt(reactor, err, reader=reader)
+        forms = TerminalFormPrompt(reactor, err, reader=reader)
+    else:
+        prompt = PolicyPermissionPrompt(options.policy)
     window = AgentWindow(
         entry,
         root,
         permission_prompt=prompt,
+        form_prompt=forms,
         handshake_timeout=getattr(options, "handshake_timeout", DEFAULT_HANDSHAKE_TIMEOUT),
         text_cap=None,
     )
@@ -485,6 +569,11 @@ async def ask(
             if note not in printed:
                 printed.add(note)
                 err.write(f"acpkit-client: note: {note}\n")
+
+    def print_dropped() -> None:
+        dropped = window.dropped_note()
+        if dropped is not None:
+            err.write(f"acpkit-client: warning: {dropped}\n")
 
     signals.install()
     timer = None
@@ -511,6 +600,7 @@ async def ask(
             stop = await window.send_prompt(options.prompt)
         except TurnError as e:
             printer.finish()
+            print_dropped()
             if signals.exit_status is not None:
                 return signals.exit_status
             if timed_out:
@@ -523,6 +613,7 @@ async def ask(
             return EXIT_AGENT_FAILED
         printer.finish()
         print_notes()
+        print_dropped()
         code = _STOP_CODES.get(stop, EXIT_AGENT_FAILED)
         if code != EXIT_OK:
             err.write(f"acpkit-client: the turn ended: {stop}\n")
@@ -538,6 +629,20 @@ async def ask(
         # Signals stay handled until the agent is gone: a second one hurries this.
         await window.close()
         signals.finish(restore=restore_signals)
+
+
+def _note_unlisted_mentions(text: str, root: str, err: IO[str]) -> None:
+    """Say on stderr which mentioned files git ignores (their whole text is sent)."""
+    if "@" not in text:
+        return
+    listing = list_project_files(root)
+    if listing.cut:  # a file past the limit is not an ignored one
+        return
+    for name in unlisted_mentions(text, root, listing.files):
+        err.write(
+            f"acpkit-client: note: {name} is not in the project's file list (git ignores "
+            "it): the whole file is sent to the agent\n"
+        )
 
 
 def _start_logging(verbose: bool) -> None:

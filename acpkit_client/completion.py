@@ -59,6 +59,7 @@ __all__ = [
     "is_complete_command",
     "mention_completions",
     "mention_words",
+    "shown_hint",
     "slash_completions",
     "split_prompt",
     "walk_project",
@@ -85,6 +86,17 @@ class CommandInfo:
     description: str
     #: What the command expects after its name, or ``None`` when it takes no input.
     input_hint: str | None = None
+
+
+def shown_hint(hint: str | None) -> str:
+    """
+    A command's input hint as shown, ``<hint>``: the brackets an agent already put around
+    it are not doubled (``<description>`` stays so), and an empty hint shows nothing.
+    """
+    text = (hint or "").strip()
+    while text.startswith("<") and text.endswith(">"):
+        text = text[1:-1].strip()
+    return f"<{text}>" if text else ""
 
 
 @attrs.frozen
@@ -168,8 +180,9 @@ def slash_completions(
         takes_input = command.input_hint is not None
         replacement = f"/{command.name} " if takes_input else f"/{command.name}"
         detail = command.description
-        if takes_input:
-            detail = f"{detail} <{command.input_hint}>" if detail else f"<{command.input_hint}>"
+        hint = shown_hint(command.input_hint)
+        if hint:
+            detail = f"{detail} {hint}" if detail else hint
         completions.append(
             Completion(
                 label=f"/{command.name}",

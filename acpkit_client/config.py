@@ -30,6 +30,11 @@ must be a readable PEM file of the right kind when the file is loaded) is what a
 ``https://`` when the server offers it; ``"prior-knowledge"``: cleartext HTTP/2 on
 ``http://``; ``"never"``) is for ``http(s)://`` URLs only; ``args`` and ``env`` are for
 a command and are refused with a ``url``; ``cwd`` is still the session's ``cwd``.
+``token_file`` (a path, relative to the agents file's directory, ``~`` expanded) names a
+file whose first line is the bearer token to send (``Authorization: Bearer``), read at
+each connection, so the token itself need not be written in the agents file; without
+it or an ``Authorization`` header, a loopback URL's token is read from the file a local
+bob wrote for that port (:func:`acpkit.remote.tokens.token_for_url`).
 """
 
 from __future__ import annotations
@@ -74,7 +79,18 @@ BUILTIN_SOURCE = "<built-in>"
 AGENTS_FILE_NAME = "acp.toml"
 
 #: The keys an ``[[agent]]`` block may have.
-AGENT_KEYS = ("name", "command", "url", "headers", "tls", "http2", "args", "env", "cwd")
+AGENT_KEYS = (
+    "name",
+    "command",
+    "url",
+    "headers",
+    "token_file",
+    "tls",
+    "http2",
+    "args",
+    "env",
+    "cwd",
+)
 #: The values of a url agent's ``http2`` key (acpkit.remote.http_client.connect_http).
 HTTP2_MODES = ("auto", "prior-knowledge", "never")
 
@@ -114,6 +130,8 @@ class AgentEntry:
     headers: Mapping[str, str] = attrs.field(
         factory=dict, converter=_frozen_env, hash=False, repr=False
     )
+    #: A remote agent's bearer token file (``token_file``; an absolute path), else None.
+    token_file: str | None = None
     #: A remote agent's TLS settings (``tls`` table; absolute paths), else None.
     tls: ClientTLS | None = None
     #: An ``http(s)://`` agent's HTTP version policy (``HTTP2_MODES``).
@@ -158,6 +176,31 @@ class AgentEntry:
             return None
         found = shutil.which(self.command, path=environ.get("PATH", os.defpath))
         return None if found is None else os.path.abspath(found)
+
+    def launch_files(
+        self, project_root: str, environ: Mapping[str, str] = os.environ
+    ) -> tuple[str, ...]:
+        """Return the files the client reads or runs when it starts this agent.
+
+        A command's executable (:meth:`find_executable`) and each of its ``args`` naming
+        an existing file (relative to :meth:`resolved_cwd`); a remote agent's TLS files.
+        An agent may not write them through the client (:class:`acpkit_client.fs.FileAccess`).
+        """
+        files: list[str] = []
+        if self.url is None and self.command:
+            executable = self.find_executable(project_root, environ)
+            if executable is not None:
+                files.append(executable)
+            cwd = self.resolved_cwd(project_root)
+            for arg in self.args:
+                candidate = os.path.normpath(os.path.join(cwd, arg))
+                if os.path.isfile(candidate):
+                    files.append(candidate)
+        if self.tls is not None:
+            for path in (self.tls.trust_root, self.tls.certificate, self.tls.private_key):
+                if path is not None:
+                    files.append(str(path))
+        return tuple(files)
 
     def child_environment(self, base: Mapping[str, str] = os.environ) -> dict[str, str]:
         """Return ``base`` with this entry's ``env`` added over it (a name given here wins)."""
@@ -278,7 +321,7 @@ def _parse_agent(path: str, index: int, block: object) -> AgentEntry:
     if not isinstance(name, str):
         raise AgentsFileError(path, f"agent {index}: name must be a string")
     label = f"agent {_quote(name)}"
-    if any(key in block for key in ("url", "headers", "tls", "http2")):
+    if any(key in block for key in ("url", "headers", "token_file", "tls", "http2")):
         return _parse_remote_agent(path, label, name, block)
     command = block.get("command")
     if command is None or command == "":
@@ -308,7 +351,7 @@ def _parse_remote_agent(path: str, label: str, name: str, block: dict[str, Any])
         raise AgentsFileError(path, f"{label}: give command or url, not both")
     url = block.get("url")
     if url is None or url == "":
-        needing = next(key for key in ("headers", "tls", "http2") if key in block)
+        needing = next(key for key in ("headers", "token_file", "tls", "http2") if key in block)
         raise AgentsFileError(path, f"{label}: {needing} needs a url")
     if not isinstance(url, str):
         raise AgentsFileError(path, f"{label}: url must be a string")
@@ -336,6 +379,16 @@ def _parse_remote_agent(path: str, label: str, name: str, block: dict[str, Any])
                 f"{label}: headers.{header} holds a line break, NUL or a character "
                 "outside Latin-1 (not allowed in an HTTP header)",
             )
+    token_file = block.get("token_file")
+    if token_file is not None:
+        if not isinstance(token_file, str) or not token_file:
+            raise AgentsFileError(path, f"{label}: token_file must be a file path (a string)")
+        if any(name.lower() == "authorization" for name in headers):
+            raise AgentsFileError(
+                path, f"{label}: give token_file or headers.Authorization, not both"
+            )
+        given = Path(token_file).expanduser()
+        token_file = str(given if given.is_absolute() else Path(path).parent / given)
     tls = _parse_tls(path, label, block.get("tls"))
     http2 = block.get("http2", "auto")
     if http2 not in HTTP2_MODES:
@@ -348,7 +401,14 @@ def _parse_remote_agent(path: str, label: str, name: str, block: dict[str, Any])
     if cwd is not None and not isinstance(cwd, str):
         raise AgentsFileError(path, f"{label}: cwd must be a string")
     return AgentEntry(
-        name=name, url=url, headers=headers, tls=tls, http2=http2, cwd=cwd, source=path
+        name=name,
+        url=url,
+        headers=headers,
+        token_file=token_file,
+        tls=tls,
+        http2=http2,
+        cwd=cwd,
+        source=path,
     )
 
 

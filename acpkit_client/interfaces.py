@@ -5,6 +5,8 @@
   :class:`acpkit_client.fs.DiskBufferProvider` is the default (no buffers, only the disk).
 - :class:`IPermissionPrompt`: answers ``session/request_permission`` with one of the
   agent's own options (or no answer). :mod:`acpkit_client.permissions` has the policies.
+- :class:`IFormPrompt`: answers a form elicitation (``elicitation/create``, ``form``
+  mode) by asking the user; with one, the client announces ``elicitation.form``.
 - :class:`IConversationObserver`: told about every change of a
   :class:`acpkit_client.conversation.Conversation`, so that a UI redraws incrementally.
 - :class:`IAgentObserver`: told when an agent window's agent changes state (started,
@@ -21,6 +23,7 @@ __all__ = [
     "IAgentObserver",
     "IBufferProvider",
     "IConversationObserver",
+    "IFormPrompt",
     "IPermissionPrompt",
 ]
 
@@ -53,6 +56,18 @@ class IPermissionPrompt(Interface):
         agent's own ``options``), return the chosen ``optionId`` or ``None`` for "no
         answer" (then a reject option is chosen, never an allow one); or a Deferred or
         coroutine of that.  An id that is not among the options counts as no answer.
+        """
+
+
+class IFormPrompt(Interface):
+    """Asks the user the fields of one form elicitation."""
+
+    def answer(message: str, fields: Any) -> Any:
+        """
+        Given the agent's ``message`` and the form's fields (a list of
+        :class:`acpkit_client.forms.FormField`), return the answers, a dict of field
+        name to value (``accept``), or ``"decline"`` or ``"cancel"``; or a Deferred or
+        coroutine of that.
         """
 
 

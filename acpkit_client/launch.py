@@ -6,9 +6,9 @@ The PyPI name ``acpkit`` belongs to an unrelated project that installs its own t
 ``acpkit`` that Python imports may be theirs, or a mix of both, and our commands fail deep
 inside an import. `acpkit_owner_problem` finds that out *without importing* ``acpkit``, so
 this module lives outside it (``acpkit_client/__init__.py`` imports nothing): each console
-script (``acpkit-client``, ``acpkit-conformance``) and ``python -m acpkit_client`` first
-calls it, and on a clash prints one line naming the other distribution and the fix, and
-exits with `CLASH_EXIT_STATUS` (2).
+script (``acpkit-client``, ``acpkit-conformance``, ``acp-agent``), ``python -m
+acpkit_client`` and ``python -m acpkit_agent`` first call it, and on a clash print one line
+naming the other distribution and the fix, and exit with `CLASH_EXIT_STATUS` (2).
 
 How ownership is decided, cheaply (no scan of every installed distribution on the way to a
 normal start):
@@ -23,7 +23,8 @@ normal start):
    someone else's, and only then are all distributions scanned to name its owner.
 
 Then each command checks that the extra it needs is installed (``acpkit-client`` the
-``client`` extra, ``acpkit-conformance`` the ``conformance`` one; a plain
+``client`` extra, ``acpkit-conformance`` the ``conformance`` one, ``acp-agent`` the
+``agent`` one; a plain
 ``pip install txacpkit`` installs only the core): `missing_extra` looks each of the
 extra's top-level modules up with ``find_spec`` (nothing is imported), and a missing one
 gets one line naming the extra and its install command, exit `MISSING_EXTRA_EXIT_STATUS`.
@@ -42,7 +43,9 @@ __all__ = [
     "CLASH_EXIT_STATUS",
     "DISTRIBUTION",
     "EXTRA_MODULES",
+    "INTERRUPTED_EXIT_STATUS",
     "MISSING_EXTRA_EXIT_STATUS",
+    "acp_agent",
     "acpkit_client",
     "acpkit_conformance",
     "acpkit_owner_problem",
@@ -177,10 +180,23 @@ def exit_on_missing_extra(command: str, extra: str) -> None:
         raise SystemExit(MISSING_EXTRA_EXIT_STATUS)
 
 
+#: The exit status of a command interrupted (Ctrl-C) before it could handle it: 128 + SIGINT.
+INTERRUPTED_EXIT_STATUS = 130
+
+
 def _run(command: str, extra: str, load: Callable[[], Callable[[], int]]) -> int:
+    """
+    Check, import and run ``command``.  A Ctrl-C that arrives before the command handles
+    signals (while its modules are still importing, say) ends it with one line and
+    status :data:`INTERRUPTED_EXIT_STATUS`, not a traceback from importlib.
+    """
     exit_on_clash(command)
     exit_on_missing_extra(command, extra)
-    return load()()
+    try:
+        return load()()
+    except KeyboardInterrupt:
+        print(f"\n{command}: interrupted", file=sys.stderr)
+        return INTERRUPTED_EXIT_STATUS
 
 
 def acpkit_client() -> int:
@@ -192,6 +208,17 @@ def acpkit_client() -> int:
         return main
 
     return _run("acpkit-client", "client", load)
+
+
+def acp_agent() -> int:
+    """The ``acp-agent`` console script (and ``python -m acpkit_agent``): bob."""
+
+    def load() -> Callable[[], int]:
+        from acpkit_agent.cli import main
+
+        return main
+
+    return _run("acp-agent", "agent", load)
 
 
 def acpkit_conformance() -> int:

@@ -14,6 +14,15 @@ that ends the word is left out).  Each mention becomes, IN PLACE of the name:
 The words around stay text blocks: ``explique @docs/README.md s'il te plaît`` is three
 blocks.  Commands (``/web ...``) are text.
 
+A mention's ``mimeType`` comes from its name (:func:`guess_mime_type`); a name that
+says nothing (``notes.cfg``, ``LICENSE``) gets ``text/plain`` when the file's first
+bytes are UTF-8 text without NUL bytes (:func:`mention_mime_type`), and no type otherwise.
+
+A mention of a file that is on the disk but not in the ``@`` list (which holds what git
+sees: an ignored ``.env``, say) is an *unlisted mention* (:func:`unlisted_mentions`):
+the terminal UI does not send it at once but says that the whole file would go to the
+agent, and sends it if ``Enter`` is pressed again; ``ask`` says so on stderr.
+
 An ``@word`` that names no file stays text.  When it *looks like a path* (it holds a
 ``/``, or it ends with an extension or is a file name that :func:`guess_mime_type`
 knows) it is an *unresolved mention* (:func:`unresolved_mentions`): the terminal UI does
@@ -22,6 +31,7 @@ not send the prompt but says so, and sends it as typed if ``Enter`` is pressed a
 
 from __future__ import annotations
 
+import codecs
 import mimetypes
 import os
 from collections.abc import Collection
@@ -47,7 +57,9 @@ __all__ = [
     "guess_mime_type",
     "looks_like_path",
     "mention_block",
+    "mention_mime_type",
     "resolve_mentions",
+    "unlisted_mentions",
     "unresolved_mentions",
 ]
 
@@ -154,13 +166,41 @@ def guess_mime_type(path: str) -> str | None:
     return guessed
 
 
+#: How many first bytes of a file of unknown type are read to tell text from binary.
+TEXT_SNIFF_BYTES = 8192
+
+
+def _looks_like_text(path: str) -> bool:
+    """Whether the file's first bytes are UTF-8 text (no NUL; a cut character is fine)."""
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(TEXT_SNIFF_BYTES)
+    except OSError:
+        return False
+    if b"\0" in head:
+        return False
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def mention_mime_type(path: str) -> str | None:
+    """
+    The ``mimeType`` of a mentioned file: :func:`guess_mime_type` by its name, else
+    ``text/plain`` when its content is text, else None.
+    """
+    return guess_mime_type(path) or ("text/plain" if _looks_like_text(path) else None)
+
+
 def mention_block(
     mention: MentionSpan, project_root: str, embed: bool, buffers: IBufferProvider
 ) -> Any:
     """The content block for one mention (``resource`` when ``embed`` and readable)."""
     absolute = os.path.normpath(os.path.join(os.path.abspath(project_root), mention.path))
     uri = Path(absolute).as_uri()
-    mime = guess_mime_type(absolute)
+    mime = mention_mime_type(absolute)
     if embed:
         try:
             text = buffers.read_text(absolute)
@@ -230,6 +270,20 @@ def unresolved_mentions(
 ) -> list[str]:
     """The ``@word``\\ s of ``text`` that look like paths but name no file of the project."""
     return resolve_mentions(text, project_root, files)[1]
+
+
+def unlisted_mentions(text: str, project_root: str, files: Collection[str]) -> list[str]:
+    """
+    The mentions of ``text`` (``@path``) that name a file on the disk that is not among
+    ``files`` (the ``@`` list: what git sees), such as an ignored ``.env``.
+    """
+    listed = set(files)
+    spans, _ = resolve_mentions(text, project_root, files)
+    unlisted: list[str] = []
+    for span in spans:
+        if span.path not in listed and f"@{span.path}" not in unlisted:
+            unlisted.append(f"@{span.path}")
+    return unlisted
 
 
 def build_prompt(

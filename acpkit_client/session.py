@@ -6,17 +6,26 @@ connection it made), then :meth:`AgentWindow.send_prompt` / :meth:`AgentWindow.c
 / :meth:`AgentWindow.close`, and watches :attr:`AgentWindow.conversation` and
 :attr:`AgentWindow.run` through their observers.
 
+A remote agent's connection, once its session is open, comes back when lost
+(:meth:`acpkit_client.agents.AgentRun.resume_when_lost`): a turn it cut short fails with
+:class:`TurnError` saying it was interrupted.
+
 What the agent may call:
 
 =============================  =============================================================
-``session/update``             folded into the conversation (undecodable ones are counted)
+``session/update``             folded into the conversation (undecodable ones are counted;
+                               not the history a remote agent's resume replays)
 ``session/request_permission`` the window's :class:`~acpkit_client.interfaces.
                                IPermissionPrompt` (default: reject), given the tool call
                                completed with what the agent announced for its id
                                (:func:`~acpkit_client.permissions.merge_tool_call`)
 ``fs/read_text_file``          :class:`~acpkit_client.fs.FileAccess` (buffers, then disk)
 ``fs/write_text_file``         the same
-``elicitation/create``         refused with an error (no UI here can ask; not announced)
+``elicitation/create``         a form: the window's :class:`~acpkit_client.interfaces.
+                               IFormPrompt` asks it (``elicitation.form`` is announced only
+                               with one); any other (a URL, a form nobody can ask, or
+                               one this client cannot render): answered ``decline``, and
+                               a note in ``run.notes`` says so
 ``terminal/*``                 ``-32601`` (not announced)
 =============================  =============================================================
 """
@@ -38,11 +47,13 @@ from acpkit.connection import Client, ClientConnection
 from acpkit.endpoints import AgentExited
 from acpkit.errors import AuthRequired, ConnectionLost, InvalidParams, RPCError
 from acpkit.interfaces import IClient
+from acpkit.remote.reconnect import ReconnectFailed, TurnInterrupted
 from acpkit_client.agents import AgentRun, AgentStartError, describe_rpc_error
 from acpkit_client.config import AgentEntry
 from acpkit_client.conversation import ENTRY_TEXT_CAP, Conversation
+from acpkit_client.forms import UnsupportedForm, form_fields
 from acpkit_client.fs import FileAccess
-from acpkit_client.interfaces import IBufferProvider, IPermissionPrompt
+from acpkit_client.interfaces import IBufferProvider, IFormPrompt, IPermissionPrompt
 from acpkit_client.permissions import (
     PolicyPermissionPrompt,
     answer_permission,
@@ -50,7 +61,7 @@ from acpkit_client.permissions import (
 )
 from acpkit_client.prompt import build_prompt
 
-__all__ = ["ELICITATION_REFUSED_CODE", "AgentWindow", "TurnError"]
+__all__ = ["AgentWindow", "TurnError"]
 
 log = Logger()
 
@@ -60,9 +71,6 @@ EXIT_REPORT_WAIT = 2.0
 
 #: At most this many characters of the first junk line on the agent's stdout are shown.
 JUNK_SHOWN = 200
-
-#: The JSON-RPC error code an elicitation is refused with.
-ELICITATION_REFUSED_CODE = -32601
 
 
 class TurnError(Exception):
@@ -80,6 +88,7 @@ class AgentWindow(Client):
         *,
         buffers: IBufferProvider | None = None,
         permission_prompt: IPermissionPrompt | None = None,
+        form_prompt: IFormPrompt | None = None,
         allow_outside_roots: bool = False,
         environ: Mapping[str, str] = os.environ,
         handshake_timeout: float | None = None,
@@ -97,10 +106,15 @@ class AgentWindow(Client):
             [self.project_root, self.run.cwd],
             buffers,
             allow_outside_roots=allow_outside_roots,
+            environ=environ,
+            protected_paths=entry.launch_files(self.project_root, environ),
         )
         self.permission_prompt: IPermissionPrompt = (
             permission_prompt if permission_prompt is not None else PolicyPermissionPrompt()
         )
+        #: Asks form elicitations (None: they are declined, and not announced).
+        self.form_prompt = form_prompt
+        self.run.announce_forms = form_prompt is not None
         self._turn: Deferred[Any] | None = None
         self._reactor: Any = None
         self._cancel_sent = False
@@ -127,12 +141,18 @@ class AgentWindow(Client):
         """
         self._reactor = reactor
         if self.run.entry.url is not None:
-            return self.run.connect(reactor, self).addCallback(self.open_on)
+            opened = self.run.connect(reactor, self).addCallback(self.open_on)
+            return opened.addCallback(self._resume_when_lost)
         try:
             connection = self.run.spawn(reactor, self)
         except AgentStartError:
             return fail()
         return self.open_on(connection)
+
+    def _resume_when_lost(self, session_id: str) -> str:
+        """A remote agent's session is open: a lost connection is made again from now on."""
+        self.run.resume_when_lost(self._reactor, self)
+        return session_id
 
     def open_on(self, connection: ClientConnection, clock: Any = None) -> Deferred[str]:
         """
@@ -142,6 +162,9 @@ class AgentWindow(Client):
         if self.run.connection is not connection:
             self.run.attach(connection)
         self._count_undecodable_updates(connection)
+        # An agent's message with a bad byte is shown (U+FFFD), not dropped whole; Agent
+        # status counts it.
+        connection.protocol.replace_invalid_utf8 = True
         clock = clock if clock is not None else self._reactor
         opened = ensureDeferred(self.run.handshake(clock, self.handshake_timeout))
         return opened.addErrback(self._name_the_junk)
@@ -170,6 +193,41 @@ class AgentWindow(Client):
         if not any(n.startswith("the agent wrote ") for n in self.run.notes):
             self.run.notes.append(note)
         return note
+
+    def dropped_note(self) -> str | None:
+        """
+        One sentence about the agent's messages the connection dropped unread (over the
+        line limit, or not readable as a JSON-RPC message) or read with U+FFFD for bytes
+        that are not UTF-8; None when there were none.  (Agent status counts them too.)
+        """
+        connection = self.run.connection
+        if connection is None:
+            return None
+        protocol = connection.protocol
+        oversized = int(getattr(protocol, "oversized_dropped", 0))
+        undecodable = int(getattr(protocol, "undecodable_dropped", 0))
+        replaced = int(getattr(protocol, "invalid_utf8_replaced", 0))
+        dropped = []
+        if oversized:
+            limit = getattr(protocol.framing, "MAX_LENGTH", None)
+            dropped.append(
+                f"{_count(oversized, 'message')} over the size limit"
+                + (f" ({limit:,} bytes)" if isinstance(limit, int) else "")
+            )
+        if undecodable:
+            dropped.append(f"{_count(undecodable, 'line')} that are not ACP messages")
+        parts = []
+        if dropped:
+            parts.append(
+                f"the agent sent {' and '.join(dropped)}: dropped unread, so what it "
+                "said may be incomplete"
+            )
+        if replaced:
+            parts.append(
+                f"{_count(replaced, 'message')} with bytes that are not UTF-8, shown with "
+                "U+FFFD in their place"
+            )
+        return "; ".join(parts) or None
 
     def _with_junk(self, message: str) -> str:
         note = self.junk_note()
@@ -220,7 +278,14 @@ class AgentWindow(Client):
         )
         self.conversation.start_turn(text)
         self._cancel_sent = False
-        self._turn = connection.prompt(schema.PromptRequest(session_id=session_id, prompt=blocks))
+        request = schema.PromptRequest(session_id=session_id, prompt=blocks)
+        resumable = self.run.resumable
+        if resumable is not None:
+            # A remote agent: the prompt waits for a connection being made again, and a
+            # turn the loss of the connection interrupted says so.
+            self._turn = Deferred.fromCoroutine(resumable.prompt(request))
+        else:
+            self._turn = connection.prompt(request)
         try:
             response = await self._turn
         except Exception as e:
@@ -228,6 +293,14 @@ class AgentWindow(Client):
                 await self._wait_for_exit()
             if isinstance(e, CancelledError):
                 message = "the turn was abandoned without an answer from the agent"
+            elif isinstance(e, TurnInterrupted):
+                message = (
+                    f"the turn was interrupted: the connection was lost ({e.reason}); it may"
+                    " or may not have been saved: reconnecting to load the session again,"
+                    " then send it again if needed"
+                )
+            elif isinstance(e, ReconnectFailed):
+                message = f"the connection to the agent could not be made again: {e}"
             else:
                 message = self._with_junk(self._error_text(e))
             self.conversation.end_turn(f"error: {message}")
@@ -313,7 +386,10 @@ class AgentWindow(Client):
             raise InvalidParams("$.params.sessionId", f"unknown session {session_id!r}")
 
     def session_update(self, params: schema.SessionNotification) -> None:
-        """Fold the update into the conversation."""
+        """Fold the update into the conversation (not the history a resume replays)."""
+        resumable = self.run.resumable
+        if resumable is not None and resumable.replaying:
+            return
         if self.run.session_id is not None and params.session_id != self.run.session_id:
             self.conversation.ignore(
                 codec.encode(params), f"update for another session {params.session_id!r}"
@@ -351,9 +427,46 @@ class AgentWindow(Client):
         self._check_session(params.session_id)
         return self.files.write_text_file(params)
 
-    def create_elicitation(self, params: Any) -> Any:
-        """Refused: this client cannot ask the user for structured input."""
-        raise RPCError(
-            ELICITATION_REFUSED_CODE,
-            "acpkit-client cannot answer elicitations (the capability is not announced)",
+    async def create_elicitation(self, params: Any) -> Any:
+        """
+        A form asked through :attr:`form_prompt`: ``accept`` with the answers, or
+        ``decline``/``cancel``.  Anything else is declined, with a note saying why.
+        """
+        session_id = getattr(params, "session_id", None)
+        if isinstance(session_id, str):
+            self._check_session(session_id)
+        mode = codec.encode(params).get("mode")
+        if self.form_prompt is None or not isinstance(params, schema.CreateElicitationRequestForm):
+            why = "it was not announced" if mode != "form" or self.form_prompt is None else ""
+            return self._decline(f"an elicitation in {mode!r} mode", why)
+        wire = codec.encode(params.requested_schema)
+        try:
+            fields = form_fields(wire)
+        except UnsupportedForm as e:
+            return self._decline("a form", str(e))
+        answer = await ensureDeferred(
+            _as_coroutine(self.form_prompt.answer(params.message, fields))
         )
+        if answer == "cancel":
+            return schema.CreateElicitationResponseCancel()
+        if not isinstance(answer, dict):
+            return schema.CreateElicitationResponseDecline()
+        return schema.CreateElicitationResponseAccept(content=answer)
+
+    def _decline(self, what: str, why: str) -> Any:
+        note = f"the agent asked for {what}: declined" + (f" ({why})" if why else "")
+        log.warn("{note}", note=note)
+        if note not in self.run.notes:
+            self.run.notes.append(note)
+        return schema.CreateElicitationResponseDecline()
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+async def _as_coroutine(value: Any) -> Any:
+    """Await ``value`` when it is a Deferred or a coroutine; else it is the result."""
+    if isinstance(value, Deferred) or hasattr(value, "__await__"):
+        return await value
+    return value

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable, Sequence
 
 from acpkit_client.agents import AgentRun, describe_auth_methods
+from acpkit_client.completion import shown_hint
 from acpkit_client.config import AgentsConfig
 from acpkit_client.conversation import Conversation
 
@@ -70,7 +71,8 @@ def agent_lines(run: AgentRun, conversation: Conversation | None = None) -> list
         if conversation.commands:
             lines.append("  commands:")
             for command in conversation.commands:
-                hint = f" <{command.input_hint}>" if command.input_hint else ""
+                hint = shown_hint(command.input_hint)
+                hint = f" {hint}" if hint else ""
                 lines.append(f"    /{command.name}{hint} — {command.description}")
         else:
             lines.append("  commands: none announced")
@@ -82,6 +84,9 @@ def agent_lines(run: AgentRun, conversation: Conversation | None = None) -> list
     if run.connection is not None:
         undecodable, oversized = dropped_lines(run)
         lines.append(f"  dropped lines: {undecodable} undecodable, {oversized} oversized")
+        replaced = int(getattr(run.connection.protocol, "invalid_utf8_replaced", 0))
+        if replaced:
+            lines.append(f"  invalid UTF-8: {replaced} line(s) kept, bad bytes shown as \ufffd")
     return lines
 
 

@@ -26,7 +26,8 @@ from acpkit_agent.engines.scripted import ScriptedEngine
 from acpkit_agent.tools.ask_agent import AskAgentTool
 from tests.fixtures.agent.harness import Harness, RecordingClient
 from tests.fixtures.agent_b.clients import FORM_CAPABILITIES, ElicitingClient, call, make_b_harness
-from tests.fixtures.agent_b.real import process_gone, pumping, wait_until
+from tests.fixtures.agent_b.real import process_gone, pumping
+from tests.helpers import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 ASKED = REPO / "tests" / "fixtures" / "agent_b" / "asked_agent.py"

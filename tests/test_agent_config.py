@@ -15,12 +15,7 @@ from twisted.python import usage
 from acpkit_agent.banner import banner_lines
 from acpkit_agent.config import AgentConfig, ConfigError, load_config, parse_config
 from acpkit_agent.tap import AgentService, Options, build_runtime, makeService, stderr_observer
-
-
-def write(path: Path, text: str) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return str(path)
+from tests.helpers import write
 
 
 def test_defaults_without_any_file(tmp_path: Path) -> None:

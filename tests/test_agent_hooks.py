@@ -22,7 +22,8 @@ from acpkit_agent.config import AgentConfig, ConfigError, parse_config
 from acpkit_agent.hooks import HookCommand, parse_hooks
 from tests.fixtures.agent.harness import Harness, LogLines
 from tests.fixtures.agent_b.clients import call, make_b_harness
-from tests.fixtures.agent_b.real import process_gone, pumping, script, wait_until
+from tests.fixtures.agent_b.real import process_gone, pumping, script
+from tests.helpers import wait_until
 
 # -- configuration ----------------------------------------------------------------------
 

@@ -32,7 +32,8 @@ from acpkit_agent.config import AgentConfig
 from acpkit_agent.tap import STDIN_EOF_FLUSH_LIMIT, STDIN_EOF_GRACE, AgentService, build_runtime
 from acpkit_agent.tools.bash import BashTool
 from tests.fixtures.agent.harness import RecordingClient
-from tests.test_agent_process import ENV, TWISTD, process_gone, wait_until
+from tests.helpers import wait_until
+from tests.test_agent_process import ENV, TWISTD, process_gone
 from tests.test_tool_bash import make_context, temp_dir
 
 pytestmark = pytest.mark.process

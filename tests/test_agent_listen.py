@@ -56,7 +56,7 @@ def test_bad_endpoint_string_exits_1_with_one_line(
 ) -> None:
     """A --listen value that is no server endpoint string: exit 1, one line, no traceback."""
     with pytest.raises(SystemExit) as caught:
-        makeService(_options(tmp_path, "--listen", listen))
+        makeService(_options(tmp_path, "--listen", listen, "--no-token"))
     assert caught.value.code == 1
     out, err = capfd.readouterr()
     assert out == ""
@@ -70,7 +70,7 @@ def test_busy_port_exits_1_with_one_line(
     """--listen on a port in use: makeService exits 1 with one line naming the port."""
     listen = f"tcp:{busy_port}:interface=127.0.0.1"
     with pytest.raises(SystemExit) as caught:
-        makeService(_options(tmp_path, "--listen", listen))
+        makeService(_options(tmp_path, "--listen", listen, "--no-token"))
     assert caught.value.code == 1
     _, err = capfd.readouterr()
     assert err.count("\n") == 1
@@ -80,7 +80,8 @@ def test_busy_port_exits_1_with_one_line(
 
 def test_free_port_is_listened_on_by_make_service(tmp_path: Path) -> None:
     """A port that can be had is bound by makeService; the service reports it when started."""
-    service = makeService(_options(tmp_path, "--listen", "tcp:0:interface=127.0.0.1"))
+    listen = "tcp:0:interface=127.0.0.1"
+    service = makeService(_options(tmp_path, "--listen", listen, "--no-token"))
     assert isinstance(service, AgentService)
     service.startService()
     try:
@@ -123,7 +124,7 @@ def test_late_listening_failure_sets_a_non_zero_exit_status() -> None:
 def test_twistd_on_a_busy_port_exits_1_with_one_line(tmp_path: Path, busy_port: int) -> None:
     """End to end: twistd -n acp-agent --listen on a busy port exits 1, one stderr line."""
     proc = subprocess.run(
-        [sys.executable, *TWISTD, "--listen", f"tcp:{busy_port}:interface=127.0.0.1"],
+        [sys.executable, *TWISTD, "--listen", f"tcp:{busy_port}:interface=127.0.0.1", "--no-token"],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": ROOT, "HOME": str(tmp_path)},
         stdin=subprocess.DEVNULL,

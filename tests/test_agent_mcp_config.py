@@ -18,6 +18,7 @@ from acpkit_agent.config import (
     session_config,
 )
 from acpkit_agent.mcp_config import McpHttpServer, McpStdioServer
+from tests.helpers import write
 
 VALID = """
 yolo = true
@@ -37,12 +38,6 @@ headers = { Authorization = "Bearer token" }
 [mcp.servers.git-2]
 command = "mcp-server-git"
 """
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def test_servers_parse_to_typed_objects_in_file_order(tmp_path: Path) -> None:

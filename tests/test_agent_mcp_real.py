@@ -14,11 +14,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from twisted.internet import reactor, task
+from twisted.internet import reactor
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import TestCase
 
@@ -29,6 +28,7 @@ from acpkit.errors import RPCError
 from acpkit.testing.modelserver import ScriptedModelServer
 from acpkit.testing.script import parse_script
 from tests.fixtures.agent.harness import RecordingClient
+from tests.helpers import free_port, wait_until
 from tests.real_peers import MCP_EVERYTHING, MCP_GIT, MCP_TIME, require_peer
 
 pytestmark = pytest.mark.process
@@ -36,16 +36,6 @@ pytestmark = pytest.mark.process
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TWISTD = ["-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
 MISBEHAVING = os.path.join(ROOT, "tests", "fixtures", "mcp_servers", "misbehaving_server.py")
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 60.0) -> None:
-    """Check ``condition`` every 50 ms of reactor time until it holds (fail after timeout)."""
-    waited = 0.0
-    while not condition():
-        if waited > timeout:
-            raise AssertionError("condition not met in time")
-        await task.deferLater(reactor, 0.05, lambda: None)
-        waited += 0.05
 
 
 def processes() -> list[tuple[int, int, int]]:
@@ -83,13 +73,6 @@ def server_groups_of(pid: int) -> set[int]:
 
 def group_alive(pgid: int) -> bool:
     return any(group == pgid for _, _, group in processes())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def toml_string(value: str) -> str:
@@ -316,7 +299,9 @@ class McpRealTests(TestCase):
             ), second
             statuses = [u["status"] for u in bob.client.tool_updates() if "status" in u]
             assert statuses.count("failed") == 2
-            await wait_until(lambda: "[mcp] crashy (stdio) stopped" in bob.agent.stderr_tail())
+            await wait_until(
+                lambda: "[mcp] crashy (stdio) stopped" in bob.agent.stderr_tail(), timeout=60.0
+            )
             assert bob.agent.stderr_tail().count("[mcp] crashy (stdio) stopped") == 1
 
         return ensureDeferred(run())
@@ -339,12 +324,12 @@ class McpRealTests(TestCase):
             assert bob.tool_messages() == [
                 "[slow__work: no answer from the MCP server slow in 1 s: the call was cancelled]"
             ]
-            await wait_until(lambda: bob.agent.stderr_tail().count("cancelled ") >= 1)
+            await wait_until(lambda: bob.agent.stderr_tail().count("cancelled ") >= 1, timeout=60.0)
             pending = ensureDeferred(bob.prompt())
-            await wait_until(lambda: len(bob.client.tool_updates()) >= 5)
+            await wait_until(lambda: len(bob.client.tool_updates()) >= 5, timeout=60.0)
             bob.conn.cancel(bob.sid)
             assert (await pending).stop_reason == schema.StopReason.CANCELLED
-            await wait_until(lambda: bob.agent.stderr_tail().count("cancelled ") >= 2)
+            await wait_until(lambda: bob.agent.stderr_tail().count("cancelled ") >= 2, timeout=60.0)
 
         return ensureDeferred(run())
 

@@ -26,7 +26,7 @@ from acpkit_agent.agent import BobAgent
 from acpkit_agent.banner import banner_lines, mcp_banner_lines
 from acpkit_agent.config import AgentConfig, ConfigError, parse_config, session_config
 from acpkit_agent.mcp_config import McpHttpServer, McpServerConfig, McpStdioServer
-from acpkit_agent.mcp_servers import McpServerSet, McpToolbox, client_server_configs
+from acpkit_agent.mcp_servers import TURN_WAIT, McpServerSet, McpToolbox, client_server_configs
 from acpkit_agent.mcp_tools import (
     MAX_MODEL_CHARS,
     McpTool,
@@ -591,6 +591,42 @@ def test_a_prompt_waits_for_servers_still_starting() -> None:
     h.pair.pump()
     h.pair.result(d)
     assert "s__t" in {spec.name for spec in engine.received[0].tools}
+
+
+def test_a_hung_server_is_said_and_the_turn_goes_on_without_it_after_the_wait() -> None:
+    """
+    A server that does not answer: the client is told at once that the turn waits for it;
+    after TURN_WAIT seconds the turn goes on without its tools (said too); once it has
+    started, the next turn has them.
+    """
+    starting: Deferred[Any] = Deferred()
+    h, _ = mcp_harness(
+        [{"chunks": ["first"]}, {"chunks": ["second"]}], [stdio("s")], Servers({"s": starting})
+    )
+    sid = h.start()
+    h.client.updates.clear()
+    d = h.prompt(sid, "q")
+    engine: Any = h.runtime.engine
+    assert engine.calls == 0
+    assert h.client.text() == "waiting for MCP server(s) s (stdio) to start...\n\n"
+    h.clock.advance(TURN_WAIT - 0.1)
+    assert engine.calls == 0
+    h.clock.advance(0.1)
+    h.pair.pump()
+    h.pair.result(d)
+    assert engine.calls == 1
+    assert not {spec.name for spec in engine.received[0].tools} & {"s__t"}
+    assert (
+        "MCP server(s) s (stdio) not ready after 5 s: this turn goes on without their tools"
+        in h.client.text()
+    )
+    assert h.client.text().endswith("first")
+    starting.callback(FakeClient([tool("t")]))
+    h.pair.pump()
+    h.client.updates.clear()
+    h.pair.result(h.prompt(sid, "again"))
+    assert "s__t" in {spec.name for spec in engine.received[1].tools}
+    assert h.client.text() == "second"
 
 
 def test_close_closes_every_server_and_gives_up_starting_ones() -> None:

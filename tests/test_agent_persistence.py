@@ -52,6 +52,11 @@ def agent(turns: list[dict[str, Any]] | None = None, **config: Any) -> Harness:
     return make_harness(engine, config=AgentConfig(**config))
 
 
+def session_files(cwd: Path) -> list[str]:
+    """The session files of ``cwd`` (not the lock files of attached sessions)."""
+    return sorted(name for name in os.listdir(cwd / SESSIONS) if name.endswith(".json"))
+
+
 def saved(cwd: Path, sid: str) -> dict[str, Any]:
     document: dict[str, Any] = json.loads((cwd / SESSIONS / f"{sid}.json").read_text())
     return document
@@ -130,10 +135,10 @@ def test_new_keeps_the_previous_conversation_under_a_new_id(tmp_path: Path) -> N
         h = agent([{"chunks": ["hi"]}])
         sid = h.start(str(tmp_path))
         h.raw_prompt(sid, "/new")
-        assert sorted(os.listdir(tmp_path / SESSIONS)) == [f"{sid}.json"]
+        assert session_files(tmp_path) == [f"{sid}.json"]
         h.raw_prompt(sid, "hello")
         h.raw_prompt(sid, "/new")
-    files = sorted(os.listdir(tmp_path / SESSIONS))
+    files = session_files(tmp_path)
     assert len(files) == 2
     kept = next(name[:-5] for name in files if name != f"{sid}.json")
     assert saved(tmp_path, kept)["history"][1:] == [
@@ -158,6 +163,7 @@ def test_atomic_write_failure_before_rename_keeps_the_good_file(tmp_path: Path) 
     assert os.listdir(path.parent) == ["a.json"]
 
 
+@pytest.mark.process
 def test_process_killed_between_write_and_rename_keeps_the_good_file(tmp_path: Path) -> None:
     """A process killed (SIGKILL) after writing the temporary file, before the rename."""
     path = tmp_path / "a.json"
@@ -377,7 +383,10 @@ def test_load_replays_the_saved_history(tmp_path: Path) -> None:
 
 
 def test_conversation_saved_by_one_agent_loads_in_another(tmp_path: Path) -> None:
-    """A turn with a tool call in agent A; agent B (new runtime) replays it the same way."""
+    """
+    A turn with a tool call in agent A; once A's connection ended, agent B (new runtime,
+    as another process) replays it the same way.
+    """
     (tmp_path / "a.txt").write_text("alpha\n")
     a = agent(
         [
@@ -391,6 +400,8 @@ def test_conversation_saved_by_one_agent_loads_in_another(tmp_path: Path) -> Non
     sid = a.start(str(tmp_path))
     a.raw_prompt(sid, "what is in a.txt?")
     live = a.client.tool_updates()
+    a.pair.close()  # while A holds the session, another process's load is refused
+    a.pair.advance(0)
     b = agent([])
     b.pair.result(b.pair.client.initialize())
     b.pair.result(

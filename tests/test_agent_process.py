@@ -11,11 +11,10 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from twisted.internet import reactor, task
+from twisted.internet import reactor
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.internet.protocol import ServerFactory
 from twisted.trial.unittest import TestCase
@@ -29,6 +28,7 @@ from acpkit.testing.script import parse_script
 from acpkit_agent.config import AgentConfig
 from acpkit_agent.tap import AgentService, build_runtime
 from tests.fixtures.agent.harness import RecordingClient
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.process
 
@@ -47,16 +47,6 @@ INIT = {
     "method": "initialize",
     "params": {"protocolVersion": 1, "clientCapabilities": {}},
 }
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    """Check ``condition`` every 20 ms of reactor time until it holds (fail after timeout)."""
-    waited = 0.0
-    while not condition():
-        if waited > timeout:
-            raise AssertionError("condition not met in time")
-        await task.deferLater(reactor, 0.02, lambda: None)
-        waited += 0.02
 
 
 def _close(conn: ClientConnection) -> None:
@@ -223,7 +213,9 @@ class OpenAIEngineFailureTests(TestCase):
             engine_settings={"base_url": base_url, "model": "scripted", "timeout": 5.0},
             context_window=1000,
         )
-        service = AgentService(build_runtime(config, reactor), "tcp:0:interface=127.0.0.1", reactor)
+        service = AgentService(
+            build_runtime(config, reactor), "tcp:0:interface=127.0.0.1", reactor, no_token=True
+        )
         service.startService()
         self.addCleanup(service.stopService)
         await wait_until(lambda: service.port is not None)

@@ -35,13 +35,8 @@ from tests.fixtures.agent.harness import (
     make_harness,
     scripted,
 )
-from tests.test_agent_process import ENV, TWISTD, wait_until
-
-
-def write(path: Path, text: str) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return str(path)
+from tests.helpers import wait_until, write
+from tests.test_agent_process import ENV, TWISTD
 
 
 @pytest.fixture
@@ -219,6 +214,7 @@ def test_malformed_project_file_refuses_the_session(root: Path) -> None:
 # -- a real process ----------------------------------------------------------------------
 
 
+@pytest.mark.process
 class ProcessCwdIsNotTheProjectTests(TestCase):
     """bob started in directory A serves a session in project B (an editor's launch)."""
 

@@ -24,13 +24,15 @@ from acpkit_agent.engines.openai import OpenAIEngine
 from acpkit_agent.session import (
     INTERRUPTED_TOOL_OUTPUT,
     LIVE_ID_KEY,
+    LIVE_KIND_KEY,
+    LIVE_TITLE_KEY,
     Session,
     repair_history,
     tool_results_of,
 )
 from acpkit_agent.store import session_to_document
 from tests.fixtures.agent.harness import Harness, make_harness, scripted
-from tests.test_agent_process import wait_until
+from tests.helpers import wait_until
 
 SESSIONS = Path(".acpkit") / "sessions"
 
@@ -44,6 +46,15 @@ def _empty_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def agent(turns: list[dict[str, Any]]) -> Harness:
     return make_harness(scripted({"turn": turns}), config=AgentConfig(sessions_enabled=True))
+
+
+def end(h: Harness) -> None:
+    """
+    End the connection (its sessions are detached): while it holds a session, a load by
+    another process (another runtime) is refused.
+    """
+    h.pair.close()
+    h.pair.advance(0)
 
 
 def load(h: Harness, sid: str, cwd: Path) -> None:
@@ -98,12 +109,61 @@ def test_replay_shows_the_live_ids_when_the_model_reuses_its_ids(tmp_path: Path)
         ("call_1_1", "call_1"),
         ("call_1_1", "call_2"),
     ]
+    end(a)
     b = agent([])
     load(b, sid, tmp_path)
     replayed = started_calls(b)
     assert [u["toolCallId"] for u in replayed] == live
     assert [u["rawOutput"]["output"] for u in replayed] == ["alpha\n", "beta\n"]
     assert [u["status"] for u in replayed] == ["completed", "completed"]
+
+
+def test_a_call_is_saved_with_the_title_and_kind_the_client_saw(tmp_path: Path) -> None:
+    """Each saved tool call holds the title and kind of its live ``tool_call``."""
+    (tmp_path / "a.txt").write_text("alpha\n")
+    a = agent([read_call("a.txt"), {"chunks": ["A."]}])
+    sid = a.start(str(tmp_path))
+    a.raw_prompt(sid, "read a")
+    (live,) = started_calls(a)
+    (call,) = [
+        call
+        for message in json.loads((tmp_path / SESSIONS / f"{sid}.json").read_text())["history"]
+        for call in message.get("tool_calls") or []
+    ]
+    assert (call[LIVE_TITLE_KEY], call[LIVE_KIND_KEY]) == (live["title"], live["kind"])
+
+
+def test_replay_uses_the_saved_title_and_kind_of_a_tool_not_known_yet(tmp_path: Path) -> None:
+    """
+    A session/load before bob's MCP servers listed their tools (here: no such server at
+    all) replays an MCP tool call with the title and kind the client saw live, not the
+    bare tool name as an ``execute`` call.
+    """
+    sid = "20260916-101530-4f2a9c1e"
+    call = {
+        "id": "m1",
+        "type": "function",
+        "function": {"name": "time__get_current_time", "arguments": '{"timezone": "UTC"}'},
+        LIVE_ID_KEY: "call_1",
+        LIVE_TITLE_KEY: 'time: get_current_time {"timezone": "UTC"}',
+        LIVE_KIND_KEY: "read",
+    }
+    write_session(
+        tmp_path,
+        sid,
+        [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "what time is it?"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "m1", "content": "12:00"},
+        ],
+    )
+    b = agent([])
+    load(b, sid, tmp_path)
+    (replayed,) = started_calls(b)
+    assert replayed["title"] == 'time: get_current_time {"timezone": "UTC"}'
+    assert replayed["kind"] == "read"
+    assert replayed["status"] == "completed"
 
 
 def test_replay_ids_are_unique_for_a_file_without_live_ids(tmp_path: Path) -> None:
@@ -136,6 +196,7 @@ def test_calls_after_a_load_never_repeat_a_replayed_id(tmp_path: Path) -> None:
     sid = a.start(str(tmp_path))
     a.raw_prompt(sid, "read")
     a.raw_prompt(sid, "again")
+    end(a)
     b = agent([read_call("a.txt", "m"), {"chunks": ["A."]}])
     load(b, sid, tmp_path)
     b.client.updates.clear()

@@ -81,6 +81,21 @@ def test_initialize_logs_client_and_elicitation() -> None:
     assert h.agent.elicitation_form is True
 
 
+def test_initialize_logs_the_negotiated_version() -> None:
+    """A client asking for a version bob does not speak: the log names the one answered."""
+    with captured_logs() as logs:
+        h = make_harness()
+        h.pair.result(
+            h.pair.client.protocol.request(
+                "initialize", {"protocolVersion": 7, "clientCapabilities": {}}
+            )
+        )
+    assert (
+        "[acp] initialize: client (unnamed client), protocol version 1 (the client asked for 7),"
+        " elicitation(form)=false"
+    ) in logs.acp()
+
+
 def test_title_absent_when_empty_and_name_from_config() -> None:
     """acp.title empty: agentInfo has no title; acp.name is agentInfo.name."""
     h = make_harness(config=AgentConfig(name="alice", title=""))

@@ -18,7 +18,8 @@ import tempfile
 import pytest
 from twisted.trial.unittest import TestCase
 
-from tests.test_agent_process import ENV, INIT, frames, process_gone, wait_until
+from tests.helpers import wait_until
+from tests.test_agent_process import ENV, INIT, frames, process_gone
 
 pytestmark = pytest.mark.process
 

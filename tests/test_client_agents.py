@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from twisted.internet import reactor
 from twisted.trial.unittest import TestCase
 from zope.interface import implementer
@@ -47,6 +48,7 @@ class AgentRunTests(TestCase):
     def setUp(self) -> None:
         self.root = Path(tempfile.mkdtemp())
 
+    @pytest.mark.process
     async def test_start_prompt_stop(self) -> None:
         """A real agent starts in its cwd, answers a prompt, and stops; states are notified."""
         (self.root / "sub").mkdir()
@@ -61,6 +63,7 @@ class AgentRunTests(TestCase):
         self.assertEqual(states.seen, [AgentState.STARTING, AgentState.READY, AgentState.STOPPED])
         self.assertEqual(window.run.problems, [])
 
+    @pytest.mark.process
     async def test_death_is_reported_with_exit_status_and_stderr(self) -> None:
         """An agent dying mid-turn fails the turn; status shows exit status and stderr tail."""
         window = AgentWindow(entry("crash"), str(self.root))
@@ -75,6 +78,7 @@ class AgentRunTests(TestCase):
         self.assertIn("tiny: something broke", text)
         await window.close()
 
+    @pytest.mark.process
     async def test_unknown_version_closes_and_reports(self) -> None:
         """A real agent answering protocol version 99 is refused; the status says why."""
         window = AgentWindow(entry("version"), str(self.root))

@@ -364,6 +364,7 @@ def test_an_unresolved_mention_is_not_sent(tmp_path: Path) -> None:
     assert "--mentions-as-text" in err
 
 
+@pytest.mark.process
 def test_mentions_as_text_and_plain_words_go_on(tmp_path: Path) -> None:
     """
     ``--mentions-as-text`` lets such a prompt through; an @word that is no path

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import ProcessProtocol
@@ -117,6 +118,7 @@ class SignalledAsk(ProcessProtocol):
         self.done.callback(Ended(getattr(reason.value, "exitCode", None), self.out, self.err))
 
 
+@pytest.mark.process
 class AskSignalTests(TestCase):
     """``ask`` on the long-tool agent, signalled."""
 

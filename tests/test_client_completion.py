@@ -18,6 +18,7 @@ from acpkit_client.completion import (
     find_mentions,
     is_complete_command,
     mention_completions,
+    shown_hint,
     slash_completions,
     split_prompt,
     walk_project,
@@ -67,6 +68,26 @@ def test_slash_detail_has_description_and_hint() -> None:
         "Manage webhooks",
         "<goal>",
     ]
+
+
+@pytest.mark.parametrize(
+    ("hint", "shown"),
+    [
+        ("query", "<query>"),
+        ("<description>", "<description>"),
+        ("<<x>>", "<x>"),
+        ("", ""),
+        ("  ", ""),
+        ("<>", ""),
+        (None, ""),
+    ],
+)
+def test_a_hint_is_shown_once_between_chevrons(hint: str | None, shown: str) -> None:
+    """Chevrons the agent already wrote are not doubled; an empty hint shows no ``<>``."""
+    assert shown_hint(hint) == shown
+    completions = slash_completions("/d", 2, [CommandInfo("do", "Do it", hint)])
+    assert completions is not None
+    assert completions[0].detail == ("Do it " + shown).strip()
 
 
 def test_slash_trailing_space_only_with_input() -> None:

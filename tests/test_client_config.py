@@ -30,6 +30,7 @@ from acpkit_client.starter import (
     starter_text,
     toml_string,
 )
+from tests.helpers import write
 
 SEED_EXAMPLE = """\
 [[agent]]
@@ -49,13 +50,6 @@ args    = ["agent", "serve", "acp", ".acpkit/agent.yaml"]
 [agent.env]
 TELEMETRY_ENABLED = "false"
 """
-
-
-def write(path: Path, text: str) -> str:
-    """Write ``text`` to ``path`` (creating parents) and return the path as a string."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 def agent_block(name: str, command: str = "run-agent", **extra: str) -> str:
@@ -398,6 +392,7 @@ def test_builtin_reference_agent() -> None:
     assert builtin_reference_agent().command == sys.executable
 
 
+@pytest.mark.process
 def test_builtin_reference_agent_reaches_twistd() -> None:
     """The built-in command line really runs twistd's option parser (checked with --help)."""
     import subprocess

@@ -9,15 +9,12 @@ import pytest
 from acpkit import schema
 from acpkit.errors import InvalidParams, ResourceNotFound
 from acpkit_client.fs import FileAccess, OverlayBufferProvider, select_lines
+from tests.helpers import write_through
 
 
 def read(access: FileAccess, path: str, line: int | None = None, limit: int | None = None) -> str:
     request = schema.ReadTextFileRequest(session_id="s", path=path, line=line, limit=limit)
     return access.read_text_file(request).content
-
-
-def write(access: FileAccess, path: str, content: str) -> None:
-    access.write_text_file(schema.WriteTextFileRequest(session_id="s", path=path, content=content))
 
 
 @pytest.fixture
@@ -56,7 +53,7 @@ def test_relative_path_is_refused(root: Path) -> None:
         read(access, "five.txt")
     assert "absolute" in str(info.value) and info.value.code == -32602
     with pytest.raises(InvalidParams):
-        write(access, "new.txt", "x")
+        write_through(access, "new.txt", "x")
 
 
 def test_a_nul_character_in_the_path_is_invalid_params(root: Path) -> None:
@@ -70,7 +67,7 @@ def test_a_nul_character_in_the_path_is_invalid_params(root: Path) -> None:
                 if content is None:
                     read(access, str(root / name))
                 else:
-                    write(access, str(root / name), content)
+                    write_through(access, str(root / name), content)
             assert info.value.code == -32602
             assert info.value.data["path"] == "$.params.path"
             assert "NUL character" in info.value.data["reason"]
@@ -88,7 +85,7 @@ def test_outside_root_is_refused_unless_widened(root: Path, tmp_path: Path) -> N
     with pytest.raises(InvalidParams):
         read(access, str(root / ".." / "secret.txt"))
     with pytest.raises(InvalidParams):
-        write(access, str(tmp_path / "evil.txt"), "x")
+        write_through(access, str(tmp_path / "evil.txt"), "x")
     assert not (tmp_path / "evil.txt").exists()
     wide = FileAccess([str(root)], allow_outside_roots=True)
     assert read(wide, str(outside)) == "secret"
@@ -134,9 +131,9 @@ def test_write_creates_file_and_parents(root: Path) -> None:
     """Writing creates a missing file (and its missing directories) and replaces text."""
     access = FileAccess([str(root)])
     target = root / "sub" / "new.txt"
-    write(access, str(target), "hello\n")
+    write_through(access, str(target), "hello\n")
     assert target.read_text(encoding="utf-8") == "hello\n"
-    write(access, str(target), "again")
+    write_through(access, str(target), "again")
     assert target.read_text(encoding="utf-8") == "again"
 
 
@@ -146,6 +143,6 @@ def test_buffers_first(root: Path) -> None:
     buffers = OverlayBufferProvider({path: ("edited\n", True)})
     access = FileAccess([str(root)], buffers)
     assert read(access, path) == "edited\n"
-    write(access, path, "from agent\n")
+    write_through(access, path, "from agent\n")
     assert buffers.open_buffers[path] == ("from agent\n", True)
     assert (root / "five.txt").read_text(encoding="utf-8") == "1\n2\n3\n4\n5\n"

@@ -11,15 +11,15 @@ from acpkit import schema
 from acpkit.errors import InvalidParams
 from acpkit.testing.pair import connected_pair
 from acpkit_client.fs import FileAccess, OverlayBufferProvider, protected_write_reason
-
-
-def write(access: FileAccess, path: str, content: str = "x") -> None:
-    access.write_text_file(schema.WriteTextFileRequest(session_id="s", path=path, content=content))
+from tests.helpers import write_through
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    project = tmp_path / "p"
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # A short path: the refusal's reason is clipped at 200 characters, path included, and
+    # the tests look for its last words (a test-named directory under an xdist worker's
+    # temporary directory made the path long enough to cut them).
+    project = tmp_path_factory.mktemp("p")
     (project / ".git" / "hooks").mkdir(parents=True)
     (project / ".acpkit").mkdir()
     (project / ".acpkit" / "acp.toml").write_text("[agents]\n", encoding="utf-8")
@@ -47,7 +47,7 @@ def test_writes_to_protected_files_are_refused_by_default(root: Path, relative: 
     target = root / relative
     before = target.read_bytes() if target.exists() else None
     with pytest.raises(InvalidParams) as caught:
-        write(access, str(target), "evil")
+        write_through(access, str(target), "evil")
     error = caught.value
     assert error.code == -32602
     assert error.data["path"] == "$.params.path"
@@ -62,9 +62,9 @@ def test_symlink_to_a_protected_file_is_refused(root: Path) -> None:
     os.symlink(root / ".git" / "hooks" / "pre-commit", root / "innocent.sh")
     os.symlink(root / ".acpkit", root / "settings")
     with pytest.raises(InvalidParams):
-        write(access, str(root / "innocent.sh"))
+        write_through(access, str(root / "innocent.sh"))
     with pytest.raises(InvalidParams):
-        write(access, str(root / "settings" / "acp.toml"))
+        write_through(access, str(root / "settings" / "acp.toml"))
     assert not (root / ".git" / "hooks" / "pre-commit").exists()
 
 
@@ -74,7 +74,7 @@ def test_open_buffers_of_protected_files_are_refused_too(root: Path) -> None:
     buffers = OverlayBufferProvider({path: ("[agents]\n", False)})
     access = FileAccess([str(root)], buffers)
     with pytest.raises(InvalidParams):
-        write(access, path, "evil")
+        write_through(access, path, "evil")
     assert buffers.open_buffers[path] == ("[agents]\n", False)
 
 
@@ -82,19 +82,20 @@ def test_ordinary_files_and_look_alikes_are_written(root: Path) -> None:
     """Other files, also ones with similar names, are written as before; reads work."""
     access = FileAccess([str(root)])
     for relative in ["src/a.py", ".acpkit/notes.md", "git/hooks/x", ".github/hooks/y", "hooks"]:
-        write(access, str(root / relative), "ok")
+        write_through(access, str(root / relative), "ok")
         assert (root / relative).read_text(encoding="utf-8") == "ok"
     content = access.read_text_file(
         schema.ReadTextFileRequest(session_id="s", path=str(root / ".acpkit" / "acp.toml"))
     ).content
     assert content == "[agents]\n"
-    assert protected_write_reason(str(root / ".git" / "hooksx")) is None
+    for look_alike in (".gitx/hooks/a", ".gitignore", "git/config", ".github/hooks/b"):
+        assert protected_write_reason(str(root / look_alike)) is None
 
 
 def test_allow_protected_writes_lets_them_through(root: Path) -> None:
     """FileAccess(allow_protected_writes=True) writes protected files as asked."""
     access = FileAccess([str(root)], allow_protected_writes=True)
-    write(access, str(root / ".git" / "hooks" / "pre-commit"), "#!/bin/sh\n")
+    write_through(access, str(root / ".git" / "hooks" / "pre-commit"), "#!/bin/sh\n")
     assert (root / ".git" / "hooks" / "pre-commit").read_text(encoding="utf-8") == "#!/bin/sh\n"
 
 

@@ -131,6 +131,7 @@ def test_no_junk_no_note(tmp_path: Path) -> None:
 # -- ask, on real processes ---------------------------------------------------------------
 
 
+@pytest.mark.process
 class AskJunkTests(TestCase):
     """``ask`` (without -v) on an agent writing junk on its stdout."""
 
@@ -143,7 +144,7 @@ class AskJunkTests(TestCase):
         blocks = [
             f'[[agent]]\nname = "{mode}"\ncommand = "{sys.executable}"\n'
             f'args = ["{FIXTURE}", "{mode}"]\nenv = {{ PYTHONPATH = "{REPO}" }}\n'
-            for mode in ("usage", "banner", "crash")
+            for mode in ("usage", "banner", "crash", "oversized")
         ]
         (self.project / ".acpkit" / "acp.toml").write_text("\n".join(blocks), encoding="utf-8")
 
@@ -192,3 +193,16 @@ class AskJunkTests(TestCase):
         self.assertIn("x…'", text)
         self.assertNotIn("x" * (JUNK_SHOWN + 1), text)
         self.assertGreater(LONG, JUNK_SHOWN)
+
+    async def test_a_message_over_the_size_limit_is_said(self) -> None:
+        """
+        A message over the line limit is dropped (what the agent said around it is
+        printed), and ``ask`` says so on stderr instead of staying silent.
+        """
+        out, err, code = await self.ask("oversized")
+        self.assertEqual((code, out), (cli.EXIT_OK, b"before after\n"), err)
+        self.assertIn(
+            b"acpkit-client: warning: the agent sent 1 message over the size limit "
+            b"(67,108,864 bytes): dropped unread, so what it said may be incomplete\n",
+            err,
+        )

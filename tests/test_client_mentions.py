@@ -7,6 +7,7 @@ mention with the widget-level harness of the terminal UI.
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -16,9 +17,11 @@ import pytest
 from twisted.internet.defer import Deferred
 
 from acpkit import schema
+from acpkit_client import cli
 from acpkit_client.completion import walk_project
 from acpkit_client.project_files import ProjectFiles, list_project_files
-from acpkit_client.prompt import build_prompt, unresolved_mentions
+from acpkit_client.prompt import build_prompt, unlisted_mentions, unresolved_mentions
+from tests.helpers import write
 from tests.test_tui_window import Harness
 
 NEEDS_GIT = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -26,19 +29,13 @@ NEEDS_GIT = pytest.mark.skipif(shutil.which("git") is None, reason="git is not i
 BUTTON = "src/components/Button.tsx"
 
 
-def write(root: Path, path: str, text: str = "x\n") -> None:
-    target = root / path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
-
-
 def node_project(root: Path) -> None:
     """A project whose ignored ``node_modules`` holds 6,000 files, more than the old
     walk's 5,000 limit, and sorts before ``src``."""
-    write(root, ".gitignore", "node_modules/\n*.log\n")
-    write(root, "README.md", "# app\n")
-    write(root, BUTTON, "export const Button = () => null;\n")
-    write(root, "debug.log")
+    write(root / ".gitignore", "node_modules/\n*.log\n")
+    write(root / "README.md", "# app\n")
+    write(root / BUTTON, "export const Button = () => null;\n")
+    write(root / "debug.log")
     for package in range(60):
         folder = root / "node_modules" / f"pkg{package:02d}"
         folder.mkdir(parents=True)
@@ -56,13 +53,14 @@ def git(root: Path, *args: str) -> None:
     )
 
 
+@pytest.mark.process
 @NEEDS_GIT
 def test_in_a_git_repository_the_list_is_what_git_sees(tmp_path: Path) -> None:
     """In a git work tree the list holds tracked files and untracked ones that are not
     ignored; an ignored node_modules of 6,000 files does not hide the project's own files;
     a tracked file deleted from the disk is left out."""
     node_project(tmp_path)
-    write(tmp_path, "gone.txt")
+    write(tmp_path / "gone.txt")
     git(tmp_path, "init", "-q")
     git(tmp_path, "add", "README.md", ".gitignore", "gone.txt")
     (tmp_path / "gone.txt").unlink()
@@ -71,6 +69,7 @@ def test_in_a_git_repository_the_list_is_what_git_sees(tmp_path: Path) -> None:
     assert set(listing.files) == {".gitignore", "README.md", BUTTON}
 
 
+@pytest.mark.process
 @NEEDS_GIT
 def test_in_a_subdirectory_of_a_repository_paths_are_relative_to_it(tmp_path: Path) -> None:
     """A project root inside a repository lists its own files, relative to itself."""
@@ -80,14 +79,15 @@ def test_in_a_subdirectory_of_a_repository_paths_are_relative_to_it(tmp_path: Pa
     assert listing.source == "git" and listing.files == ("components/Button.tsx",)
 
 
+@pytest.mark.process
 def test_without_git_the_gitignore_files_are_honoured(tmp_path: Path) -> None:
     """Outside a git work tree (or with git missing) the walk honours each directory's
     .gitignore with git's rules: ignored directories are not entered, a deeper file's
     negation wins."""
     node_project(tmp_path)
-    write(tmp_path, "src/gen/out.js")
-    write(tmp_path, "src/gen/keep.js")
-    write(tmp_path, "src/.gitignore", "gen/*\n!gen/keep.js\n")
+    write(tmp_path / "src/gen/out.js")
+    write(tmp_path / "src/gen/keep.js")
+    write(tmp_path / "src/.gitignore", "gen/*\n!gen/keep.js\n")
     for git_command in (None, str(tmp_path / "no-such-git"), "git"):
         listing = list_project_files(str(tmp_path), git=git_command)
         assert listing.source == "walk"
@@ -104,8 +104,8 @@ def test_without_git_the_gitignore_files_are_honoured(tmp_path: Path) -> None:
 def test_a_cut_list_says_so_and_keeps_the_files_nearest_the_root(tmp_path: Path) -> None:
     """Past the limit the list is cut, the shallow files kept, and it says it was cut."""
     for number in range(30):
-        write(tmp_path, f"deep/f{number:02d}.txt")
-    write(tmp_path, "top.txt")
+        write(tmp_path / f"deep/f{number:02d}.txt")
+    write(tmp_path / "top.txt")
     listing = list_project_files(str(tmp_path), max_files=10, git=None)
     assert listing.cut and len(listing.files) == 10 and listing.files[0] == "top.txt"
     assert not list_project_files(str(tmp_path), max_files=31, git=None).cut
@@ -115,7 +115,7 @@ def test_unresolved_mentions_are_the_path_like_words_naming_no_file(tmp_path: Pa
     """``@`` words that look like paths but name no file are unresolved; files on the disk
     (ignored ones too), decorators, e-mail addresses and names are not."""
     node_project(tmp_path)
-    write(tmp_path, "node_modules/pkg00/index.js")
+    write(tmp_path / "node_modules/pkg00/index.js")
     text = (
         "fix @src/components/Buton.tsx, see @README.md. and @node_modules/pkg00/index.js; "
         "ping @bob about @property, mail bob@example.com, and @docs/missing.md"
@@ -142,6 +142,7 @@ def ui(tmp_path: Path) -> Harness:
     return Harness(tmp_path)
 
 
+@pytest.mark.process
 def test_the_window_refuses_an_unresolved_mention_and_sends_on_a_second_enter(
     ui: Harness,
 ) -> None:
@@ -159,6 +160,7 @@ def test_the_window_refuses_an_unresolved_mention_and_sends_on_a_second_enter(
     ]
 
 
+@pytest.mark.process
 def test_the_window_sends_a_resolved_mention_as_a_file(ui: Harness) -> None:
     """A typed path to a project file (no list taken) is sent as a file block at once."""
     ui.open()
@@ -179,3 +181,63 @@ def test_the_list_is_filled_when_the_listing_arrives(ui: Harness) -> None:
     pending.callback(ProjectFiles(files=(BUTTON,), cut=True))
     screen = ui.screen()
     assert BUTTON in screen and "the @ list holds the first 1 files" in screen
+
+
+def test_a_text_file_of_unknown_type_is_sent_as_text_plain(tmp_path: Path) -> None:
+    """A mentioned file whose name says nothing of its type gets ``text/plain`` when its
+    content is text, and no type when it is not (as a link and embedded alike)."""
+    write(tmp_path / "settings.cfg", "answer = 42\n")
+    (tmp_path / "blob.dat").write_bytes(b"\x00\x01\xff")
+    link = build_prompt("@settings.cfg and @blob.dat", str(tmp_path), [])[0]
+    assert isinstance(link, schema.ResourceLinkContentBlock)
+    assert link.mime_type == "text/plain"
+    blocks = build_prompt("@blob.dat", str(tmp_path), [])
+    assert isinstance(blocks[0], schema.ResourceLinkContentBlock)
+    assert blocks[0].mime_type is None
+    caps = schema.AgentCapabilities(
+        prompt_capabilities=schema.PromptCapabilities(embedded_context=True)
+    )
+    (embedded,) = build_prompt("@settings.cfg", str(tmp_path), [], caps)
+    assert isinstance(embedded, schema.EmbeddedResourceContentBlock)
+    assert embedded.resource.mime_type == "text/plain"
+
+
+def test_unlisted_mentions_are_files_on_the_disk_outside_the_list(tmp_path: Path) -> None:
+    """A typed ``@.env`` that the @ list (what git sees) does not hold is unlisted."""
+    write(tmp_path / ".gitignore", ".env\n")
+    write(tmp_path / ".env", "TOKEN=secret\n")
+    write(tmp_path / "README.md", "# app\n")
+    files = walk_project(str(tmp_path))
+    assert ".env" not in files
+    assert unlisted_mentions("see @.env and @README.md", str(tmp_path), files) == ["@.env"]
+
+
+@pytest.mark.process
+def test_the_window_asks_before_sending_an_ignored_file(ui: Harness) -> None:
+    """Enter on a prompt naming an ignored file (``.env``) sends nothing: a notice says the
+    whole file would go to the agent; Enter again sends it."""
+    write(ui.root / ".env", "TOKEN=secret\n")
+    write(ui.root / ".gitignore", "node_modules/\n*.log\n.env\n")
+    ui.open()
+    ui.type("read @.env")
+    ui.press("esc", "enter")
+    assert ui.agents[0].prompts == []
+    assert ui.input_text == "read @.env"
+    assert "@.env: not in the @ list (git ignores it)" in ui.screen()
+    ui.press("enter")
+    blocks = ui.agents[0].prompts[0].prompt
+    assert isinstance(blocks[1], schema.EmbeddedResourceContentBlock)
+    assert blocks[1].resource.uri.endswith("/.env")
+
+
+@pytest.mark.process
+def test_ask_says_when_it_sends_an_ignored_file(tmp_path: Path) -> None:
+    """``ask`` names on stderr a mentioned file that git ignores (its text is sent)."""
+    write(tmp_path / ".gitignore", ".env\n")
+    write(tmp_path / ".env", "TOKEN=secret\n")
+    err = io.StringIO()
+    cli._note_unlisted_mentions("read @.env", str(tmp_path), err)
+    assert err.getvalue() == (
+        "acpkit-client: note: @.env is not in the project's file list (git ignores it): "
+        "the whole file is sent to the agent\n"
+    )

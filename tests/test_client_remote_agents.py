@@ -26,7 +26,7 @@ from acpkit_client import cli
 from acpkit_client.agents import AgentRun, AgentStartError, AgentState
 from acpkit_client.config import AgentsFileError, parse_agents_text
 from acpkit_client.status import agent_lines
-from tests.test_remote_connect import free_port
+from tests.helpers import refused_port
 from tests.test_remote_http_client import FakeAcpServer, scripted_agent, start_sdk_server
 
 ROOT = Path(__file__).parent.parent
@@ -156,7 +156,7 @@ class UnreachableTests(TestCase):
 
     async def test_http_agent_unreachable(self) -> None:
         """Over HTTP the failure comes with initialize: the URL and the reason."""
-        port = free_port()
+        port = refused_port(self.addCleanup)
         (entry,) = parse_agents_text(
             FILE, f'[[agent]]\nname = "far"\nurl = "http://127.0.0.1:{port}/acp"\n'
         )
@@ -170,16 +170,19 @@ class UnreachableTests(TestCase):
         self.assertEqual(run.state, AgentState.FAILED)
 
     async def test_ws_agent_unreachable(self) -> None:
-        """Over WebSocket connecting fails: 'cannot connect to <url>'."""
-        port = free_port()
+        """Over WebSocket connecting fails: 'cannot connect to <url>: <why>', said once."""
+        port = refused_port(self.addCleanup)
         (entry,) = parse_agents_text(
             FILE, f'[[agent]]\nname = "far"\nurl = "ws://127.0.0.1:{port}/acp"\n'
         )
         run = AgentRun(entry, "/tmp")
         with self.assertRaises(AgentStartError) as caught:
             await run.connect(reactor, Client())
-        self.assertIn(f"cannot connect to ws://127.0.0.1:{port}/acp", str(caught.exception))
-        self.assertEqual(run.problems, [str(caught.exception)])
+        message = str(caught.exception)
+        self.assertIn(f"cannot connect to ws://127.0.0.1:{port}/acp: ", message)
+        self.assertNotIn("could not connect", message)
+        self.assertEqual(message.count(f"127.0.0.1:{port}"), 1, message)
+        self.assertEqual(run.problems, [message])
 
 
 class LifetimeTests(TestCase):

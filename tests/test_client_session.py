@@ -199,11 +199,27 @@ def test_agent_going_away_fails_the_turn(tmp_path: Path) -> None:
     assert window.conversation.last_stop.startswith("error:")
 
 
-def test_elicitation_is_refused(tmp_path: Path) -> None:
-    """An elicitation gets an error: this client cannot ask for structured input."""
-    window, _pair, _agents = open_window(tmp_path)
-    with pytest.raises(RPCError, match="elicitation"):
-        window.create_elicitation(object())
+def test_an_elicitation_without_a_form_prompt_is_declined(tmp_path: Path) -> None:
+    """
+    Without a form prompt an elicitation is answered ``decline`` (the RFD's answer for
+    a request the user does not take), not an error.
+    """
+    from acpkit import codec, schema
+
+    window, pair, _agents = open_window(tmp_path)
+    start(window, pair)
+    request = codec.decode(
+        schema.CreateElicitationRequestUrl,
+        {
+            "sessionId": "s1",
+            "mode": "url",
+            "message": "log in",
+            "url": "https://x.test/",
+            "elicitationId": "e1",
+        },
+    )
+    answer = pair.result(Deferred.fromCoroutine(window.create_elicitation(request)))
+    assert codec.encode(answer) == {"action": "decline"}
 
 
 def test_fs_for_another_session_is_refused(tmp_path: Path) -> None:

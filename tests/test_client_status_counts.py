@@ -41,9 +41,8 @@ def test_the_project_file_as_user_file_is_read_once(tmp_path: Path) -> None:
 
 #: Lines an agent might send for updates that the connection cannot read as a message.
 UNDECODABLE_UPDATE_LINES = [
-    # not UTF-8
-    b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":'
-    b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"caf\xe9"}}}}',
+    # not UTF-8, and not JSON once repaired
+    b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{\xe9',
     # cut short: not JSON
     b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{',
     # no "jsonrpc": "2.0"
@@ -85,3 +84,40 @@ def test_oversized_lines_are_read_from_the_core_when_it_counts_them(tmp_path: Pa
     assert "  dropped lines: 2 undecodable, 3 oversized" in agent_lines(run)
     run.connection = SimpleNamespace(protocol=object())  # type: ignore[assignment]
     assert "  dropped lines: 0 undecodable, 0 oversized" in agent_lines(run)
+
+
+def test_a_message_with_invalid_utf8_is_kept_and_counted(tmp_path: Path) -> None:
+    """
+    An agent message chunk with a byte that is not UTF-8 is shown with U+FFFD in its
+    place (not dropped whole), and Agent status counts it.
+    """
+    window, pair, _agents = open_window(tmp_path)
+    start(window, pair)
+    assert not [line for line in agent_lines(window.run) if "invalid UTF-8" in line]
+    pair.client.protocol.dataReceived(
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":'
+        b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"caf\xe9 ok"}}}}\n'
+    )
+    pair.pump()
+    texts = [entry.text for entry in window.conversation.entries if hasattr(entry, "text")]
+    assert "caf\ufffd ok" in texts, texts
+    lines = agent_lines(window.run, window.conversation)
+    assert "  invalid UTF-8: 1 line(s) kept, bad bytes shown as \ufffd" in lines
+    assert "  dropped lines: 0 undecodable, 0 oversized" in lines
+
+
+def test_the_window_says_what_was_dropped(tmp_path: Path) -> None:
+    """``dropped_note`` sums up the dropped and repaired messages in one sentence."""
+    window, pair, _agents = open_window(tmp_path)
+    start(window, pair)
+    assert window.dropped_note() is None
+    pair.client.protocol.framing.MAX_LENGTH = 100
+    pair.client.protocol.dataReceived(
+        b'{"jsonrpc":"2.0","method":"x","params":"' + b"y" * 200 + b'"}\n'
+    )
+    pair.client.protocol.dataReceived(b"not json\n")
+    pair.pump()
+    assert window.dropped_note() == (
+        "the agent sent 1 message over the size limit (100 bytes) and 1 line that are not "
+        "ACP messages: dropped unread, so what it said may be incomplete"
+    )

@@ -16,13 +16,14 @@ from jsonschema import Draft202012Validator
 from acpkit import schema, unstable
 from acpkit.codec import DecodeError, converter, decode, decode_json, encode, encode_json
 from acpkit.testing import strategies
+from tests.helpers import examples
 
 SCHEMAS = Path(schema.__file__).parent / "schemas" / "v1"
 STABLE_DOC = json.loads((SCHEMAS / "schema.json").read_text(encoding="utf-8"))
 UNSTABLE_DOC = json.loads((SCHEMAS / "schema.unstable.json").read_text(encoding="utf-8"))
 
 # Round-trips per class: a fifth of the profile's examples (200+ classes per module).
-EXAMPLES = max(5, settings().max_examples // 5)
+EXAMPLES = examples(1 / 5)
 
 
 def _model_classes(module: Any) -> list[type]:
@@ -98,7 +99,7 @@ def test_stable_round_trip(cls: type, data: st.DataObject) -> None:
 
 
 @pytest.mark.parametrize("cls", UNSTABLE_CLASSES, ids=lambda c: c.__name__)
-@settings(max_examples=max(3, EXAMPLES // 2))
+@settings(max_examples=examples(1 / 10))
 @given(data=st.data())
 def test_unstable_round_trip(cls: type, data: st.DataObject) -> None:
     """Every unstable class round-trips and validates against the unstable schema."""

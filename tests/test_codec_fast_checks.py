@@ -17,6 +17,7 @@ from acpkit import codec, schema, unstable
 from acpkit.codec import DecodeError, decode, encode
 from acpkit.mcp import schema as mcp_schema
 from acpkit.testing.strategies import for_type
+from tests.helpers import examples
 
 CASES: list[tuple[type, dict[str, Any]]] = [
     (schema.TextContentBlock, {"type": "text", "text": "hi"}),
@@ -117,7 +118,7 @@ def test_twin_made_instances_are_the_real_class() -> None:
         decoded.name = "m"  # type: ignore[misc]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(10 / 3), deadline=None)
 @given(st.data())
 def test_fast_hooks_agree_with_cattrs_generated_ones(data: st.DataObject) -> None:
     """For any generated model and any JSON value built from its own encoded examples

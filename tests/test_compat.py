@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from twisted.internet import process as process_module
@@ -126,6 +127,7 @@ def test_flush_writer_without_the_internals_leaves_it_to_the_reactor() -> None:
 # -- Process.pipes ------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_process_has_pipes() -> None:
     """``twisted.internet.process.Process`` still keeps its descriptors in ``pipes``."""
     from twisted.internet import reactor
@@ -184,9 +186,102 @@ def test_twist_runner_used_by_the_twistd_test_exists() -> None:
     assert callable(Twist.main)
 
 
+def test_endpoint_arguments_reads_what_server_from_string_reads() -> None:
+    """``endpoints._parse`` exists: a server endpoint string's positional and keyword
+    arguments, escapes undone; a string it cannot split is a ValueError."""
+    args, kwargs = compat.endpoint_arguments(r"tcp:8765:interface=\:\:1:backlog=5")
+    assert args == ["tcp", "8765"]
+    assert kwargs == {"interface": "::1", "backlog": "5"}
+    assert compat.endpoint_arguments("unix:/tmp/s:mode=600") == (
+        ["unix", "/tmp/s"],
+        {"mode": "600"},
+    )
+
+
+def test_endpoint_arguments_without_the_parser_is_a_clear_error(monkeypatch: Any) -> None:
+    """Without ``endpoints._parse`` no guess is made: the error names it."""
+    from twisted.internet import endpoints
+
+    monkeypatch.delattr(endpoints, "_parse")
+    with pytest.raises(compat.TwistedInternalsChanged, match=r"endpoints\._parse"):
+        compat.endpoint_arguments("tcp:0")
+
+
+def test_http_pool_has_its_factory_class() -> None:
+    """``HTTPConnectionPool._factory`` exists: the quiet pool's factories are not noisy."""
+    from twisted.web.client import HTTPConnectionPool
+
+    assert isinstance(HTTPConnectionPool._factory, type)
+    pool = compat.quiet_http_pool(MemoryReactor(), persistent=False)
+    assert isinstance(pool, HTTPConnectionPool)
+    assert issubclass(pool._factory, HTTPConnectionPool._factory)
+    assert pool._factory.noisy is False
+    assert pool.persistent is False
+
+
+def test_quiet_http_pool_logs_no_factory_lines() -> None:
+    """A connection of the quiet pool logs no "Starting factory" / "Stopping factory"."""
+    from tests.fixtures.agent.harness import captured_logs
+
+    with captured_logs() as logs:
+        pool = compat.quiet_http_pool(MemoryReactor(), persistent=False)
+        factory = pool._factory(lambda _: None, "endpoint")
+        factory.doStart()
+        factory.doStop()
+    assert logs.lines == []
+
+
+def test_quiet_http_pool_without_the_attribute_is_the_stock_pool(monkeypatch: Any) -> None:
+    """A Twisted without ``_factory``: the stock pool (noisy, never wrong)."""
+    from twisted.web import client
+
+    class Bare:
+        def __init__(self, reactor: Any, persistent: bool) -> None:
+            self.persistent = persistent
+
+    monkeypatch.setattr(client, "HTTPConnectionPool", Bare)
+    pool = compat.quiet_http_pool(MemoryReactor(), persistent=True)
+    assert isinstance(pool, Bare) and not hasattr(pool, "_factory")
+
+
+def test_an_http_channel_knows_the_path_of_the_request_it_reads() -> None:
+    """``HTTPChannel._path`` holds the request line's target while the head is read."""
+    from twisted.internet.testing import StringTransport
+    from twisted.web.http import HTTPChannel, Request
+
+    seen: list[bytes | None] = []
+
+    class Recording(Request):
+        def gotLength(self, length: int | None) -> None:
+            seen.append(compat.http_request_path(self.channel))
+            super().gotLength(length)
+
+    channel = HTTPChannel()
+    channel.requestFactory = Recording
+    channel.makeConnection(StringTransport())
+    channel.dataReceived(b"GET /healthz?x=1 HTTP/1.1\r\nHost: h\r\n\r\n")
+    assert seen == [b"/healthz"]
+
+
+def test_http_request_path_without_the_attribute_is_none() -> None:
+    """Another channel (HTTP/2's, a test's): no path, no guess."""
+    assert compat.http_request_path(object()) is None
+
+
 def test_no_private_twisted_import_outside_compat() -> None:
     """Only ``acpkit/compat.py`` names a private Twisted module or attribute."""
-    private = ("_posixstdio", "._writer", "_tempDataLen", "_writeDisconnecting", "._tokens")
+    private = (
+        "_posixstdio",
+        "._writer",
+        "_tempDataLen",
+        "_writeDisconnecting",
+        "._tokens",
+        "endpoints import _parse",
+        "endpoints._parse",
+        "._factory",
+        "_HTTP11ClientFactory",
+        '"_path"',
+    )
     offenders = []
     for package in ("acpkit", "acpkit_agent", "acpkit_client"):
         for path in (ROOT / package).rglob("*.py"):
@@ -197,6 +292,7 @@ def test_no_private_twisted_import_outside_compat() -> None:
     assert offenders == []
 
 
+@pytest.mark.process
 def test_compat_imports_no_pygments() -> None:
     """``acpkit.compat`` is part of the core: importing it does not import Pygments."""
     done = subprocess.run(

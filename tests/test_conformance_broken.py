@@ -16,6 +16,8 @@ from acpkit.conformance.harness import PROFILES, SuiteConfig, run_turn, running_
 from acpkit.conformance.machine import run_machine
 from acpkit.conformance.observer import Verdicts
 
+pytestmark = pytest.mark.process  # every test here starts a child process
+
 RAW_AGENT = str(Path(__file__).parent / "fixtures" / "broken_agents" / "raw_agent.py")
 
 #: fault -> (rule that must fail, run the state machine too?)

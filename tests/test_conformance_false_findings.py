@@ -94,6 +94,7 @@ def _request(rid: Any, method: str, params: Any) -> dict[str, Any]:
 # -- the fixture itself ----------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_correct_quirky_agent_has_no_finding() -> None:
     """Without a quirk the agent is correct: probes and explorer find nothing (exit 0)."""
     result = _run(None, explore=True)
@@ -103,6 +104,7 @@ def test_correct_quirky_agent_has_no_finding() -> None:
         assert statuses[rule_id] == "pass", rule_id
 
 
+@pytest.mark.process
 def test_quirks_are_in_effect(tmp_path: Path) -> None:
     """
     The quirks the tester must accept really happen (so that a clean report means something):
@@ -163,6 +165,7 @@ def test_quirks_are_in_effect(tmp_path: Path) -> None:
 # -- 1. an echoed non-null, non-string/number id -------------------------------------------
 
 
+@pytest.mark.process
 def test_echoed_object_id_is_not_an_answer_to_a_notification() -> None:
     """
     The agent answers ``{"jsonrpc":"2.0","id":{"bad":1},...}`` with -32600 *echoing* that
@@ -178,6 +181,7 @@ def test_echoed_object_id_is_not_an_answer_to_a_notification() -> None:
 # -- 2. session/load in the session's own cwd ----------------------------------------------
 
 
+@pytest.mark.process
 def test_load_refused_in_another_cwd_is_not_a_broken_load() -> None:
     """
     The agent refuses a ``session/load`` whose cwd is not the session's own (correctly); the
@@ -195,6 +199,7 @@ def test_load_refused_in_another_cwd_is_not_a_broken_load() -> None:
 # -- 3. a prompt answered after the step timeout -------------------------------------------
 
 
+@pytest.mark.process
 def test_prompt_slower_than_the_timeout_is_slow_not_a_finding() -> None:
     """
     The agent waits 3 s before answering each ``session/prompt`` (``--timeout 1``): never a
@@ -210,6 +215,7 @@ def test_prompt_slower_than_the_timeout_is_slow_not_a_finding() -> None:
     assert turn.status == "pass"
 
 
+@pytest.mark.process
 def test_late_updates_of_an_open_turn_after_a_load_are_not_a_late_replay() -> None:
     """
     A prompt times out (the agent waits 3 s), the client loads the session, and the turn's
@@ -238,6 +244,7 @@ def test_late_updates_of_an_open_turn_after_a_load_are_not_a_late_replay() -> No
 # -- 4. messageIds repeated by a session/load replay ---------------------------------------
 
 
+@pytest.mark.process
 def test_replay_with_the_live_message_ids_is_clean() -> None:
     """
     The agent's ``session/load`` replay reuses the exact messageIds the client saw live:
@@ -250,6 +257,7 @@ def test_replay_with_the_live_message_ids_is_clean() -> None:
         assert statuses[rule_id] == "pass", rule_id
 
 
+@pytest.mark.process
 def test_repeated_loads_and_turns_with_live_message_ids_are_clean() -> None:
     """
     Two turns, a load (replaying both with their live ids), another turn, another load: no
@@ -274,6 +282,7 @@ def test_repeated_loads_and_turns_with_live_message_ids_are_clean() -> None:
     assert verdicts.exercised.get("SESSION-004", 0) == 2
 
 
+@pytest.mark.process
 def test_message_id_reused_across_live_turns_is_reported() -> None:
     """
     Every turn streams a thought (fresh id), then an agent message with the messageId 'm1':
@@ -288,6 +297,7 @@ def test_message_id_reused_across_live_turns_is_reported() -> None:
     assert result.exit_code == 0
 
 
+@pytest.mark.process
 def test_message_id_reused_by_the_next_turn_alone_is_reported() -> None:
     """
     Every turn streams a single agent message, always with the messageId 'm1': two turns'
@@ -300,6 +310,7 @@ def test_message_id_reused_by_the_next_turn_alone_is_reported() -> None:
 # -- 5. an error answer without an id member -----------------------------------------------
 
 
+@pytest.mark.process
 def test_error_without_id_is_rpc_009_not_no_response() -> None:
     """
     The agent answers malformed lines with ``{"jsonrpc":"2.0","error":{...}}`` (no id
@@ -319,6 +330,7 @@ def test_error_without_id_is_rpc_009_not_no_response() -> None:
     assert result.exit_code == 1
 
 
+@pytest.mark.process
 def test_wrong_parse_error_code_is_reported_with_that_code() -> None:
     """The agent answers text that is not JSON with -32600: RPC-003 names the code it got."""
     result = _run("wrong_parse_code", only=["RPC", "FRAME"])
@@ -330,6 +342,7 @@ def test_wrong_parse_error_code_is_reported_with_that_code() -> None:
 # -- 6. the agent exits on the batch line ---------------------------------------------------
 
 
+@pytest.mark.process
 def test_crash_on_a_batch_is_filed_under_the_batch_rule() -> None:
     """
     The agent exits on the line ``[ ... ]`` of the envelope probes: the finding is RPC-004
@@ -347,6 +360,7 @@ def test_crash_on_a_batch_is_filed_under_the_batch_rule() -> None:
 # -- 7. a strict agent that rejects unknown fields ------------------------------------------
 
 
+@pytest.mark.process
 def test_strict_agent_is_never_sent_unknown_fields_by_the_probes(tmp_path: Path) -> None:
     """
     The agent rejects, with -32602, any field outside the schema at the root of the spec
@@ -359,6 +373,7 @@ def test_strict_agent_is_never_sent_unknown_fields_by_the_probes(tmp_path: Path)
     assert _statuses(result)["CONTENT-001"] == "pass"
 
 
+@pytest.mark.process
 def test_strict_agent_is_never_sent_unknown_fields_by_the_explorer(tmp_path: Path) -> None:
     """
     The explorer's generated prompts (``profile="quick"``, seeds 0, 1 and 2), of every content
@@ -386,6 +401,7 @@ def test_strict_agent_is_never_sent_unknown_fields_by_the_explorer(tmp_path: Pat
 # -- 8. available_commands_update at random moments -----------------------------------------
 
 
+@pytest.mark.process
 def test_async_command_updates_do_not_upset_the_explorer() -> None:
     """
     The agent announces a changing command list 0-300 ms after session/new and after each
@@ -396,6 +412,7 @@ def test_async_command_updates_do_not_upset_the_explorer() -> None:
     _assert_clean(result)
 
 
+@pytest.mark.process
 def test_async_command_updates_with_the_full_profile(tmp_path: Path) -> None:
     """
     The same agent under ``profile="full"`` (40 examples of up to 20 steps, about half a
@@ -411,6 +428,7 @@ def test_async_command_updates_with_the_full_profile(tmp_path: Path) -> None:
 # -- 9. pretty-printed messages --------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_pretty_printed_messages_are_frame_002_and_the_run_goes_on() -> None:
     """
     The agent writes every message with ``json.dumps(..., indent=2)``: reported FRAME-002
@@ -426,6 +444,7 @@ def test_pretty_printed_messages_are_frame_002_and_the_run_goes_on() -> None:
         assert statuses[rule_id] == "pass", rule_id
 
 
+@pytest.mark.process
 def test_pretty_printed_message_with_an_empty_object_is_still_frame_002() -> None:
     """
     The same, with ``"_meta": {"quirky.example/list": [{}]}`` in the initialize result (one of
@@ -443,6 +462,7 @@ def _boom(*args: Any, **kwargs: Any) -> None:
     raise RuntimeError("a bug in the tester")
 
 
+@pytest.mark.process
 def test_tester_crash_in_a_probe_is_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
     """An exception inside a probe is "the tester failed" (exit 2), never a finding (exit 1)."""
     monkeypatch.setattr(probes, "probe_envelope", _boom)
@@ -460,6 +480,7 @@ def test_tester_crash_in_a_probe_is_exit_2(monkeypatch: pytest.MonkeyPatch) -> N
     assert json.loads(out.getvalue())["exit_code"] == 2
 
 
+@pytest.mark.process
 def test_tester_crash_in_the_explorer_is_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
     """An exception inside the explorer is exit 2 with the traceback, not exit 1."""
     monkeypatch.setattr(machine.Explorer, "_step_new_session", _boom)

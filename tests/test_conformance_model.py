@@ -29,6 +29,7 @@ from acpkit.conformance.model import (
     serve_conformance_model,
 )
 from acpkit.testing.modelapi import Answer, Message, ModelRequest, ToolCall, ToolSpec
+from tests.helpers import examples
 
 
 def obj(properties: Mapping[str, Any], required: Sequence[str]) -> dict[str, Any]:
@@ -474,7 +475,7 @@ def tool_specs(draw: Callable[..., Any]) -> ToolSpec:
     return ToolSpec(draw(names), draw(st.text(max_size=10)), schema)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(5), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.lists(tool_specs(), max_size=6), st.sampled_from(SCENARIOS), st.integers(0, 5))
 def test_any_tool_list_is_safe(tools: list[ToolSpec], scenario: str, results: int) -> None:
     """With any tools, the model never crashes, calls only classified tools, with valid args."""
@@ -599,6 +600,7 @@ def test_steps_are_capped() -> None:
 # -- running it ------------------------------------------------------------------------------
 
 
+@pytest.mark.process
 def test_serve_and_drive_a_real_turn_with_the_anthropic_sdk(tmp_path: Path) -> None:
     """The subprocess serves every API; an SDK loop executing the calls edits the real file."""
     anthropic = pytest.importorskip("anthropic")
@@ -683,6 +685,7 @@ def test_serve_and_drive_a_real_turn_with_the_anthropic_sdk(tmp_path: Path) -> N
     assert "NotebookEdit" in records[0]["tools"]
 
 
+@pytest.mark.process
 def test_other_apis_drive_the_shell_scenario(tmp_path: Path) -> None:
     """Over chat completions, the Responses API and Gemini the model calls each agent's shell."""
     openai = pytest.importorskip("openai")

@@ -84,6 +84,7 @@ UNIT_ONLY = ("SESSION-008",)
 NOT_APPLICABLE = ("AUTH-003",)
 
 
+@pytest.mark.process
 def test_correct_raw_agent_passes_every_new_rule() -> None:
     """The correct raw agent exercises every new rule (but SESSION-008) with no finding."""
     rules = sorted({*BROKEN.values(), *UNIT_ONLY})
@@ -100,6 +101,7 @@ def test_correct_raw_agent_passes_every_new_rule() -> None:
     } == {}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("fault", sorted(BROKEN))
 def test_broken_agent_is_reported_under_its_rule(fault: str) -> None:
     """Each broken behaviour is reported under the rule it breaks (only that rule's probes)."""

@@ -9,7 +9,11 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from acpkit.conformance.cli import run_suite
+
+pytestmark = pytest.mark.process  # every test here starts a child process
 
 CHECKOUT = str(Path(__file__).parent.parent)
 INTEROP = Path(__file__).parent / "fixtures" / "interop"

@@ -9,8 +9,6 @@ and runs in the test's thread. Each server is stopped by closing its stdin or ki
 from __future__ import annotations
 
 import io
-import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,8 +21,12 @@ from acpkit.conformance.remote_driver import jsonrpc_body
 from acpkit.conformance.report import SuiteResult
 from acpkit.conformance.rules import RULES
 from acpkit.remote.security import tls_serving_problem
+from tests.helpers import child_env
+from tests.listening_bob import ListeningBob, start_bob
 
-pytestmark = pytest.mark.process
+# One xdist worker runs this file's tests: its module-scoped fixtures (acpkit's and
+# bob's servers) then run once, not once per worker.
+pytestmark = [pytest.mark.process, pytest.mark.xdist_group("conformance_remote")]
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -35,8 +37,7 @@ WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
 
 
 def _start(argv: list[str], cwd: Path | None = None) -> tuple[subprocess.Popen[str], str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env = child_env()
     process = subprocess.Popen(
         [sys.executable, *argv],
         stdin=subprocess.PIPE,
@@ -123,47 +124,26 @@ def test_acpkit_server_over_tls_speaks_http2(
     assert {statuses[r] for r in HTTP_RULES} == {"pass"}, statuses
 
 
-BOB_LISTENING = re.compile(r"listening on .*port=(\d+)")
-
-
 @pytest.fixture(scope="module")
-def bob_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """bob (twistd -n acp-agent --listen http:tcp:0) on a loopback port it reports."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    command = "from twisted.scripts.twistd import run; run()"
-    process = subprocess.Popen(
-        [sys.executable, "-c", command, "-n", "--pidfile=", "acp-agent", "--listen", "http:tcp:0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=tmp_path_factory.mktemp("bob"),
-    )
-    assert process.stdout is not None
+def remote_bob(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ListeningBob]:
+    """bob (twistd -n acp-agent --listen http:tcp:0) on a loopback port it reports,
+    requiring the bearer token it made."""
+    bob = start_bob(tmp_path_factory.mktemp("bob"), "--listen", "http:tcp:0")
     try:
-        for line in process.stdout:  # ends at EOF if bob dies
-            found = BOB_LISTENING.search(line)
-            if found:
-                break
-        else:
-            raise AssertionError("bob never said where it listens")
-        yield f"http://127.0.0.1:{found.group(1)}/acp"
+        assert bob.token is not None, bob.stderr()
+        yield bob
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        bob.stop()
 
 
 @pytest.mark.parametrize("scheme", ["http", "ws"])
-def test_bob_served_remotely_breaks_no_must_rule(bob_url: str, scheme: str) -> None:
-    """The whole suite (probes and exploration) runs by URL against bob served remotely:
-    every MUST rule that applies holds, over Streamable HTTP and over WebSocket."""
-    url = bob_url.replace("http://", f"{scheme}://")
-    result = run_suite([], url=url, timeout=10.0)
+def test_bob_served_remotely_breaks_no_must_rule(remote_bob: ListeningBob, scheme: str) -> None:
+    """The whole suite (probes and exploration) runs by URL against bob served remotely,
+    with the bearer token bob requires: every MUST rule that applies holds, over
+    Streamable HTTP and over WebSocket."""
+    url = remote_bob.url.replace("http://", f"{scheme}://")
+    headers = list(remote_bob.headers().items())
+    result = run_suite([], url=url, timeout=10.0, headers=headers)
     assert result.error is None, result.error
     broken = [
         f"{r.rule.id}: {r.findings[0].message}"

@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -44,15 +44,18 @@ import pytest
 from acpkit.conformance.cli import run_suite
 from acpkit.conformance.report import SuiteResult
 from acpkit.conformance.rules import RULES, RULES_BY_ID
+from tests.listening_bob import ListeningBob
 from tests.real_peers import NODE22, TS_SDK_MODULES, peer, require_peer
-from tests.test_conformance_remote import _start, bob_url
+from tests.test_conformance_remote import _start, remote_bob
 from tests.test_pytest_plugin_cost import plugin_option
 from tests.test_pytest_plugin_cost import run as run_pytest_command
 
-pytestmark = pytest.mark.process
+# One xdist worker runs this file's tests: its module-scoped fixture (the SDKs' servers) then
+# runs once, not once per worker.
+pytestmark = [pytest.mark.process, pytest.mark.xdist_group("conformance_remote_peers")]
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-__all__ = ["bob_url"]  # the fixture, shared with tests/test_conformance_remote.py
+__all__ = ["remote_bob"]  # the fixture, shared with tests/test_conformance_remote.py
 
 COMMON_PASS = (
     "FRAME-001 FRAME-002 FRAME-003 RPC-001 RPC-002 RPC-005 RPC-006 RPC-007 RPC-008 RPC-009 "
@@ -126,9 +129,9 @@ VERDICTS["bob-http"] = ([*BOB_PASS, *HTTP_PASS, "HTTP-012"], ["MCP-001", *COMMON
 VERDICTS["bob-ws"] = ([*BOB_PASS, *WS_PASS], ["MCP-001", *COMMON_WARN])
 
 
-def _check(peer_name: str, url: str) -> SuiteResult:
+def _check(peer_name: str, url: str, headers: Sequence[tuple[str, str]] = ()) -> SuiteResult:
     """Run the fixed probes against ``url``; every rule's status is the one pinned."""
-    result = run_suite([], url=url, timeout=5.0, explore=False)
+    result = run_suite([], url=url, timeout=5.0, explore=False, headers=headers)
     assert result.error is None, result.error
     passing, failing = VERDICTS[peer_name]
     expected = {rule.id: "not-applicable" for rule in RULES}
@@ -286,26 +289,31 @@ def test_typescript_sdk_over_websocket(typescript_sdk_url: str) -> None:
 
 
 @pytest.mark.parametrize("scheme", ["http", "ws"])
-def test_bob(bob_url: str, scheme: str) -> None:
-    """bob served remotely: every transport rule holds (HTTP-012 included: one stream per
-    connection) and the only finding is MCP-001 (SHOULD)."""
-    _check(f"bob-{scheme}", bob_url.replace("http://", f"{scheme}://"))
+def test_bob(remote_bob: ListeningBob, scheme: str) -> None:
+    """bob served remotely, with the bearer token it requires: every transport rule holds
+    (HTTP-012 included: one stream per connection) and the only finding is MCP-001
+    (SHOULD)."""
+    url = remote_bob.url.replace("http://", f"{scheme}://")
+    _check(f"bob-{scheme}", url, list(remote_bob.headers().items()))
 
 
 # -- the pytest plugin's --acp-url -----------------------------------------------------------
 
 
-def test_pytest_plugin_tests_a_remote_agent_by_url(bob_url: str, tmp_path: Path) -> None:
+def test_pytest_plugin_tests_a_remote_agent_by_url(
+    remote_bob: ListeningBob, tmp_path: Path
+) -> None:
     """``pytest --acp-url URL`` collects one item per rule and runs them against the remote
     agent like ``acpkit-conformance --url``: bob passes the HTTP rules judged over cleartext
-    (HTTP-011, TLS only, and every deselected rule are skipped); a header's value never
-    appears in the output."""
-    secret = "s3cr3t-plugin-token"
+    (HTTP-011, TLS only, and every deselected rule are skipped); a header's value (bob's
+    bearer token) never appears in the output."""
+    secret = remote_bob.token
+    assert secret is not None
     result = run_pytest(
         [
             *plugin_option(),
             "--acp-url",
-            bob_url,
+            remote_bob.url,
             "--acp-header",
             f"Authorization:Bearer {secret}",
             "--acp-rules",

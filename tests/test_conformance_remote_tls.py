@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import os
 import ssl
 import subprocess
 import sys
@@ -27,8 +26,11 @@ from acpkit.conformance.rules import RULES
 from acpkit.conformance.tls import TLSSettings
 from acpkit.remote.security import tls_serving_problem
 from acpkit.tls_errors import ssl_error_text
+from tests.helpers import child_env
 
-pytestmark = pytest.mark.process
+# One xdist worker runs this file's tests: its module-scoped fixture (the TLS servers) then
+# runs once, not once per worker.
+pytestmark = [pytest.mark.process, pytest.mark.xdist_group("conformance_remote_tls")]
 
 ROOT = Path(__file__).resolve().parent.parent
 INTEROP = Path(__file__).resolve().parent / "fixtures" / "interop"
@@ -124,8 +126,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     ca.issue("alice")
     ca.issue("olde", expired=True)
     make_authority(directory, "other").issue("mallory")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env = child_env()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -347,8 +348,7 @@ def test_pytest_plugin_tls_options(served: Served, tmp_path: Path) -> None:
     options = ["--acp-url", served.url("https"), "--acp-tls-trust-root", served.ca]
     options += ["--acp-tls-certificate", certificate, "--acp-tls-private-key", key]
     options += ["--acp-rules", "HTTP-011", "--acp-timeout", "5", "-rs"]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env = child_env()
     result = subprocess.run(
         [*command, *options], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
     )

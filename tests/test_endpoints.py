@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import Any
 
+import pytest
 from twisted.internet import defer, reactor
 from twisted.internet.address import IPv4Address
 from twisted.internet.interfaces import IListeningPort
@@ -134,6 +135,7 @@ class SpawnAgentTests(TestCase):
 
     timeout = 30
 
+    @pytest.mark.process
     @defer.inlineCallbacks
     def test_echo_round_trip(self) -> Generator[defer.Deferred[Any], Any, None]:
         """
@@ -161,6 +163,7 @@ class SpawnAgentTests(TestCase):
         exited = yield agent.exited
         self.assertIs(exited, reason)
 
+    @pytest.mark.process
     @defer.inlineCallbacks
     def test_environment_inherited_and_added(self) -> Generator[defer.Deferred[Any], Any, None]:
         """The child sees our environment plus the given variables; cwd is honoured."""
@@ -183,6 +186,7 @@ class SpawnAgentTests(TestCase):
         )
         self.assertEqual(os.path.realpath(info["cwd"]), os.path.realpath(directory))
 
+    @pytest.mark.process
     @defer.inlineCallbacks
     def test_command_found_in_path_without_shell(self) -> Generator[defer.Deferred[Any], Any, None]:
         """A bare command name is looked up in the child's PATH and run with its args as-is."""
@@ -198,6 +202,7 @@ class SpawnAgentTests(TestCase):
         yield proto.lost
         self.assertEqual(proto.lines, [b"['$HOME', 'a b']"])
 
+    @pytest.mark.process
     @defer.inlineCallbacks
     def test_stdout_closed_by_a_running_agent_half_closes(
         self,
@@ -223,6 +228,7 @@ class SpawnAgentTests(TestCase):
         with self.assertRaises(FileNotFoundError):
             spawn_agent(reactor, Recorder(), "./missing/agent")
 
+    @pytest.mark.process
     @defer.inlineCallbacks
     def test_stderr_drained_past_64k(self) -> Generator[defer.Deferred[Any], Any, None]:
         """An agent writing 1 MB to stderr does not freeze; the tail keeps the last lines."""
@@ -235,6 +241,7 @@ class SpawnAgentTests(TestCase):
         self.assertTrue(all(line.startswith("stderr line ") for line in tail))
         self.assertEqual(reason.stderr_tail, agent.stderr_tail())
 
+    @pytest.mark.process
     @defer.inlineCallbacks
     def test_crash_mid_stream_reports_promptly(self) -> Generator[defer.Deferred[Any], Any, None]:
         """
@@ -255,6 +262,7 @@ class SpawnAgentTests(TestCase):
         self.assertTrue(str(exited).startswith('agent "bob" exited with status 3; last stderr'))
         yield agent.stop(grace=0.5)
 
+    @pytest.mark.process
     @defer.inlineCallbacks
     def test_stop_kills_stubborn_agent_and_grandchild(
         self,
@@ -273,6 +281,7 @@ class SpawnAgentTests(TestCase):
         again = yield agent.stop()
         self.assertIs(again, exited)
 
+    @pytest.mark.process
     @defer.inlineCallbacks
     def test_stop_polite_agent_exits_on_stdin_eof(
         self,
@@ -280,9 +289,12 @@ class SpawnAgentTests(TestCase):
         """stop() on an agent that exits at stdin EOF ends it without signals."""
         proto = Recorder()
         agent = python_agent(proto, "echo")
-        exited = yield agent.stop(grace=5.0)
+        # The grace only has to outlast the agent's start (it reads stdin to its end once
+        # started): a loaded machine took more than 5 s; an agent that exits costs nothing.
+        exited = yield agent.stop(grace=60.0)
         self.assertEqual((exited.exit_code, exited.signal), (0, None))
 
+    @pytest.mark.process
     @defer.inlineCallbacks
     def test_pause_stops_reading_stdout(self) -> Generator[defer.Deferred[Any], Any, None]:
         """pauseProducing/resumeProducing on the protocol pause and resume stdout reading."""
@@ -309,6 +321,14 @@ class AgentExitedTests(SynchronousTestCase):
         )
         self.assertEqual(str(AgentExited("bob", None, 9, "")), 'agent "bob" was killed by signal 9')
 
+    def test_kind_names_what_ended_and_summary_is_one_line(self) -> None:
+        """``kind`` replaces "agent" (an MCP server is not an agent); ``summary`` has no tail."""
+        exited = AgentExited("time", 3, None, "oops\nbad", kind="MCP server")
+        self.assertEqual(
+            str(exited), 'MCP server "time" exited with status 3; last stderr lines:\noops\nbad'
+        )
+        self.assertEqual(exited.summary, 'MCP server "time" exited with status 3')
+
 
 class StderrTailTests(SynchronousTestCase):
     """Bounded stderr tail, fed in arbitrary chunks."""
@@ -327,6 +347,22 @@ class StderrTailTests(SynchronousTestCase):
         self.assertEqual(lines[1], "thr")
 
 
+class StderrNamingTests(SynchronousTestCase):
+    """Each stderr line is logged once, named by what the child is."""
+
+    def test_each_line_is_logged_with_the_kind_and_name(self) -> None:
+        from acpkit.endpoints import _StderrTail
+        from tests.fixtures.agent.harness import captured_logs
+
+        with captured_logs() as logs:
+            tail = _StderrTail("pyright", 5, kind="language server")
+            tail.feed(b"starting\nready\n")
+        self.assertEqual(
+            logs.lines,
+            ["language server pyright stderr: starting", "language server pyright stderr: ready"],
+        )
+
+
 class EndpointStringTests(TestCase):
     """serve() and connect() over real loopback sockets."""
 
@@ -334,9 +370,12 @@ class EndpointStringTests(TestCase):
 
     @defer.inlineCallbacks
     def _round_trip(
-        self, server_description: str, client_description_for: Callable[[IListeningPort], str]
+        self,
+        server_description: str,
+        client_description_for: Callable[[IListeningPort], str],
+        **options: Any,
     ) -> Generator[defer.Deferred[Any], Any, None]:
-        port = yield serve(reactor, server_description, Factory.forProtocol(EchoServer))
+        port = yield serve(reactor, server_description, Factory.forProtocol(EchoServer), **options)
         self.addCleanup(port.stopListening)
         client = Recorder()
         connected = yield connect(reactor, client_description_for(port), client)
@@ -349,10 +388,11 @@ class EndpointStringTests(TestCase):
         yield client.lost
 
     def test_tcp(self) -> defer.Deferred[None]:
-        """An NDJSON echo over tcp:0 (port chosen by the system)."""
+        """An NDJSON echo over tcp:0 (port chosen by the system), no_token on loopback."""
         return self._round_trip(
             "tcp:0:interface=127.0.0.1",
             lambda port: f"tcp:host=127.0.0.1:port={_port_number(port)}",
+            no_token=True,
         )
 
     def test_unix(self) -> defer.Deferred[None]:

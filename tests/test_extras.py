@@ -14,12 +14,13 @@ here, whatever the package is.
 from __future__ import annotations
 
 import configparser
+import functools
 import json
 import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from importlib import metadata
 from pathlib import Path
 
@@ -84,10 +85,17 @@ def closure(requirements: list[Requirement]) -> set[str]:
     return {key.split("[", 1)[0] for key in seen}
 
 
+@functools.cache
+def _packages_distributions() -> Mapping[str, list[str]]:
+    """``importlib.metadata.packages_distributions()``, read once: it reads every
+    installed distribution's file list (seconds), and the environment does not change."""
+    return metadata.packages_distributions()
+
+
 def top_level_modules(distributions: Collection[str]) -> set[str]:
     """The importable top-level names those distributions install."""
     modules = set()
-    for module, owners in metadata.packages_distributions().items():
+    for module, owners in _packages_distributions().items():
         if any(canonicalize_name(owner) in distributions for owner in owners):
             modules.add(module)
     return modules
@@ -185,6 +193,7 @@ def import_with_only(modules: list[str], allowed: set[str]) -> dict[str, object]
     return result
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("extras", "others", "modules"),
     [pytest.param(extras, others, modules, id=group) for group, extras, others, modules in GROUPS],
@@ -202,6 +211,7 @@ def test_group_imports_with_only_its_extra(
     assert result["failures"] == {}, result
 
 
+@pytest.mark.process
 def test_the_blocker_refuses_what_the_core_does_not_declare() -> None:
     """The check has teeth: the TUI, needing urwid, does not import with the core alone."""
     allowed = top_level_modules(closure(requirements(()))) | set(OURS)
@@ -267,6 +277,7 @@ _LAUNCH = _REFUSE + textwrap.dedent(
 )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("command", "blocked", "extra"),
     [
@@ -298,6 +309,7 @@ def test_a_command_without_its_extra_says_which_to_install(
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.process
 def test_a_command_with_its_extra_starts() -> None:
     """With its extra installed, the launcher runs the command (here its --help)."""
     done = subprocess.run(
@@ -312,6 +324,7 @@ def test_a_command_with_its_extra_starts() -> None:
     assert "usage" in done.stdout.lower()
 
 
+@pytest.mark.process
 def test_bob_without_the_agent_extra_says_which_to_install() -> None:
     """``twistd -n acp-agent`` without treq and PyYAML: one line naming the extra, exit 2."""
     program = _REFUSE + textwrap.dedent(
@@ -338,6 +351,7 @@ def test_bob_without_the_agent_extra_says_which_to_install() -> None:
     assert "pip install 'txacpkit[agent]'" in done.stderr
 
 
+@pytest.mark.process
 def test_the_pytest_plugin_without_the_conformance_extra_says_which_to_install(
     tmp_path: Path,
 ) -> None:
@@ -375,3 +389,38 @@ def test_the_pytest_plugin_without_the_conformance_extra_says_which_to_install(
     assert "ERROR: --acp-agent needs the 'conformance' extra (" in output
     assert "jsonschema" in output and "pip install 'txacpkit[conformance]'" in output
     assert "Traceback" not in output
+
+
+_INTERRUPT_ON_IMPORT = textwrap.dedent(
+    """
+    import sys
+
+    class Interrupt:
+        def find_spec(self, fullname, path=None, target=None):
+            if fullname == "acpkit_client.cli":
+                raise KeyboardInterrupt  # a Ctrl-C while the command's modules import
+            return None
+
+    sys.meta_path.insert(0, Interrupt())
+    from acpkit_client import launch
+
+    sys.argv = ["acpkit-client", "ask", "hi"]
+    sys.exit(launch.acpkit_client())
+    """
+)
+
+
+@pytest.mark.process
+def test_a_ctrl_c_while_importing_is_one_line_and_status_130() -> None:
+    """Ctrl-C before the command handles signals: one line, exit 130, no traceback."""
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_ON_IMPORT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == launch.INTERRUPTED_EXIT_STATUS == 130, done.stderr
+    assert done.stderr == "\nacpkit-client: interrupted\n"
+    assert done.stdout == ""

@@ -5,16 +5,17 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet import defer, reactor
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import ProcessProtocol
-from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 
 from acpkit.framing import DEFAULT_MAX_LENGTH, OVERSIZED_HEAD, NDJSONProtocol
+from tests.helpers import connected
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "agent_fixture.py")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,13 +49,6 @@ class Collector(NDJSONProtocol):
     def dataReceived(self, data: bytes) -> None:
         super().dataReceived(data)
         self.peak_buffer = max(self.peak_buffer, self.pendingBytes)
-
-
-def connected(proto: NDJSONProtocol) -> StringTransport:
-    """Connect ``proto`` to a fresh StringTransport and return it."""
-    transport = StringTransport()
-    proto.makeConnection(transport)
-    return transport
 
 
 def feed_in_chunks(proto: NDJSONProtocol, data: bytes, cuts: list[int]) -> None:
@@ -451,6 +445,7 @@ class _Output(ProcessProtocol):
         self.ended.callback(None)
 
 
+@pytest.mark.process
 class HalfCloseProcessTests(TestCase):
     """End-to-end: a real child serving an echo NDJSONProtocol with serve_stdio."""
 

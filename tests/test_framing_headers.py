@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet.interfaces import IHalfCloseableProtocol
-from twisted.internet.testing import StringTransport
 
 from acpkit.framing import OVERSIZED_HEAD
 from acpkit.framing_headers import (
@@ -17,6 +16,7 @@ from acpkit.framing_headers import (
     HeaderError,
     parse_headers,
 )
+from tests.helpers import connected
 
 
 class Collector(ContentLengthProtocol):
@@ -52,12 +52,6 @@ class Collector(ContentLengthProtocol):
     def dataReceived(self, data: bytes) -> None:
         super().dataReceived(data)
         self.peak_buffer = max(self.peak_buffer, self.pendingBytes)
-
-
-def connected(proto: ContentLengthProtocol) -> StringTransport:
-    transport = StringTransport()
-    proto.makeConnection(transport)
-    return transport
 
 
 def frame(body: bytes, extra: bytes = b"") -> bytes:

@@ -43,6 +43,7 @@ from zope.interface import implementer
 from acpkit.http2_agent import HTTP2Agent, RequestNotProcessed
 from acpkit.http2_agent import StreamReset as AgentStreamReset
 from acpkit.http_responses import BodyReader, failure_text
+from tests.helpers import examples
 
 URL = b"http://example.test:8080/acp?x=1"
 BIG = 200_000  # well past the 65 535-byte initial window
@@ -557,7 +558,7 @@ def chunkings(draw: st.DrawFn) -> Callable[[bytes], list[bytes]]:
 
 
 class ChunkingProperty(SynchronousTestCase):
-    @settings(max_examples=40, deadline=None)
+    @settings(max_examples=examples(2 / 3), deadline=None)
     @given(chunkings())
     def test_any_chunking_of_the_server_bytes_gives_the_same_responses(
         self, chunker: Callable[[bytes], list[bytes]]

@@ -8,11 +8,11 @@ and write, and cancel.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.utils import getProcessOutputAndValue
@@ -22,49 +22,12 @@ from acpkit import schema
 from acpkit.connection import Client, ClientConnection
 from acpkit.endpoints import spawn_agent
 from acpkit.errors import ConnectionLost
+from tests.helpers import InteropClient, child_env
+
+pytestmark = pytest.mark.process  # every test here starts a child process
 
 FIXTURES = Path(__file__).parent / "fixtures" / "interop"
 ROOT = Path(__file__).parent.parent
-
-
-def child_env() -> dict[str, str]:
-    """Our environment with the checkout importable (the fixtures import acpkit)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    return env
-
-
-class InteropClient(Client):
-    """Allows the permission, serves fs from disk, and records the agent's chunks."""
-
-    def __init__(self) -> None:
-        self.chunks: list[str] = []
-        self.permissions: list[str] = []
-        self.waiting: Deferred[None] = Deferred()
-
-    def session_update(self, params: schema.SessionNotification) -> None:
-        update = params.update
-        if isinstance(update, schema.AgentMessageChunk) and isinstance(
-            update.content, schema.TextContentBlock
-        ):
-            self.chunks.append(update.content.text)
-            if update.content.text == "waiting" and not self.waiting.called:
-                self.waiting.callback(None)
-
-    def request_permission(
-        self, params: schema.RequestPermissionRequest
-    ) -> schema.RequestPermissionResponse:
-        self.permissions.append(params.tool_call.title or "")
-        return schema.RequestPermissionResponse(
-            outcome=schema.SelectedPermissionOutcome(option_id="allow")
-        )
-
-    def read_text_file(self, params: schema.ReadTextFileRequest) -> schema.ReadTextFileResponse:
-        return schema.ReadTextFileResponse(content=Path(params.path).read_text())
-
-    def write_text_file(self, params: schema.WriteTextFileRequest) -> schema.WriteTextFileResponse:
-        Path(params.path).write_text(params.content)
-        return schema.WriteTextFileResponse()
 
 
 class AcpkitClientTests(TestCase):

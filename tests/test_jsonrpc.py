@@ -183,6 +183,19 @@ def test_invalid_utf8_gets_parse_error_with_null_id(server: Any) -> None:
     )
 
 
+def test_invalid_utf8_replaced_when_asked(server: Any) -> None:
+    """
+    With ``replace_invalid_utf8``, a request that is not UTF-8 is read with U+FFFD in
+    place of each bad byte, answered, and counted; nothing is dropped.
+    """
+    proto, t = server
+    proto.replace_invalid_utf8 = True
+    proto.dataReceived(b'{"jsonrpc":"2.0","id":1,"method":"echo","params":{"x":"caf\xe9"}}\n')
+    assert take_json(t) == [{"jsonrpc": "2.0", "id": 1, "result": {"x": "caf\ufffd"}}]
+    assert proto.invalid_utf8_replaced == 1
+    assert proto.undecodable_dropped == 0
+
+
 def test_junk_line_gets_parse_error_and_connection_survives(server: Any) -> None:
     """A non-JSON line gets -32700 id null and the next request is still served."""
     proto, t = server

@@ -8,6 +8,7 @@ from __future__ import annotations
 from twisted.internet.testing import StringTransport
 
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+from tests.helpers import connected
 
 
 class FlushingTransport(StringTransport):
@@ -21,16 +22,17 @@ class FlushingTransport(StringTransport):
         self.flushes.append(self.value().count(b"\n"))
 
 
-def connected(registry: MethodRegistry | None = None) -> tuple[JSONRPCProtocol, FlushingTransport]:
+def flushing_engine(
+    registry: MethodRegistry | None = None,
+) -> tuple[JSONRPCProtocol, FlushingTransport]:
+    """An engine connected to a transport that records its flushes."""
     proto = JSONRPCProtocol(registry)
-    transport = FlushingTransport()
-    proto.makeConnection(transport)
-    return proto, transport
+    return proto, connected(proto, FlushingTransport())
 
 
 def test_write_outside_a_read_is_flushed_at_once() -> None:
     """A request or notification sent from application code is flushed right away."""
-    proto, transport = connected()
+    proto, transport = flushing_engine()
     proto.notify("session/cancel", {"sessionId": "s"})
     proto.request("session/new", {"cwd": "/", "mcpServers": []})
     assert transport.flushes == [1, 2]
@@ -40,7 +42,7 @@ def test_replies_to_one_read_are_flushed_once() -> None:
     """Three requests in one read get three replies and a single flush after them."""
     registry = MethodRegistry()
     registry.add_request("echo", lambda req: req.params)
-    proto, transport = connected(registry)
+    proto, transport = flushing_engine(registry)
     proto.dataReceived(
         b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"echo","params":{}}\n' % i for i in range(3))
     )

@@ -18,10 +18,13 @@ from acpkit.testing.jsonschema import (
     is_valid,
     load_schema,
 )
+from tests.helpers import FIND_LIMIT, examples
 
-PER_DEFINITION = settings(max_examples=5, suppress_health_check=[HealthCheck.too_slow])
-UNIT = settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
-SEARCH = settings(max_examples=2000, database=None, phases=[Phase.generate])
+PER_DEFINITION = settings(
+    max_examples=examples(1 / 12), suppress_health_check=[HealthCheck.too_slow]
+)
+UNIT = settings(max_examples=examples(1), suppress_health_check=[HealthCheck.too_slow])
+SEARCH = settings(max_examples=FIND_LIMIT, database=None, phases=[Phase.generate])
 
 
 @functools.cache
@@ -66,7 +69,7 @@ def _defs(unstable: bool) -> Mapping[str, Any]:
 
 
 @pytest.mark.parametrize("unstable", [False, True], ids=["stable", "unstable"])
-@settings(max_examples=15, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(1 / 4), suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_whole_schema_generates_valid_messages(unstable: bool, data: Any) -> None:
     """The root schema (any ACP message) generates JSON-RPC messages valid against it."""

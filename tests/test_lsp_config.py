@@ -10,6 +10,7 @@ import pytest
 
 from acpkit_agent.config import ConfigError, load_config, parse_config, session_config
 from acpkit_agent.lsp_config import LspServerConfig
+from tests.helpers import write
 
 VALID = """
 [lsp.servers.pyright]
@@ -24,12 +25,6 @@ command = "/opt/ls/bin/jinja-ls"
 files = ["templates/*.html"]
 languageId = "jinja"
 """
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def test_servers_parse_to_typed_objects_in_file_order(tmp_path: Path) -> None:

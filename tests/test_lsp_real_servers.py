@@ -155,8 +155,15 @@ class _RealServer:
             with open(os.path.join(self.root, name), "w", encoding="utf-8") as stream:
                 stream.write(text)
         self.groups = ChildGroups()
+        # jedi (under both servers) writes its cache under HOME: a temporary one, not ours.
+        home = os.path.abspath(self.mktemp())
+        os.makedirs(home)
+        env = {"HOME": home, "XDG_CACHE_HOME": os.path.join(home, ".cache")}
+        config = LspServerConfig(
+            name=self.name, command=command, args=self.args, files=("*.py",), env=env
+        )
         self.servers = LanguageServers(
-            [LspServerConfig(name=self.name, command=command, args=self.args, files=("*.py",))],
+            [config],
             reactor,
             groups=self.groups,
             start_timeout=60,

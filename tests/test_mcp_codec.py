@@ -16,6 +16,7 @@ from acpkit.codec import DecodeError, converter, decode, decode_json, encode, en
 from acpkit.mcp import schema as mcp
 from acpkit.testing.jsonschema import from_schema
 from acpkit.testing.strategies import for_type
+from tests.helpers import examples
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "acpkit" / "schemas" / "mcp" / "2025-11-25" / "schema.json"
@@ -354,7 +355,7 @@ def _drawn(name: str) -> st.SearchStrategy[Any]:
     return from_schema({"$ref": f"#/$defs/{name}"}, defs=DEFS, unknown_keys=False)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(5))
 @given(st.sampled_from(OBJECT_DEFS + UNIONS).flatmap(lambda n: st.tuples(st.just(n), _drawn(n))))
 def test_schema_valid_json_round_trips_strictly(case: tuple[str, Any]) -> None:
     """Any JSON valid against an MCP definition decodes strictly and re-encodes unchanged."""

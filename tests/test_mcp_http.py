@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 from collections.abc import Callable
 from typing import Any, cast
@@ -47,6 +46,7 @@ from acpkit.mcp.http import (
 )
 from acpkit.rpc_cancel import MCP_CANCELLATION
 from acpkit.sse import SSEEvent, SSEEventTooLarge, SSEParser
+from tests.helpers import free_port, wait_until
 from tests.real_peers import MCP_EVERYTHING, require_peer
 
 pytest.importorskip("treq")
@@ -57,16 +57,6 @@ INIT_PARAMS = {
     "capabilities": {},
     "clientInfo": {"name": "acpkit-test", "version": "0"},
 }
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    """Check ``condition`` every 10 ms of reactor time until it holds (fail after timeout)."""
-    waited = 0.0
-    while not condition():
-        if waited > timeout:
-            raise AssertionError("condition not met in time")
-        await task.deferLater(reactor, 0.01, lambda: None)
-        waited += 0.01
 
 
 # -- the SSE parser -------------------------------------------------------------------
@@ -780,13 +770,6 @@ class StreamableHTTPTests(TestCase):
 
 
 # -- the real server-everything ---------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def wait_for_port(port: int, timeout: float = 30.0) -> None:

@@ -36,7 +36,14 @@ from acpkit.mcp.stdio import McpServerNotStarted, connect_stdio
 from acpkit.process_groups import ChildGroups
 from tests.real_peers import MCP_EVERYTHING, MCP_GIT, MCP_TIME, require_peer
 
-pytestmark = [pytest.mark.process, pytest.mark.real_agent]
+# One xdist worker runs them all, one after the other: fixture_processes() looks for the
+# fixture servers of a mode among every process of the machine, so another test of this
+# file running at the same time would be counted as a leftover.
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.real_agent,
+    pytest.mark.xdist_group("mcp_real_servers"),
+]
 
 FIXTURE = os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "fixtures", "mcp_servers", "misbehaving_server.py"

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import attrs
+import pytest
 
 from acpkit.mcp import schema as mcp
 
@@ -52,11 +53,13 @@ def test_vendored_schema_is_the_upstream_file() -> None:
     assert REVISION in notice and "Apache License" in notice and UPSTREAM_BLOB in notice
 
 
+@pytest.mark.process
 def test_mcp_module_has_no_drift() -> None:
     """Regenerating reproduces the committed acpkit/mcp/schema.py (and the ACP modules) exactly."""
     assert _load_generator().drift() == []
 
 
+@pytest.mark.process
 def test_drift_check_covers_the_mcp_module(tmp_path: Path) -> None:
     """A hand edit of acpkit/mcp/schema.py is reported by the generator's drift check."""
     generator = _load_generator()
@@ -69,6 +72,7 @@ def test_drift_check_covers_the_mcp_module(tmp_path: Path) -> None:
     assert generator.drift(package) == ["mcp/schema.py"]
 
 
+@pytest.mark.process
 def test_check_command_line_covers_mcp() -> None:
     """``tools/generate_schema.py --check`` exits 0 on the committed tree, MCP module included."""
     done = subprocess.run(
@@ -169,6 +173,7 @@ def test_method_tables() -> None:
     assert len(server) == 22 and len(client) == 17
 
 
+@pytest.mark.process
 def test_importing_the_acp_codec_does_not_load_mcp() -> None:
     """``import acpkit.codec, acpkit.schema`` leaves the MCP models unimported."""
     code = (

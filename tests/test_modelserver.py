@@ -10,6 +10,7 @@ from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Any
 
+import pytest
 from treq.client import HTTPClient
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
@@ -177,6 +178,7 @@ class _LineReader(ProcessProtocol):
         self.ended.callback(None)
 
 
+@pytest.mark.process
 class CommandLineTests(TestCase):
     """``python -m acpkit.testing.modelserver SCRIPT`` serves the script."""
 

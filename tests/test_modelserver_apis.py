@@ -37,6 +37,7 @@ from acpkit.testing.modelapi.openai_chat import ChatCompletions
 from acpkit.testing.modelapi.openai_responses import Responses
 from acpkit.testing.modelserver import ScriptedModelServer
 from acpkit.testing.script import Script, script_of
+from tests.helpers import examples
 
 T = TypeVar("T")
 
@@ -590,7 +591,7 @@ ADAPTERS: list[Adapter] = [ChatCompletions(), Responses(), Messages(), Gemini()]
 class RobustnessTests(SynchronousTestCase):
     """Arbitrary bodies never crash an adapter or the conformance model."""
 
-    @settings(max_examples=200, deadline=None)
+    @settings(max_examples=examples(10 / 3), deadline=None)
     @given(bodies, st.booleans())
     def test_any_body(self, body: dict[str, Any], stream: bool) -> None:
         """Parsing any JSON object works; the model's answer encodes to valid JSON events."""

@@ -106,6 +106,7 @@ def test_our_own_acpkit_is_no_clash() -> None:
     assert launch.acpkit_owner_problem() is None
 
 
+@pytest.mark.process
 def test_the_check_imports_no_acpkit(tmp_path: Path) -> None:
     """Importing the launcher and checking ownership leaves ``acpkit`` unimported."""
     code = (
@@ -117,10 +118,15 @@ def test_the_check_imports_no_acpkit(tmp_path: Path) -> None:
     assert result.stdout.strip() == "['acpkit_client', 'acpkit_client.launch']"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("top_level", [True, False], ids=["top_level.txt", "RECORD-only"])
 @pytest.mark.parametrize(
     ("function", "command"),
-    [("acpkit_client", "acpkit-client"), ("acpkit_conformance", "acpkit-conformance")],
+    [
+        ("acpkit_client", "acpkit-client"),
+        ("acpkit_conformance", "acpkit-conformance"),
+        ("acp_agent", "acp-agent"),
+    ],
 )
 def test_console_script_function_names_the_other_distribution(
     tmp_path: Path, function: str, command: str, top_level: bool
@@ -130,13 +136,15 @@ def test_console_script_function_names_the_other_distribution(
     assert_clash_reported(result, command)
 
 
-@pytest.mark.parametrize("command", ["acpkit-client", "acpkit-conformance"])
+@pytest.mark.process
+@pytest.mark.parametrize("command", ["acpkit-client", "acpkit-conformance", "acp-agent"])
 def test_installed_console_scripts_report_the_clash(tmp_path: Path, command: str) -> None:
-    """The installed ``acpkit-client`` and ``acpkit-conformance`` go through the check."""
+    """The installed ``acpkit-client``, ``acpkit-conformance`` and ``acp-agent`` check."""
     result = run_with(foreign_acpkit(tmp_path), [console_script(command), "--help"], tmp_path)
     assert_clash_reported(result, command)
 
 
+@pytest.mark.process
 def test_python_m_acpkit_client_reports_the_clash(tmp_path: Path) -> None:
     """``python -m acpkit_client`` reports it too."""
     argv = [sys.executable, "-m", "acpkit_client", "-h"]
@@ -144,6 +152,15 @@ def test_python_m_acpkit_client_reports_the_clash(tmp_path: Path) -> None:
     assert_clash_reported(result, "acpkit-client")
 
 
+@pytest.mark.process
+def test_python_m_acpkit_agent_reports_the_clash(tmp_path: Path) -> None:
+    """``python -m acpkit_agent`` reports it too."""
+    argv = [sys.executable, "-m", "acpkit_agent", "--help"]
+    result = run_with(foreign_acpkit(tmp_path), argv, tmp_path)
+    assert_clash_reported(result, "acp-agent")
+
+
+@pytest.mark.process
 def test_both_distributions_in_one_site_packages_is_a_clash(tmp_path: Path) -> None:
     """Ours and the other one installed side by side (their files mixed): still reported."""
     entry = foreign_acpkit(tmp_path)
@@ -156,6 +173,7 @@ def test_both_distributions_in_one_site_packages_is_a_clash(tmp_path: Path) -> N
     assert_clash_reported(run_with(entry, call("acpkit_client"), tmp_path), "acpkit-client")
 
 
+@pytest.mark.process
 def test_a_stray_acpkit_without_distribution_is_reported(tmp_path: Path) -> None:
     """An ``acpkit`` directory that no distribution owns and that is not ours is reported."""
     result = run_with(foreign_acpkit(tmp_path, dist_info=False), call("acpkit_client"), tmp_path)
@@ -164,6 +182,7 @@ def test_a_stray_acpkit_without_distribution_is_reported(tmp_path: Path) -> None
     assert "not txacpkit" in line and "separate virtual environment" in line, line
 
 
+@pytest.mark.process
 def test_no_clash_starts_the_command(tmp_path: Path) -> None:
     """Without a clash the console script runs the command (here its ``--version``)."""
     result = run_with(None, [console_script("acpkit-client"), "--version"], tmp_path)

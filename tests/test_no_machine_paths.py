@@ -73,6 +73,7 @@ def test_the_detector_finds_a_leaked_path() -> None:
     assert (4, str(ROOT)) in found
 
 
+@pytest.mark.process
 def test_no_project_file_names_a_path_of_this_machine() -> None:
     """No committed (or about to be committed) text file names a path of this machine."""
     paths = machine_paths()

@@ -4,6 +4,8 @@ import importlib
 import subprocess
 import sys
 
+import pytest
+
 import acpkit
 
 
@@ -29,6 +31,7 @@ def test_unknown_name_is_an_attribute_error() -> None:
         raise AssertionError("no AttributeError")
 
 
+@pytest.mark.process
 def test_import_acpkit_loads_no_layer() -> None:
     """``import acpkit`` alone imports neither Twisted nor the generated models."""
     code = (

@@ -76,6 +76,7 @@ def test_generated_classes_are_documented() -> None:
                 assert (value.__doc__ or "").strip(), f"{module.__name__}.{name}"
 
 
+@pytest.mark.process
 def test_dir_lists_the_public_names_without_importing_them() -> None:
     """``dir(acpkit)`` includes every name of ``acpkit.__all__`` (the lazily imported ones
     too), and listing them imports nothing."""

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: What the plugin must not import before ``--acp-agent`` asks for it.
@@ -44,6 +46,7 @@ def plugin_option() -> list[str]:
     return [] if "acpkit_conformance" in names else ["-p", "acpkit.conformance.pytest_plugin"]
 
 
+@pytest.mark.process
 def test_importing_the_plugin_imports_nothing_heavy(tmp_path: Path) -> None:
     """``import acpkit.conformance.pytest_plugin`` loads none of HEAVY, nor pytest."""
     code = (
@@ -62,6 +65,7 @@ def test_conformance_item_is_still_importable_from_the_plugin() -> None:
     assert pytest_plugin.ConformanceItem is pytest_items.ConformanceItem
 
 
+@pytest.mark.process
 def test_a_pytest_run_without_acp_agent_loads_no_tester(tmp_path: Path) -> None:
     """
     In a project's own pytest run (no ``--acp-agent``) the plugin is loaded, adds nothing to
@@ -86,6 +90,7 @@ def test_a_pytest_run_without_acp_agent_loads_no_tester(tmp_path: Path) -> None:
     assert "1 passed" in result.stdout
 
 
+@pytest.mark.process
 def test_acp_agent_collects_one_item_per_rule(tmp_path: Path) -> None:
     """With ``--acp-agent`` every rule of the catalogue is collected (nothing is run)."""
     from acpkit.conformance.rules import RULES

@@ -7,8 +7,6 @@ either without ``--listen http:``, exits 1 with one line naming the option).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,9 +15,7 @@ from typing import Any
 import pytest
 
 from acpkit_agent.tap import AgentService, Options, makeService
-
-ROOT = Path(__file__).parent.parent
-TWISTD = ["-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
+from tests.listening_bob import start_bob
 
 
 def _options(tmp_path: Path, *args: str) -> Options:
@@ -83,12 +79,12 @@ def test_the_limits_reach_the_remote_endpoint(tmp_path: Path) -> None:
         service.stopService()
 
 
-def _post_initialize(url: str) -> tuple[int, dict[str, Any]]:
+def _post_initialize(url: str, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
     body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
     request = urllib.request.Request(
         url,
         data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
+        headers={"Content-Type": "application/json", "Accept": "application/json", **headers},
         method="POST",
     )
     try:
@@ -101,38 +97,16 @@ def _post_initialize(url: str) -> tuple[int, dict[str, Any]]:
 @pytest.mark.process
 def test_bob_with_max_connections_1_answers_a_second_initialize_503(tmp_path: Path) -> None:
     """End to end: bob --max-connections 1 serves one connection; a second initialize is 503."""
-    config = tmp_path / "agent.toml"
-    config.write_text("", encoding="utf-8")
-    bob = subprocess.Popen(
-        [
-            sys.executable,
-            *TWISTD,
-            *("--config", str(config), "--engine", "echo"),
-            *("--listen", "http:tcp:0", "--max-connections", "1"),
-        ],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    bob = start_bob(tmp_path, "--listen", "http:tcp:0", "--max-connections", "1")
     try:
-        assert bob.stderr is not None
-        port = None
-        for line in bob.stderr:
-            if "listening on" in line:
-                port = int(line.rsplit("port=", 1)[1].rstrip(")\n"))
-                break
-        assert port is not None, "bob did not say where it listens"
-        url = f"http://127.0.0.1:{port}/acp"
-        status, answer = _post_initialize(url)
+        assert bob.token is not None, bob.stderr()
+        status, answer = _post_initialize(bob.url, bob.headers())
         assert status == 200 and "result" in answer
-        status, answer = _post_initialize(url)
+        status, answer = _post_initialize(bob.url, bob.headers())
         assert status == 503
         assert answer["error"]["message"] == "too many open connections (1)"
     finally:
-        bob.terminate()
-        bob.wait(30)
+        bob.stop()
 
 
 # -- --tls-client-ca ------------------------------------------------------------------------
@@ -175,18 +149,31 @@ def test_a_bad_tls_client_ca_exits_1_with_one_line(
     assert err == f"acp-agent: --tls-client-ca {path}: {why.format(path=path)}\n"
 
 
-@pytest.mark.parametrize("listen", ["stdio", "tcp:0"])
-def test_tls_client_ca_without_listen_http_exits_1(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str], listen: str
+def test_tls_client_ca_without_listen_exits_1(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    """--tls-client-ca applies to --listen http:ssl: only: given otherwise, exit 1, one line."""
+    """--tls-client-ca on stdio (no listener to authenticate on): exit 1, one line."""
     _listen, ca = _ssl_listen(tmp_path)
     with pytest.raises(SystemExit) as caught:
-        makeService(_options(tmp_path, "--listen", listen, "--tls-client-ca", str(ca)))
+        makeService(_options(tmp_path, "--tls-client-ca", str(ca)))
+    assert caught.value.code == 1
+    _, err = capfd.readouterr()
+    assert err == "acp-agent: --tls-client-ca applies only with --listen (an ssl: endpoint)\n"
+
+
+def test_tls_client_ca_with_a_raw_tcp_listen_exits_1(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """--listen tcp:0 --tls-client-ca (raw NDJSON, no TLS): exit 1 saying only TLS
+    carries client certificates."""
+    _listen, ca = _ssl_listen(tmp_path)
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--listen", "tcp:0", "--tls-client-ca", str(ca)))
     assert caught.value.code == 1
     _, err = capfd.readouterr()
     assert err == (
-        "acp-agent: --tls-client-ca applies only to remote ACP (--listen http:ssl:ENDPOINT)\n"
+        "acp-agent: --listen tcp:0: TLS client authentication needs an ssl: endpoint,"
+        " not tcp: (only TLS carries client certificates)\n"
     )
 
 
@@ -232,3 +219,66 @@ def test_beyond_loopback_without_token_or_client_ca_names_both(
         makeService(_options(tmp_path, "--listen", listen))
     _, err = capfd.readouterr()
     assert "not loopback" in err and "--token-file" in err and "--tls-client-ca" in err
+
+
+# -- --request-timeout -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "soon", "nan", "inf", ""])
+def test_a_request_timeout_that_is_not_a_positive_number_exits_1_with_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], value: str
+) -> None:
+    """--request-timeout must be a positive, finite number of seconds: else exit 1, one line."""
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--listen", "http:tcp:0", "--request-timeout", value))
+    assert caught.value.code == 1
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert err == f"acp-agent: --request-timeout {value}: not a positive number of seconds\n"
+
+
+def test_a_request_timeout_on_stdio_exits_1_with_one_line(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """--request-timeout bounds listeners' connections: on stdio, exit 1, one line."""
+    with pytest.raises(SystemExit) as caught:
+        makeService(_options(tmp_path, "--request-timeout", "5"))
+    assert caught.value.code == 1
+    _, err = capfd.readouterr()
+    assert err == "acp-agent: --request-timeout applies only with --listen\n"
+
+
+@pytest.mark.parametrize("extra", [(), ("--max-connections", "7")])
+def test_the_request_timeout_reaches_the_remote_admission_table(
+    tmp_path: Path, extra: tuple[str, ...]
+) -> None:
+    """--request-timeout 2.5 is the remote listener's pending and head deadlines (the
+    other admission limits, and the other remote limits given, are kept)."""
+    options = _options(tmp_path, "--listen", "http:tcp:0", "--request-timeout", "2.5", *extra)
+    service = makeService(options)
+    assert isinstance(service, AgentService)
+    service.startService()
+    try:
+        assert service.port is not None
+        site: Any = service.port.factory
+        limits = site.admission.limits
+        assert (limits.pending_timeout, limits.head_timeout) == (2.5, 2.5)
+        assert limits.body_timeout == 30.0 and limits.max_pending == 256
+        assert site.acp.limits.max_connections == (7 if extra else 100)
+    finally:
+        service.stopService()
+
+
+def test_the_request_timeout_reaches_the_raw_admission_table(tmp_path: Path) -> None:
+    """--request-timeout 3 is a raw NDJSON listener's pending deadline (its first line)."""
+    options = _options(tmp_path, "--listen", "tcp:0", "--no-token", "--request-timeout", "3")
+    service = makeService(options)
+    assert isinstance(service, AgentService)
+    service.startService()
+    try:
+        assert service.port is not None
+        factory: Any = service.port.factory
+        assert factory.admission.limits.pending_timeout == 3.0
+        assert factory.admission.limits.head_timeout == 3.0
+    finally:
+        service.stopService()

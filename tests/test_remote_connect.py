@@ -4,7 +4,6 @@ connect_remote: one entry point choosing the transport by the URL's scheme.
 
 from __future__ import annotations
 
-import socket
 from typing import Any, cast
 
 import pytest
@@ -14,14 +13,7 @@ from twisted.trial.unittest import TestCase
 from acpkit.connection import Client
 from acpkit.remote.connect import check_remote_url, connect_remote
 from acpkit.remote.http_client import HTTPClientTransport
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from tests.helpers import refused_port
 
 
 @pytest.mark.parametrize(
@@ -60,14 +52,16 @@ class ConnectRemoteTests(TestCase):
     async def test_http_urls_get_the_streamable_http_transport(self) -> None:
         """An http:// URL gives a ClientConnection over HTTPClientTransport at once
         (nothing is sent before initialize)."""
-        conn = await connect_remote(reactor, f"http://127.0.0.1:{free_port()}/acp", Client())
+        conn = await connect_remote(
+            reactor, f"http://127.0.0.1:{refused_port(self.addCleanup)}/acp", Client()
+        )
         self.assertIsInstance(conn.protocol.transport, HTTPClientTransport)
         conn.close()
         await conn.closed
 
     async def test_the_http2_policy_reaches_the_http_transport(self) -> None:
         """``http2=`` is the HTTP transport's version policy (default ``"auto"``)."""
-        url = f"http://127.0.0.1:{free_port()}/acp"
+        url = f"http://127.0.0.1:{refused_port(self.addCleanup)}/acp"
         for given, expected in ((None, "auto"), ("never", "never")):
             kwargs: dict[str, Any] = {} if given is None else {"http2": given}
             conn = await connect_remote(reactor, url, Client(), **kwargs)
@@ -83,7 +77,9 @@ class ConnectRemoteTests(TestCase):
         from acpkit.remote.websocket import WebSocketConnectError
 
         with self.assertRaises(WebSocketConnectError):
-            await connect_remote(reactor, f"ws://127.0.0.1:{free_port()}/acp", Client())
+            await connect_remote(
+                reactor, f"ws://127.0.0.1:{refused_port(self.addCleanup)}/acp", Client()
+            )
 
     async def test_a_bad_url_fails_the_deferred(self) -> None:
         """A refused URL fails the Deferred with ValueError (no exception raised)."""

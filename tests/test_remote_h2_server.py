@@ -17,6 +17,7 @@ same with ``serve_remote`` on TLS (HTTP/2 by ALPN) and acpkit's own HTTP/2 clien
 from __future__ import annotations
 
 import gc
+import io
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +42,7 @@ from twisted.web._http2 import H2Connection  # the server under test
 from zope.interface import implementer
 
 from acpkit import schema
+from acpkit.admission import GuardedProtocol
 from acpkit.connection import Agent, AgentConnection, negotiate_version
 from acpkit.remote.h2_reads import H2FrameReads
 from acpkit.remote.security import tls_serving_problem
@@ -106,11 +108,13 @@ class Wire:
     in one read by :meth:`flush`.
     """
 
-    def __init__(self, *, guarded: bool, through_site: bool = False) -> None:
+    def __init__(
+        self, *, guarded: bool, through_site: bool = False, token: bytes | None = None
+    ) -> None:
         self.clock = Clock()  # the resource's timers and the engine's
         self.h2clock = Clock()  # twisted.web's sending loop
         self.agents: list[EchoAgent] = []
-        self.resource = ACPResource(self._agent, clock=self.clock)
+        self.resource = ACPResource(self._agent, clock=self.clock, token=token)
         self.transport = StringTransport()
         self.transport.negotiatedProtocol = b"h2"  # type: ignore[attr-defined]
         self.protocol: Any
@@ -392,10 +396,14 @@ def test_other_connections_are_passed_through_untouched() -> None:
 
 
 def test_the_remote_site_builds_its_protocol_guarded() -> None:
-    """RemoteSite's protocols are wrapped; the site's attributes read through."""
+    """
+    RemoteSite's protocols are guarded (admission) around the HTTP/2 frame splitter;
+    the site's attributes read through both.
+    """
     site = RemoteSite(ACPResource(EchoAgent, clock=Clock()), b"/acp", reactor=Clock())
     protocol = site.buildProtocol(None)
-    assert isinstance(protocol, H2FrameReads)
+    assert isinstance(protocol, GuardedProtocol)
+    assert isinstance(protocol.wrapped, H2FrameReads)
     assert protocol.site is site
 
 
@@ -430,6 +438,52 @@ class ThroughTheSiteTests(TestCase):
         self.assertEqual(wire.responses[delete].headers[":status"], "202")
         self.assertEqual(wire.resource.connections, {})
         self.assertEqual(observer.seen, [])
+
+    async def test_an_unauthenticated_body_is_discarded_then_answered_401(self) -> None:
+        """
+        With a token required, an HTTP/2 POST without one: its body (300 kB in DATA
+        frames, over several reads) is never stored (no temporary file: the request's
+        content stays empty), and once the stream ends it is answered 401 with
+        ``WWW-Authenticate: Bearer``; the connection stays pending (not accepted).
+        """
+        wire = Wire(guarded=True, through_site=True, token=b"s3cret")
+        self.addCleanup(wire.protocol.connectionLost, Failure(ConnectionDone()))
+        made: list[Any] = []
+        inner = wire.protocol.wrapped.wrapped  # guard, frame splitter, twisted.web
+        factory = inner.requestFactory
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            made.append(factory(*args, **kwargs))
+            return made[-1]
+
+        inner.requestFactory = recording
+        size = 300_000
+        stream_id = wire.client.get_next_available_stream_id()
+        fields = [(":method", "POST"), (":path", "/acp"), (":scheme", "https")]
+        fields += [(":authority", "localhost"), ("content-type", "application/json")]
+        fields.append(("content-length", str(size)))
+        wire.client.send_headers(stream_id, fields)
+        wire.responses[stream_id] = response = Response()
+        sent = 0
+
+        def may_send() -> bool:
+            return sent == size or wire.client.local_flow_control_window(stream_id) > 0
+
+        while sent < size:
+            chunk = min(16_384, size - sent, wire.client.local_flow_control_window(stream_id))
+            if chunk:
+                wire.client.send_data(stream_id, b"x" * chunk)
+                sent += chunk
+            await wire.exchange_until(may_send, "the window to open")
+        self.assertEqual(len(made), 1)
+        self.assertIsInstance(made[0].content, io.BytesIO)  # no temporary file
+        self.assertEqual(made[0].content.seek(0, 2), 0)  # nothing kept
+        self.assertEqual(response.headers, {})  # not answered before the stream ends
+        wire.client.end_stream(stream_id)
+        await wire.exchange_until(lambda: response.ended, "the answer")
+        self.assertEqual(response.headers[":status"], "401")
+        self.assertEqual(response.headers["www-authenticate"], 'Bearer realm="acp"')
+        self.assertEqual(wire.protocol.ticket.pending, True)
 
 
 # -- twisted.web alone: the upstream bug -----------------------------------------------------
@@ -496,9 +550,9 @@ class EndToEndTests(TestCase):
         the process's sockets are back to the listening port's."""
         from acpkit.remote.http_client import connect_http
         from acpkit.remote.tls import ClientTLS
+        from tests.helpers import InteropClient
         from tests.test_remote_faults import fd_links, open_fds, until
         from tests.test_remote_http2 import write_certificate
-        from tests.test_remote_http_client import RecordingClient
 
         observer = Failures()
         globalLogPublisher.addObserver(observer)
@@ -514,12 +568,12 @@ class EndToEndTests(TestCase):
             agents.append(EchoAgent(conn))
             return agents[-1]
 
-        port: Any = await serve_remote(reactor, description, agent)
+        port: Any = await serve_remote(reactor, description, agent, no_token=True)
         self.addCleanup(port.stopListening)
         acp = port.factory.wrappedFactory.acp
         url = f"https://localhost:{port.getHost().port}/acp"
         for _ in range(5):
-            conn = await connect_http(reactor, url, RecordingClient(), tls=ClientTLS(cert))
+            conn = await connect_http(reactor, url, InteropClient(), tls=ClientTLS(cert))
             await conn.initialize()
             await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
             self.assertEqual(conn.protocol.transport.http_version, "HTTP/2")  # type: ignore[union-attr]

@@ -6,7 +6,6 @@ certificate of our own, and real HTTP/2 peers end to end.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Any, cast
@@ -14,8 +13,6 @@ from typing import Any, cast
 import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
-from twisted.internet.protocol import ProcessProtocol
-from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.server import Site
 
@@ -25,9 +22,9 @@ from acpkit.remote.http_client import HTTPClientTransport, connect_http
 from acpkit.remote.security import tls_serving_problem
 from acpkit.remote.tls import ClientTLS
 from tests import test_remote_http_client
+from tests.helpers import InteropClient, start_port_server
 from tests.test_remote_http_client import (
     FakeAcpServer,
-    RecordingClient,
     run_scenario,
     scripted_agent,
 )
@@ -75,7 +72,7 @@ class TLSOptionTests(TestCase):
             conn = await connect_http(
                 reactor,
                 self.url,
-                RecordingClient(),
+                InteropClient(),
                 tls=ClientTLS(trust_root=self.cert),
                 http2=mode,  # type: ignore[arg-type]
                 # (no session stream: twisted.web's HTTP/2 server raises when a GET and
@@ -93,7 +90,7 @@ class TLSOptionTests(TestCase):
             untrusting = await connect_http(
                 reactor,
                 self.url,
-                RecordingClient(),
+                InteropClient(),
                 http2=mode,  # type: ignore[arg-type]
             )
             with self.assertRaises(ConnectionLost) as caught:
@@ -106,38 +103,13 @@ class TLSOptionTests(TestCase):
         missing = Path(self.mktemp()) / "nowhere.pem"
         with self.assertRaises(ValueError) as caught:
             await connect_http(
-                reactor, self.url, RecordingClient(), tls=ClientTLS(trust_root=missing)
+                reactor, self.url, InteropClient(), tls=ClientTLS(trust_root=missing)
             )
         self.assertIn("nowhere.pem", str(caught.exception))
         self.assertEqual(self.server.requests, [])
 
 
 # -- real peers, end to end ------------------------------------------------------------------
-
-
-class _Child(ProcessProtocol):
-    """Fires ``port`` with the number the child prints as ``PORT <n>``; keeps stderr."""
-
-    def __init__(self) -> None:
-        self.port: Deferred[int] = Deferred()
-        self.ended: Deferred[None] = Deferred()
-        self.out = b""
-        self.err = b""
-
-    def outReceived(self, data: bytes) -> None:
-        self.out += data
-        if not self.port.called and b"\n" in self.out:
-            line = self.out.split(b"\n", 1)[0]
-            if line.startswith(b"PORT "):
-                self.port.callback(int(line.split()[1]))
-
-    def errReceived(self, data: bytes) -> None:
-        self.err += data
-
-    def processEnded(self, reason: Failure) -> None:
-        if not self.port.called:
-            self.port.errback(RuntimeError(f"the server exited: {self.err.decode()[-2000:]}"))
-        self.ended.callback(None)
 
 
 async def start_child(case: TestCase, *args: str) -> int:
@@ -149,19 +121,10 @@ async def start_child(case: TestCase, *args: str) -> int:
 async def start_child_process(case: TestCase, *args: str) -> tuple[int, Any]:
     """:func:`start_child`, with the child's process transport."""
     pytest.importorskip("acp.http.asgi")
-    proto = _Child()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    argv = [sys.executable, str(SERVER), *args]
-    process = reactor.spawnProcess(proto, argv[0], argv, env=env)
-
-    def stop() -> Deferred[None]:
-        if not proto.ended.called:
-            process.signalProcess("KILL")
-        return proto.ended
-
-    case.addCleanup(stop)
-    return await proto.port, process
+    port, process, _ = await start_port_server(
+        case.addCleanup, [sys.executable, str(SERVER), *args]
+    )
+    return port, process
 
 
 async def scenario_with(
@@ -247,7 +210,7 @@ class HypercornTests(TestCase):
         port, process = await start_child_process(
             self, "hypercorn", str(self.log), str(self.cert), str(self.key)
         )
-        client = RecordingClient()
+        client = InteropClient()
         conn = await connect_http(
             reactor, f"https://localhost:{port}/acp", client, tls=ClientTLS(trust_root=self.cert)
         )
@@ -273,7 +236,7 @@ class HypercornTests(TestCase):
         pytest.importorskip("uvicorn")
         port = await start_child(self, "uvicorn", str(self.log))
         conn = await connect_http(
-            reactor, f"http://127.0.0.1:{port}/acp", RecordingClient(), http2="prior-knowledge"
+            reactor, f"http://127.0.0.1:{port}/acp", InteropClient(), http2="prior-knowledge"
         )
         with self.assertRaises(ConnectionLost) as caught:
             await conn.initialize()
@@ -310,7 +273,9 @@ class ServeRemoteOverTLSTests(TestCase):
         directory = Path(self.mktemp())
         directory.mkdir()
         key, cert = write_certificate(directory)
-        port = await serve_remote(reactor, f"ssl:0:privateKey={key}:certKey={cert}", InteropAgent)
+        port = await serve_remote(
+            reactor, f"ssl:0:privateKey={key}:certKey={cert}", InteropAgent, no_token=True
+        )
         self.addCleanup(port.stopListening)
         site: Any = cast(Any, port).factory
         while not isinstance(site, Site):

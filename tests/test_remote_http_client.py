@@ -18,20 +18,19 @@ from twisted.internet import reactor
 from twisted.internet.defer import Deferred, maybeDeferred
 from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.interfaces import IListeningPort
-from twisted.internet.protocol import ProcessProtocol
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, deferLater
 from twisted.logger import ILogObserver, formatEvent, globalLogPublisher
-from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
 from acpkit import schema
-from acpkit.connection import Client, ClientConnection
-from acpkit.errors import ConnectionLost, RPCError
+from acpkit.connection import ClientConnection
+from acpkit.errors import ConnectionLost, NotDelivered, RPCError
 from acpkit.remote.http_client import HTTP_TRANSPORT_ERROR, HTTPClientTransport, connect_http
 from acpkit.sse import encode_event
+from tests.helpers import InteropClient, start_port_server
 from tests.real_peers import NODE22, TS_SDK_MODULES, require_peer
 
 ROOT = Path(__file__).parent.parent
@@ -39,37 +38,22 @@ FIXTURES = Path(__file__).parent / "fixtures" / "remote"
 TOKEN = "Bearer s3cret-token-value"
 
 
-class RecordingClient(Client):
-    """Allows every permission, serves fs from disk, records the agent's chunks."""
+async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Let the reactor turn until ``condition()``; fail after ``timeout`` s."""
+    import time
 
-    def __init__(self) -> None:
-        self.chunks: list[str] = []
-        self.permissions: list[str] = []
-        self.waiting: Deferred[None] = Deferred()
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await deferLater(reactor, 0.01, lambda: None)
 
-    def session_update(self, params: schema.SessionNotification) -> None:
-        update = params.update
-        if isinstance(update, schema.AgentMessageChunk) and isinstance(
-            update.content, schema.TextContentBlock
-        ):
-            self.chunks.append(update.content.text)
-            if update.content.text == "waiting" and not self.waiting.called:
-                self.waiting.callback(None)
 
-    def request_permission(
-        self, params: schema.RequestPermissionRequest
-    ) -> schema.RequestPermissionResponse:
-        self.permissions.append(params.tool_call.title or "")
-        return schema.RequestPermissionResponse(
-            outcome=schema.SelectedPermissionOutcome(option_id="allow")
-        )
-
-    def read_text_file(self, params: schema.ReadTextFileRequest) -> schema.ReadTextFileResponse:
-        return schema.ReadTextFileResponse(content=Path(params.path).read_text())
-
-    def write_text_file(self, params: schema.WriteTextFileRequest) -> schema.WriteTextFileResponse:
-        Path(params.path).write_text(params.content)
-        return schema.WriteTextFileResponse()
+def _text_of(message: Any) -> str | None:
+    """The text of a session/prompt message's first block, else None."""
+    if isinstance(message, dict) and message.get("method") == "session/prompt":
+        return str(message["params"]["prompt"][0].get("text"))
+    return None
 
 
 # -- a scripted loopback server -----------------------------------------------------------
@@ -248,8 +232,8 @@ class LoopbackTests(TestCase):
         d: Deferred[Any] = TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(site)
         return d.addCallback(listening)
 
-    async def connect(self, **kwargs: Any) -> tuple[ClientConnection, RecordingClient]:
-        client = RecordingClient()
+    async def connect(self, **kwargs: Any) -> tuple[ClientConnection, InteropClient]:
+        client = InteropClient()
         conn = await connect_http(reactor, self.url, client, **kwargs)
 
         def close() -> Deferred[None]:
@@ -261,7 +245,7 @@ class LoopbackTests(TestCase):
         self.addCleanup(close)
         return conn, client
 
-    async def session(self, **kwargs: Any) -> tuple[ClientConnection, RecordingClient, str]:
+    async def session(self, **kwargs: Any) -> tuple[ClientConnection, InteropClient, str]:
         conn, client = await self.connect(**kwargs)
         await conn.initialize()
         new = await conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
@@ -473,6 +457,74 @@ class LoopbackTests(TestCase):
         with self.assertRaises(ConnectionLost):
             await self.prompt(conn, sid)
 
+    async def test_the_request_a_404_refused_was_not_delivered(self) -> None:
+        """
+        A 404 to a prompt's POST: that prompt fails with NotDelivered (a ConnectionLost:
+        it never ran, sending it again is safe); a prompt the server had taken (202)
+        and not answered fails with a plain ConnectionLost (it may have run).
+        """
+        conn, _, sid = await self.session()
+        answer = self.server.answer
+        self.server.answer = lambda m: [] if _text_of(m) == "taken" else answer(m)
+        taken = self.prompt(conn, sid, "taken")
+        await until(lambda: len(self.posts("session/prompt")) == 1, "the first prompt's 202")
+        self.server.known = False
+        with self.assertRaises(NotDelivered) as refused:
+            await self.prompt(conn, sid, "refused")
+        self.assertIn("does not know this connection", str(refused.exception))
+        with self.assertRaises(ConnectionLost) as lost:
+            await taken
+        self.assertNotIsInstance(lost.exception, NotDelivered)
+
+    async def _stream_ends_with_a_post_in_flight(
+        self, status: int
+    ) -> tuple[Deferred[Any], Deferred[Any]]:
+        """A prompt's POST held by the server, a cancel queued behind it, then the
+        server ends the stream (it drains) and answers the prompt's POST ``status``."""
+        self.server.hold = lambda m: m.get("method") == "session/prompt"
+        self.server.answer = lambda m: (
+            [] if m.get("method") == "session/prompt" else scripted_agent(m)
+        )
+        conn, _, sid = await self.session()
+        posted = self.server.next_post()
+        running = self.prompt(conn, sid, "in flight")
+        await posted
+        queued = conn.new_session(schema.NewSessionRequest(cwd="/", mcp_servers=[]))
+        assert self.server.stream is not None
+        self.server.stream.finish()
+        await deferLater(reactor, 0.05, lambda: None)
+        self.assertIsNone(conn.closed_reason)  # not before the POST in flight is answered
+        (prompt,) = self.server.held
+        prompt.setResponseCode(status)
+        if status == 404:
+            prompt.write(b'{"error": "Unknown connection id"}')
+        prompt.finish()
+        return running, queued
+
+    async def test_a_post_refused_after_the_stream_ended_was_not_delivered(self) -> None:
+        """
+        The server ends the stream (draining) as a prompt's POST is on its way, then
+        answers it 404: the prompt fails NotDelivered, and so does the request queued
+        behind it (never sent); the connection is lost then.
+        """
+        running, queued = await self._stream_ends_with_a_post_in_flight(404)
+        with self.assertRaises(NotDelivered):
+            await running
+        with self.assertRaises(NotDelivered) as unsent:
+            await queued
+        self.assertIn("before it was sent", str(unsent.exception))
+
+    async def test_a_post_taken_before_the_stream_ended_was_delivered(self) -> None:
+        """The same POST answered 202: it reached the agent, so its request fails with a
+        plain ConnectionLost (it may have run)."""
+        running, queued = await self._stream_ends_with_a_post_in_flight(202)
+        with self.assertRaises(ConnectionLost) as lost:
+            await running
+        self.assertNotIsInstance(lost.exception, NotDelivered)
+        self.assertIn("SSE stream", str(lost.exception))
+        with self.assertRaises(NotDelivered):  # queued behind it: never sent
+            await queued
+
     async def test_initialize_refused_says_why(self) -> None:
         """An initialize answered 401 fails with the status and a hint at the headers."""
         self.server.initialize_status = 401
@@ -579,7 +631,7 @@ class LoopbackTests(TestCase):
         ValueError; nothing is sent."""
         for url in ("ws://127.0.0.1/acp", "http:///acp", "http://u:p@127.0.0.1/acp"):
             with self.assertRaises(ValueError):
-                await connect_http(reactor, url, RecordingClient())
+                await connect_http(reactor, url, InteropClient())
         self.assertEqual(self.server.requests, [])
 
     async def test_unreachable_server_fails_initialize(self) -> None:
@@ -592,29 +644,6 @@ class LoopbackTests(TestCase):
 
 
 # -- interop with the official Python SDK's server -----------------------------------------
-
-
-class _Server(ProcessProtocol):
-    def __init__(self) -> None:
-        self.port: Deferred[int] = Deferred()
-        self.ended: Deferred[None] = Deferred()
-        self.out = b""
-        self.err = b""
-
-    def outReceived(self, data: bytes) -> None:
-        self.out += data
-        if not self.port.called and b"\n" in self.out:
-            line = self.out.split(b"\n", 1)[0]
-            if line.startswith(b"PORT "):
-                self.port.callback(int(line.split()[1]))
-
-    def errReceived(self, data: bytes) -> None:
-        self.err += data
-
-    def processEnded(self, reason: Failure) -> None:
-        if not self.port.called:
-            self.port.errback(RuntimeError(f"the server exited: {self.err.decode()[-2000:]}"))
-        self.ended.callback(None)
 
 
 def _sdk_server_available() -> bool:
@@ -642,18 +671,7 @@ async def start_ts_server(case: TestCase) -> str:
 
 async def start_server(case: TestCase, argv: list[str]) -> str:
     """Run ``argv`` (a server printing ``PORT n``), killed at cleanup; return its URL."""
-    proto = _Server()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    process = reactor.spawnProcess(proto, argv[0], argv, env=env)
-
-    def stop() -> Deferred[None]:
-        if not proto.ended.called:
-            process.signalProcess("KILL")
-        return proto.ended
-
-    case.addCleanup(stop)
-    port = await proto.port
+    port, _, _ = await start_port_server(case.addCleanup, argv)
     return f"http://127.0.0.1:{port}/acp"
 
 
@@ -664,7 +682,7 @@ async def run_scenario(case: TestCase, url: str, session_id: str) -> None:
     tmp.mkdir()
     target = tmp / "note.txt"
     target.write_text("hello")
-    client = RecordingClient()
+    client = InteropClient()
     conn = await connect_http(reactor, url, client)
     init = await conn.initialize(
         client_capabilities=schema.ClientCapabilities(
@@ -733,7 +751,7 @@ class AcpkitServerTests(TestCase):
         from acpkit.remote import serve_remote
         from tests.fixtures.interop.acpkit_agent import InteropAgent
 
-        port = await serve_remote(reactor, "tcp:0", InteropAgent)
+        port = await serve_remote(reactor, "tcp:0", InteropAgent, no_token=True)
         self.addCleanup(port.stopListening)
         url = f"http://127.0.0.1:{port.getHost().port}/acp"
         await run_scenario(self, url, "acpkit-session")

@@ -32,6 +32,7 @@ from twisted.trial.unittest import TestCase
 
 from acpkit import schema
 from acpkit.remote.connect import connect_remote
+from tests.helpers import InteropClient, child_env
 from tests.real_peers import (
     ACP_HTTP_CLIENT_MODULES,
     NODE22,
@@ -39,7 +40,6 @@ from tests.real_peers import (
     peer,
     require_peer,
 )
-from tests.test_remote_http_client import RecordingClient
 
 pytestmark = [pytest.mark.real_agent, pytest.mark.process]
 
@@ -70,8 +70,7 @@ def ts_sdk() -> str:
 
 def serve_acpkit_agent(tmp_path: Path, extra: list[str]) -> tuple[subprocess.Popen[str], str]:
     """The interop agent built on acpkit, served by serve_remote in a child; its URL."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env = child_env()
     child = subprocess.Popen(
         [sys.executable, str(FIXTURES / "interop" / "remote_agent.py"), *extra],
         stdin=subprocess.PIPE,
@@ -242,7 +241,7 @@ class AcpkitClientAgainstTypescriptAgent(TestCase):
         tmp.mkdir()
         target = (tmp / "note.txt").resolve()
         target.write_text("hello")
-        client = RecordingClient()
+        client = InteropClient()
         conn = await connect_remote(reactor, url, client)
         init = await conn.initialize(
             client_capabilities=schema.ClientCapabilities(

@@ -37,6 +37,7 @@ from acpkit.remote.security import (
     tls_serving_problem,
 )
 from acpkit.remote.server import ACPResource, LimitedRequest, RemoteLimits, RemoteSite
+from tests.helpers import child_env
 from tests.real_peers import NODE22, TS_SDK_MODULES, peer, require_peer
 
 ROOT = Path(__file__).parent.parent
@@ -707,13 +708,21 @@ def test_origin_checks() -> None:
     assert origin_allowed(b"http://[::1]:3000", b"[::1]:8765", ())
 
 
-def test_bind_defaults_to_loopback_and_refuses_open_binds_without_token() -> None:
-    """tcp:PORT binds 127.0.0.1; a non-loopback interface needs a token; unix is local."""
-    assert check_bind("tcp:8765", token=None) == "tcp:8765:interface=127.0.0.1"
-    assert check_bind("tcp:port=0:interface=127.0.0.1", token=None).endswith("127.0.0.1")
-    assert check_bind("unix:/tmp/acp.sock", token=None) == "unix:/tmp/acp.sock"
+def test_bind_defaults_to_loopback_and_refuses_unauthenticated_binds() -> None:
+    """
+    tcp:PORT binds 127.0.0.1 and, loopback included, needs a token or an explicit
+    no_token (loopback only); unix is owner-only (mode=600 added) and needs none.
+    """
+    with pytest.raises(InsecureBindError, match="loopback is not a trust boundary"):
+        check_bind("tcp:8765", token=None)
+    assert check_bind("tcp:8765", token=b"t") == "tcp:8765:interface=127.0.0.1"
+    assert check_bind("tcp:8765", token=None, no_token=True) == "tcp:8765:interface=127.0.0.1"
+    assert check_bind("tcp:port=0:interface=127.0.0.1", token=b"t").endswith("127.0.0.1")
+    assert check_bind("unix:/tmp/acp.sock", token=None) == "unix:/tmp/acp.sock:mode=600"
     with pytest.raises(InsecureBindError, match=r"0\.0\.0\.0 \(not loopback\)"):
         check_bind("tcp:port=0:interface=0.0.0.0", token=None)
+    with pytest.raises(InsecureBindError, match="for loopback only"):
+        check_bind("tcp:port=0:interface=0.0.0.0", token=None, no_token=True)
     with pytest.raises(InsecureBindError):
         check_bind("tcp:0:", token=None)
     assert check_bind("tcp:port=0:interface=0.0.0.0", token=b"t").endswith("0.0.0.0")
@@ -750,8 +759,7 @@ def test_websocket_upgrade_without_the_websocket_module_is_501(monkeypatch: Any)
 
 def _serve_in_child(tmp_path: Path, extra: list[str]) -> tuple[subprocess.Popen[str], str]:
     """The interop agent served by serve_remote in a child process; its URL."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env = child_env()
     child = subprocess.Popen(
         [sys.executable, str(FIXTURES / "remote_agent.py"), *extra],
         stdin=subprocess.PIPE,
@@ -850,6 +858,7 @@ def test_bob_serves_remote_acp_with_listen_http(tmp_path: Path) -> None:
     pytest.importorskip("httpx")
     token = tmp_path / "token"
     token.write_text("tok\n")
+    token.chmod(0o600)
     bob = _bob(tmp_path, "--listen", "http:tcp:0", "--token-file", str(token))
     try:
         assert bob.stderr is not None
@@ -1040,7 +1049,7 @@ class LoopbackFaultTests(TestCase):
 
         from acpkit.remote import serve_remote
 
-        port = await serve_remote(reactor, "tcp:0", factory, limits=limits)
+        port = await serve_remote(reactor, "tcp:0", factory, limits=limits, no_token=True)
         self.addCleanup(port.stopListening)
         return f"http://127.0.0.1:{port.getHost().port}/acp", port.factory.acp, agents
 
@@ -1280,7 +1289,9 @@ def test_tls_is_refused_at_startup_where_twisted_cannot_serve_it(
     def refused(failure: Failure) -> None:
         failures.append(str(failure.value))
 
-    d = server.serve_remote(Clock(), "ssl:0:privateKey=k.pem:certKey=c.pem", RemoteAgent)
+    d = server.serve_remote(
+        Clock(), "ssl:0:privateKey=k.pem:certKey=c.pem", RemoteAgent, no_token=True
+    )
     d.addErrback(refused)
     assert failures == ["Twisted X cannot serve TLS"]
 

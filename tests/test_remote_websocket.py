@@ -18,11 +18,10 @@ from twisted.internet import reactor
 from twisted.internet.address import IPv4Address
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IListeningPort
-from twisted.internet.protocol import Factory, ProcessProtocol, Protocol
+from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.logger import ILogObserver, formatEvent, globalLogPublisher
-from twisted.python.failure import Failure
 from twisted.trial.unittest import TestCase
 from twisted.web.resource import Resource
 from twisted.web.server import Site
@@ -42,17 +41,10 @@ from acpkit.remote.websocket import (
     set_cookies,
     websocket_resource,
 )
-from tests.test_remote_http_client import RecordingClient
+from tests.helpers import InteropClient, child_env, start_port_server
 
 FIXTURES = Path(__file__).parent / "fixtures" / "remote_ws"
 ROOT = Path(__file__).parent.parent
-
-
-def child_env() -> dict[str, str]:
-    """Our environment with the checkout importable."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    return env
 
 
 def text(s: str) -> schema.AgentMessageChunk:
@@ -120,7 +112,7 @@ class WsAgent(Agent):
         return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
 
 
-class WsClient(RecordingClient):
+class WsClient(InteropClient):
     """The HTTP client tests' recording client, without fs writes: this module's agents
     only read, and a client that cannot write does not advertise it."""
 
@@ -893,30 +885,6 @@ def test_tls_and_tls_options_together_are_refused() -> None:
         )
 
 
-class _Lines(ProcessProtocol):
-    """Fires ``port`` with the number the child prints as ``PORT <n>``; keeps stderr."""
-
-    def __init__(self) -> None:
-        self.port: Deferred[int] = Deferred()
-        self.exited: Deferred[None] = Deferred()
-        self.out = b""
-        self.err = b""
-
-    def outReceived(self, data: bytes) -> None:
-        self.out += data
-        for line in self.out.splitlines():
-            if line.startswith(b"PORT ") and not self.port.called:
-                self.port.callback(int(line.split()[1]))
-
-    def errReceived(self, data: bytes) -> None:
-        self.err += data
-
-    def processEnded(self, reason: Failure) -> None:
-        if not self.port.called:
-            self.port.errback(AssertionError(f"the server exited: {self.err.decode()}"))
-        self.exited.callback(None)
-
-
 @pytest.mark.process
 class SdkInteropTests(_WsBase):
     """The official Python SDK's WebSocket transport against acpkit's, both ways."""
@@ -966,23 +934,17 @@ class SdkInteropTests(_WsBase):
 
     async def start_sdk_server(self) -> tuple[str, Callable[[], Deferred[None]]]:
         """The SDK's server in a child process: its URL, and how to kill it."""
-        lines = _Lines()
-        process = reactor.spawnProcess(
-            lines,
-            sys.executable,
-            [sys.executable, str(FIXTURES / "sdk_ws_server.py")],
-            env=child_env(),
+        port, process, server = await start_port_server(
+            self.addCleanup, [sys.executable, str(FIXTURES / "sdk_ws_server.py")]
         )
 
         def kill() -> Deferred[None]:
-            if not lines.exited.called:
+            if not server.ended.called:
                 process.signalProcess("KILL")
             done: Deferred[None] = Deferred()
-            lines.exited.addBoth(lambda _: None).chainDeferred(done)
+            server.ended.addBoth(lambda _: None).chainDeferred(done)
             return done
 
-        self.addCleanup(kill)
-        port = await lines.port
         return f"ws://127.0.0.1:{port}/acp", kill
 
     async def _sdk_server(self) -> None:

@@ -24,6 +24,7 @@ from acpkit.rpc_cancel import (
     ICancellationPolicy,
     NotificationCancellation,
 )
+from tests.helpers import connected
 
 
 def waiting_registry(log: list[str]) -> MethodRegistry:
@@ -42,11 +43,10 @@ def waiting_registry(log: list[str]) -> MethodRegistry:
     return registry
 
 
-def connected(policy: NotificationCancellation | None, log: list[str]) -> tuple[Any, Any]:
+def engine_with(policy: NotificationCancellation | None, log: list[str]) -> tuple[Any, Any]:
+    """An engine with ``policy`` and the waiting handlers, connected to a StringTransport."""
     proto = JSONRPCProtocol(waiting_registry(log), clock=Clock(), cancellation=policy)
-    transport = StringTransport()
-    proto.makeConnection(transport)
-    return proto, transport
+    return proto, connected(proto)
 
 
 def written(transport: StringTransport) -> list[Any]:
@@ -89,7 +89,7 @@ def test_inbound_cancel_answers_32800(
 ) -> None:
     """ACP's and LSP's cancel notifications cancel the running handler; answer -32800."""
     log: list[str] = []
-    proto, transport = connected(policy, log)
+    proto, transport = engine_with(policy, log)
     send(proto, {"id": 5, "method": "wait", "params": {}})
     # The other dialect's notification is just an unknown notification: ignored.
     other = "$/cancelRequest" if method == "$/cancel_request" else "$/cancel_request"
@@ -104,7 +104,7 @@ def test_inbound_cancel_answers_32800(
 def test_mcp_cancel_is_not_answered_and_frees_the_slot() -> None:
     """MCP: notifications/cancelled cancels the handler and nothing is answered."""
     log: list[str] = []
-    proto, transport = connected(MCP_CANCELLATION, log)
+    proto, transport = engine_with(MCP_CANCELLATION, log)
     send(proto, {"id": "a", "method": "wait", "params": {}})
     send(proto, {"method": "notifications/cancelled", "params": {"requestId": "a"}})
     assert log == ["start a", "cancelled a"]
@@ -145,7 +145,7 @@ def test_outgoing_cancel_and_timeout_send_the_dialects_notification(
     policy: NotificationCancellation | None, expected: dict[str, Any]
 ) -> None:
     """d.cancel() and a timeout both send the policy's notification for our request."""
-    proto, transport = connected(policy, [])
+    proto, transport = engine_with(policy, [])
     d = proto.request("slow", {})
     d.addErrback(lambda f: f.trap(CancelledError))
     written(transport)
@@ -166,7 +166,7 @@ def test_outgoing_cancel_and_timeout_send_the_dialects_notification(
 def test_invalid_cancel_params_are_ignored() -> None:
     """A cancel whose id member is missing or not an id is ignored (the request runs on)."""
     log: list[str] = []
-    proto, transport = connected(LSP_CANCELLATION, log)
+    proto, transport = engine_with(LSP_CANCELLATION, log)
     send(proto, {"id": 1, "method": "wait", "params": {}})
     send(proto, {"method": "$/cancelRequest", "params": {"id": 1.5}})
     send(proto, {"method": "$/cancelRequest", "params": {"requestId": 1}})

@@ -37,6 +37,7 @@ def _defs(name: str) -> dict[str, Any]:
     return defs
 
 
+@pytest.mark.process
 def test_no_drift() -> None:
     """Regenerating into a temporary directory reproduces the committed modules exactly."""
     generator = _load_generator()
@@ -134,12 +135,14 @@ def _snake(wire: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", wire).lower()
 
 
+@pytest.mark.process
 def test_import_schema_does_not_import_unstable() -> None:
     """Importing acpkit.schema (and the codec) leaves acpkit.unstable unimported."""
     code = "import sys, acpkit.codec; assert 'acpkit.unstable' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
+@pytest.mark.process
 def test_check_command_line() -> None:
     """``tools/generate_schema.py --check`` exits 0 on the committed tree."""
     done = subprocess.run(

@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parent.parent
-pytestmark = pytest.mark.sdist
+# One xdist worker runs this file's tests: its module-scoped fixture (the sdist, built) then
+# runs once, not once per worker.
+pytestmark = [pytest.mark.sdist, pytest.mark.xdist_group("sdist")]
 
 #: What the tests, the docs build and CONTRIBUTING.md's instructions read, besides the
 #: packages themselves.

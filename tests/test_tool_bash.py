@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from twisted.internet import reactor
@@ -137,6 +138,7 @@ class OutputCapTests(SynchronousTestCase):
             self.assertEqual(cap.omitted, len(stream) - limit)
 
 
+@pytest.mark.process
 class BashProcessTests(TestCase):
     """Real commands on the real reactor."""
 

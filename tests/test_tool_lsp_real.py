@@ -22,8 +22,9 @@ import tempfile
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import attrs
 import pytest
-from twisted.internet import reactor, task
+from twisted.internet import reactor
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.trial.unittest import TestCase
 
@@ -36,6 +37,7 @@ from acpkit_agent.config import AgentConfig
 from acpkit_agent.lsp_config import LspServerConfig
 from acpkit_agent.tap import AgentService, build_runtime, stop_language_servers
 from tests.fixtures.agent.harness import RecordingClient
+from tests.helpers import wait_until
 from tests.real_peers import JEDI_LS, PYLSP, PYRIGHT_LS, require_peer
 
 pytestmark = [pytest.mark.process, pytest.mark.real_agent]
@@ -62,16 +64,6 @@ def deferred_test(
         return ensureDeferred(fn(self))
 
     return run
-
-
-async def wait_until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    """Check ``condition`` every 20 ms of reactor time until it holds (fail after timeout)."""
-    waited = 0.0
-    while not condition():
-        if waited > timeout:
-            raise AssertionError("condition not met in time")
-        await task.deferLater(reactor, 0.02, lambda: None)
-        waited += 0.02
 
 
 def _close(conn: ClientConnection) -> None:
@@ -116,6 +108,12 @@ class LspToolTurnTests(TestCase):
         answers: list[str] | None = None,
     ) -> RecordingClient:
         """Serve bob with ``server`` configured, run one prompt whose model calls ``turns``."""
+        # jedi (under pylsp and jedi-language-server) writes its cache under HOME: a
+        # temporary one for the server, not ours.
+        home = os.path.abspath(self.mktemp())
+        os.makedirs(home)
+        cache = os.path.join(home, ".cache")
+        server = attrs.evolve(server, env={**server.env, "HOME": home, "XDG_CACHE_HOME": cache})
         model = ScriptedModelServer(parse_script({"turn": turns}), reactor=reactor)
         base = await model.start()
         self.addCleanup(model.stop)
@@ -127,11 +125,11 @@ class LspToolTurnTests(TestCase):
             lsp_servers=(server,),
         )
         runtime = build_runtime(config, reactor)
-        service = AgentService(runtime, "tcp:0:interface=127.0.0.1", reactor)
+        service = AgentService(runtime, "tcp:0:interface=127.0.0.1", reactor, no_token=True)
         service.startService()
         self.addCleanup(service.stopService)
         self.addCleanup(stop_language_servers, runtime)
-        await wait_until(lambda: service.port is not None)
+        await wait_until(lambda: service.port is not None, timeout=30.0)
         client = RecordingClient()
         client.answers = list(answers or [])
         # The client's file system holds the project (as an editor's buffers would).

@@ -8,12 +8,12 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator
 from datetime import UTC, datetime
-from typing import Any, AnyStr
+from typing import Any
 
+import pytest
 from twisted.internet import defer, reactor
-from twisted.internet.interfaces import IProcessProtocol, IReactorProcess
 from twisted.internet.testing import MemoryReactor, StringTransport
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.logger import ILogObserver, LogEvent, globalLogPublisher
@@ -31,6 +31,7 @@ from acpkit.trace import (
     replay,
     tracer_from_environment,
 )
+from tests.helpers import MemoryAgentReactor
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "agent_fixture.py")
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -251,6 +252,7 @@ class ReplayStartTests(SynchronousTestCase):
         self.assertIn("/nonexistent/agent", str(events[-1]["error"]))
 
 
+@pytest.mark.process
 class ReplayTests(TestCase):
     """Replaying a trace against a real agent process."""
 
@@ -324,6 +326,7 @@ class ReplayTests(TestCase):
         self.assertTrue(all(RECORD.match(line) for line in lines))
 
 
+@pytest.mark.process
 class SpawnedTraceTests(TestCase):
     """ACPKIT_TRACE with real processes: spawn_agent and serve_stdio attach tracers."""
 
@@ -375,40 +378,6 @@ class SpawnedTraceTests(TestCase):
         self.assertEqual(seen, [("->", "bob"), ("<-", "bob")])
 
 
-@implementer(IReactorProcess)
-class _RecordingProcessReactor:
-    """Records spawnProcess calls; starts nothing."""
-
-    def __init__(self) -> None:
-        self.spawned: list[dict[str, Any]] = []
-
-    def spawnProcess(
-        self,
-        processProtocol: IProcessProtocol,
-        executable: bytes | str,
-        args: Sequence[bytes | str] = (),
-        env: Mapping[AnyStr, AnyStr] | None = None,
-        path: bytes | str | None = None,
-        uid: int | None = None,
-        gid: int | None = None,
-        usePTY: bool = False,
-        childFDs: Mapping[int, int | str] | None = None,
-    ) -> Any:  # no process: None
-        self.spawned.append(
-            {
-                "executable": executable,
-                "args": list(args),
-                "env": env,
-                "path": path,
-                "uid": uid,
-                "gid": gid,
-                "usePTY": usePTY,
-                "childFDs": childFDs,
-            }
-        )
-        return None
-
-
 class SpawnEnvironmentTests(SynchronousTestCase):
     """What environment and tracer name spawn_agent gives a child, without a process."""
 
@@ -422,7 +391,7 @@ class SpawnEnvironmentTests(SynchronousTestCase):
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, ACPKIT_TRACE=path))
         for env in (None, {"ACPKIT_TRACE": path, "OTHER": "1"}, dict(os.environ)):
-            fake = _RecordingProcessReactor()
+            fake = MemoryAgentReactor()
             spawn_agent(fake, Line(), sys.executable, [], env=env, name="bob")
             (call,) = fake.spawned
             self.assertNotIn("ACPKIT_TRACE", call["env"])
@@ -436,7 +405,7 @@ class SpawnEnvironmentTests(SynchronousTestCase):
         path = fresh_path()
         self.patch(os, "environ", dict(os.environ, ACPKIT_TRACE=path))
         proto = Line()
-        spawn_agent(_RecordingProcessReactor(), proto, sys.executable, [], name="bob")
+        spawn_agent(MemoryAgentReactor(), proto, sys.executable, [], name="bob")
         assert isinstance(proto.tracer, trace.Tracer)
         self.assertEqual(proto.tracer.name, "bob")
         served = Line()

@@ -65,6 +65,21 @@ def test_mouse_drag_selects_whole_lines() -> None:
     assert view.copy_lines() == ["line 0", "line 1", "line 2"]
 
 
+def test_a_selection_starting_on_the_speaker_label_copies_the_text_only() -> None:
+    """Dragging from the ``bob`` label down copies the message's lines, not the label;
+    the label alone selected is still copied."""
+    _, view = view_with_lines(4)
+    assert rows(view)[0] == "bob"
+    view.mouse_event(SIZE, "mouse press", 1, 1, 0, True)
+    view.mouse_event(SIZE, "mouse drag", 1, 2, 2, True)
+    view.mouse_event(SIZE, "mouse release", 0, 2, 2, True)
+    assert view.copy_lines() == ["line 0", "line 1"]
+    view.mouse_event(SIZE, "mouse press", 1, 1, 0, True)
+    view.mouse_event(SIZE, "mouse drag", 1, 2, 0, True)
+    view.keypress(SIZE, "shift home")
+    assert view.copy_lines() == ["bob"]
+
+
 def test_a_click_without_drag_selects_nothing_and_moves_the_cursor() -> None:
     """A click puts the cursor on the clicked line; copying then takes its region."""
     _, view = view_with_lines(4)
@@ -90,14 +105,32 @@ def test_selection_and_cursor_are_drawn() -> None:
 
 
 def test_long_lines_wrap_and_copy_once() -> None:
-    """A line wider than the pane wraps over rows but copies as one line."""
+    """A line wider than the pane wraps over rows, each row under the text's indentation,
+    but copies as one line."""
     conversation = Conversation()
     view = ConversationView(conversation, "bob")
     long = "x" * 70
     conversation.apply(schema.AgentMessageChunk(content=schema.TextContentBlock(text=long)))
     drawn = rows(view)
-    assert drawn[1] == "  " + "x" * 38 and drawn[2] == "x" * 32
+    assert drawn[1] == "  " + "x" * 38 and drawn[2] == "  " + "x" * 32
     assert view.copy_lines() == [long]
+
+
+def test_a_wrapped_indented_line_keeps_its_indentation_also_under_the_cursor() -> None:
+    """A list item's wrapped rows start under its text, drawn plain or as the cursor bar;
+    a line indented past half the pane wraps at column 0 (its text keeps room)."""
+    conversation = Conversation()
+    view = ConversationView(conversation, "bob")
+    item = "   - " + "y" * 60
+    conversation.apply(schema.AgentMessageChunk(content=schema.TextContentBlock(text=item)))
+    for focus in (False, True):
+        drawn = rows(view, focus=focus)
+        assert drawn[1:3] == ["     - " + "y" * 33, "     " + "y" * 27], (focus, drawn)
+    assert view.copy_lines() == [item]
+    deep = " " * 25 + "z" * 30
+    conversation.apply(schema.AgentMessageChunk(content=schema.TextContentBlock(text="\n" + deep)))
+    drawn = rows(view, focus=False)
+    assert drawn[3:5] == ["  " + deep[:38], deep[38:]], drawn
 
 
 def test_empty_conversation_draws_blank_and_copies_nothing() -> None:

@@ -51,6 +51,7 @@ def test_the_maximise_box_of_the_front_window_tiles_again(ui: Harness) -> None:
     assert ui.app.tiled and ui.app.front_window is second
 
 
+@pytest.mark.process
 def test_enter_on_a_mention_already_complete_sends(ui: Harness) -> None:
     """With ``@notes.txt`` typed whole and highlighted in the list, Enter sends the prompt."""
     window = ui.open()
@@ -61,6 +62,7 @@ def test_enter_on_a_mention_already_complete_sends(ui: Harness) -> None:
     assert ui.agents[0].prompts, "the prompt was sent"
 
 
+@pytest.mark.process
 def test_enter_on_an_unfinished_mention_still_completes(ui: Harness) -> None:
     """``@notes`` is not complete: Enter takes the highlighted file, sends nothing."""
     ui.open()
@@ -70,6 +72,7 @@ def test_enter_on_an_unfinished_mention_still_completes(ui: Harness) -> None:
     assert not ui.agents[0].prompts
 
 
+@pytest.mark.process
 def test_enter_on_a_complete_mention_with_another_file_highlighted_takes_it(ui: Harness) -> None:
     """Only the highlighted entry counts: moving to ``notes.txt.bak`` and Enter takes it."""
     window = ui.open()

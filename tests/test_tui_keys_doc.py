@@ -716,6 +716,16 @@ def conversation_wheel(ui: Harness) -> None:
         ui.press("tab")
 
 
+def conversation_typing(ui: Harness) -> None:
+    """A character typed with the conversation in front goes to the input, now in front."""
+    window = with_text(ui, "hello")
+    ui.press("tab")
+    assert not window.input_focused
+    ui.press("a", " ", "1")
+    assert window.input_focused
+    assert window.input.edit_text == "a 1"
+
+
 # -- with a list open ----------------------------------------------------------------------------
 
 
@@ -926,6 +936,10 @@ CHECKS: dict[tuple[str, str], Check] = {
     ): ("Extend the selection", conversation_shift),
     ("With the conversation in front", "drag with button 1"): ("Select", conversation_drag),
     ("With the conversation in front", "wheel"): ("three lines", conversation_wheel),
+    ("With the conversation in front", "a character (a letter, a digit, `Space`...)"): (
+        "nothing typed is lost",
+        conversation_typing,
+    ),
     ("With a list open", "`↑` `↓`"): ("one entry", list_up_down),
     ("With a list open", "`PgUp` `PgDn`"): ("at most eight", list_pages),
     ("With a list open", "`Tab`"): ("Take the highlighted entry", list_tab),
@@ -948,7 +962,28 @@ def test_every_row_has_a_check_and_every_check_a_row() -> None:
     assert sorted(set(CHECKS) - documented) == [], "checks whose row left the page"
 
 
-@pytest.mark.parametrize(("section", "row"), PAGE_ROWS, ids=[f"{s}: {r[0]}" for s, r in PAGE_ROWS])
+#: The rows whose check opens the @ list, which asks git for the project's files: a child
+#: process, so these rows carry the process marker.
+ASK_GIT = {
+    ("With the input area in front", "`@`"),
+    ("With a list open", "`↑` `↓`"),
+    ("With a list open", "`PgUp` `PgDn`"),
+    ("With a list open", "`Tab`"),
+}
+
+
+@pytest.mark.parametrize(
+    ("section", "row"),
+    [
+        pytest.param(
+            s,
+            r,
+            id=f"{s}: {r[0]}",
+            marks=[pytest.mark.process] if (s, r[0]) in ASK_GIT else [],
+        )
+        for s, r in PAGE_ROWS
+    ],
+)
 def test_documented_row_does_what_it_says(
     section: str, row: list[str], ui: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:

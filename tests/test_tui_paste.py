@@ -91,6 +91,7 @@ def test_the_collector_names_characters_and_drops_other_keys() -> None:
     assert not collector.pasting
 
 
+@pytest.mark.process
 def test_in_a_terminal_a_multi_line_paste_is_not_sent(tmp_path: Path) -> None:
     """The UI turns bracketed paste on; a two-line paste is in the input, not sent."""
     terminal = Terminal(tmp_path)

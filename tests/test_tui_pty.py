@@ -17,6 +17,8 @@ import pexpect
 import pyte
 import pytest
 
+pytestmark = pytest.mark.process  # every test here starts a child process
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY_AGENT = ROOT / "tests" / "fixtures" / "client" / "tiny_agent.py"
 COLUMNS, ROWS = 100, 30
@@ -27,7 +29,7 @@ UI = "import sys; from acpkit_client.tui.app import main; sys.exit(main(sys.argv
 class Terminal:
     """The UI in a pty, and the screen it draws."""
 
-    def __init__(self, project: Path) -> None:
+    def __init__(self, project: Path, **environ: str) -> None:
         self.screen = pyte.Screen(COLUMNS, ROWS)
         self.stream = pyte.ByteStream(self.screen)
         #: Every byte the UI wrote (OSC 52 is not kept by the screen model).
@@ -38,6 +40,7 @@ class Terminal:
             TERM="xterm-256color",
             ACPKIT_DIR=str(project / "no-user-config"),
         )
+        env.update(environ)
         env.pop("ACPKIT_TRACE", None)
         self.child = pexpect.spawn(
             sys.executable,
@@ -202,5 +205,28 @@ def test_slash_list_from_an_agent_announcing_commands(project: Path) -> None:
         assert "Write out.txt (edit) [failed]" in screen
         terminal.send("\x11")
         assert terminal.wait_exit() == 0
+    finally:
+        terminal.close()
+
+
+@pytest.mark.process
+def test_a_terminal_that_is_not_utf8_gets_only_ascii(project: Path) -> None:
+    """
+    With ``LC_ALL=C`` the UI writes no byte outside ASCII: frames are drawn with the
+    terminal's line-drawing set, the UI's own glyphs are ASCII ones.
+    """
+    terminal = Terminal(project, LC_ALL="C")
+    try:
+        terminal.wait_for(" Agent  Window ")
+        terminal.send("\x1ba")
+        terminal.wait_for("Create agents file")
+        terminal.send("\r")
+        terminal.wait_for("[x] 1 Bob (reference agent)")
+        screen = terminal.wait_for("[#]")
+        assert "[■]" not in screen
+        assert all(byte < 0x80 for byte in terminal.raw), sorted(
+            {byte for byte in terminal.raw if byte >= 0x80}
+        )
+        terminal.send("\x17")  # Ctrl-W closes the window
     finally:
         terminal.close()

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 import urwid
 import urwid.testing
 from hypothesis import HealthCheck, settings
@@ -32,6 +33,7 @@ from acpkit_client.tui.app import App
 from acpkit_client.tui.permission_modal import ModalPermissionPrompt
 from acpkit_client.tui.sizes import MIN_COLUMNS, MIN_ROWS
 from tests.fixtures.client.tiny_agent import TinyAgent
+from tests.helpers import examples
 from tests.test_tui_pty import TINY_AGENT, Terminal
 
 ENTRY = AgentEntry(name="tiny", command="python", source="test")
@@ -261,9 +263,10 @@ class WholeApp(RuleBasedStateMachine):
             assert 0 <= cursor[0] < self.size[0] and 0 <= cursor[1] < self.size[1]
 
 
-TestWholeApp = WholeApp.TestCase
+# The @ list asks git for the project's files: a child process.
+TestWholeApp = pytest.mark.process(WholeApp.TestCase)
 TestWholeApp.settings = settings(
-    max_examples=60,
+    max_examples=examples(1),
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -290,6 +293,7 @@ def resize(terminal: Terminal, columns: int, rows: int) -> None:
     terminal.child.setwinsize(rows, columns)
 
 
+@pytest.mark.process
 def test_in_a_terminal_resizing_with_a_permission_request_open(tmp_path: Path) -> None:
     """A real terminal narrower than the modal and shorter than the request, resized down to
     20x6 and below and back while the request is open: the UI keeps drawing it, then

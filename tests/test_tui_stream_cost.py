@@ -18,6 +18,7 @@ from acpkit_client.tui.conversation_view import ConversationView
 from acpkit_client.tui.highlight import FREEZE_STEP, OPEN_LINES, WORK, highlight_lines
 from acpkit_client.tui.render import plain_lines, render_entry
 from acpkit_client.tui.render import render_notice as render_notice_lines
+from tests.helpers import examples
 
 SIZE = (60, 12)
 
@@ -119,7 +120,7 @@ MESSAGE = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(1), deadline=None)
 @given(text=MESSAGE, cuts=st.lists(st.integers(min_value=0, max_value=4000), max_size=40))
 def test_streaming_draws_what_rendering_the_whole_entry_draws(text: str, cuts: list[int]) -> None:
     """However the text is cut into chunks, the streamed entry's lines (drawn after each
@@ -165,7 +166,7 @@ EVENT = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(1), deadline=None)
 @given(events=st.lists(EVENT, max_size=40))
 def test_the_pane_draws_every_entry_in_order_whatever_changes(
     events: list[tuple[str, str]],

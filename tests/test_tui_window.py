@@ -7,15 +7,11 @@ in-memory pair: it announces ``/web <query>`` and ``/help``, asks permission, an
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, AnyStr, cast
 
 import pytest
-from twisted.internet.interfaces import IProcessProtocol, IProcessTransport, IReactorProcess
 from twisted.internet.task import Clock
-from twisted.internet.testing import StringTransport
-from zope.interface import implementer
 
 from acpkit import schema
 from acpkit.connection import AgentConnection
@@ -30,6 +26,7 @@ from acpkit_client.tui.permission_modal import ModalPermissionPrompt
 from acpkit_client.tui.rule import spinner_frame
 from acpkit_client.tui.statusbar import MESSAGE_SECONDS
 from tests.fixtures.client.tiny_agent import TinyAgent
+from tests.helpers import MemoryAgentReactor
 
 SIZE = (80, 24)
 ENTRY = AgentEntry(name="tiny", command="python", source="test")
@@ -152,6 +149,22 @@ def test_slash_without_commands_is_a_character_and_tab_switches_focus(tmp_path: 
     assert window.input_focused
 
 
+def test_typing_while_the_conversation_has_focus_goes_to_the_input(tmp_path: Path) -> None:
+    """Characters typed with the focus on the conversation are not dropped: the input
+    takes the focus and them; keys the conversation uses (arrows) stay there."""
+    harness = Harness(tmp_path)
+    window = harness.open()
+    harness.type("fix ")
+    harness.press("tab")
+    assert not window.input_focused
+    harness.press("up")
+    assert not window.input_focused
+    harness.type("it é")
+    assert window.input_focused
+    assert harness.input_text == "fix it é"
+
+
+@pytest.mark.process
 def test_at_list_narrows_and_completes_a_project_file(ui: Harness) -> None:
     """``@`` lists project files; typing narrows; Tab completes with a space."""
     ui.open()
@@ -165,6 +178,7 @@ def test_at_list_narrows_and_completes_a_project_file(ui: Harness) -> None:
     assert ui.input_text == "see @docs/guide.md "
 
 
+@pytest.mark.process
 def test_at_list_moves_with_arrows_and_enter_takes(ui: Harness) -> None:
     """Down moves the highlight; Enter takes the highlighted file."""
     ui.open()
@@ -173,6 +187,7 @@ def test_at_list_moves_with_arrows_and_enter_takes(ui: Harness) -> None:
     assert ui.input_text == "@docs/guide.md "
 
 
+@pytest.mark.process
 def test_at_list_walks_again_when_it_reopens(ui: Harness) -> None:
     """A file created after the list closed appears when ``@`` opens it again."""
     ui.open()
@@ -303,6 +318,16 @@ def test_status_bar_shows_the_front_windows_usage(ui: Harness) -> None:
     assert "1,234 / 32,768 tokens" in ui.screen().split("\n")[-1]
 
 
+def test_a_usage_without_a_context_size_shows_the_tokens_alone() -> None:
+    """An agent reporting no context size (0): ``15 tokens``, not ``15 / 0 tokens``."""
+    from acpkit_client.conversation import Usage
+    from acpkit_client.tui.statusbar import format_usage
+
+    assert format_usage(Usage(used=15, size=0)) == "15 tokens"
+    assert format_usage(Usage(used=1234, size=32768)) == "1,234 / 32,768 tokens"
+    assert format_usage(None) == ""
+
+
 def test_copy_region_under_cursor_and_status_message(ui: Harness) -> None:
     """Ctrl-C copies the cursor's region (indent removed), OSC 52 too; the bar counts lines."""
     ui.open()
@@ -355,6 +380,20 @@ def test_esc_without_selection_cancels_the_running_turn(tmp_path: Path) -> None:
     harness.press("esc")
     assert not harness.session.turn_running
     assert "turn ended: cancelled" in harness.screen()
+
+
+def test_the_status_bar_says_the_turn_was_cancelled_once_it_ends(tmp_path: Path) -> None:
+    """ "cancelling the turn" gives way to "turn cancelled" as soon as the turn ends."""
+    harness = Harness(tmp_path, mode="slow")
+    harness.open()
+    harness.type("wait")
+    harness.press("enter")
+    assert harness.session is not None
+    harness.press("esc")
+    assert not harness.session.turn_running
+    screen = harness.screen()
+    assert "cancelling the turn" not in screen
+    assert "turn cancelled" in screen
 
 
 def test_agent_menu_entries_and_their_active_state(ui: Harness) -> None:
@@ -507,48 +546,6 @@ def test_an_agent_that_cannot_start_says_why_in_its_window(ui: Harness) -> None:
     assert "ghost could not start (see Agent status)" in screen
 
 
-class _SilentProcess(StringTransport):
-    """A started agent process that never writes a byte; records being stopped."""
-
-    pid = 4242
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.signals: list[str] = []
-
-    def closeStdin(self) -> None:
-        self.loseConnection()
-
-    def signalProcess(self, signal: Any) -> None:
-        self.signals.append(str(signal))
-
-
-@implementer(IReactorProcess)
-class _SilentAgentReactor(Clock):
-    """A clock whose spawned agents start and never answer."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.processes: list[_SilentProcess] = []
-
-    def spawnProcess(
-        self,
-        processProtocol: IProcessProtocol,
-        executable: bytes | str,
-        args: Sequence[bytes | str] = (),
-        env: Mapping[AnyStr, AnyStr] | None = None,
-        path: bytes | str | None = None,
-        uid: int | None = None,
-        gid: int | None = None,
-        usePTY: bool = False,
-        childFDs: Mapping[int, int | str] | None = None,
-    ) -> Any:  # a stand-in process transport, not a full IProcessTransport
-        process = _SilentProcess()
-        self.processes.append(process)
-        processProtocol.makeConnection(cast(IProcessTransport, process))  # enough of one
-        return process
-
-
 def test_an_agent_that_never_answers_is_given_up_after_the_handshake_timeout(
     tmp_path: Path,
 ) -> None:
@@ -556,7 +553,7 @@ def test_an_agent_that_never_answers_is_given_up_after_the_handshake_timeout(
     The window shows "starting" while the agent has not answered; after the handshake
     timeout it says which request went unanswered and the agent is stopped.
     """
-    clock = _SilentAgentReactor()
+    clock = MemoryAgentReactor()  # its agents never answer
     app = App(str(tmp_path), clock, environ={"ACPKIT_DIR": str(tmp_path / "none")})
     assert app.handshake_timeout == DEFAULT_HANDSHAKE_TIMEOUT
     widget = app.start_agent(AgentEntry(name="mute", command="sh", source="test"))
@@ -574,7 +571,7 @@ def test_an_agent_that_never_answers_is_given_up_after_the_handshake_timeout(
 
 def test_closing_a_starting_window_gives_up_on_the_agent(tmp_path: Path) -> None:
     """Closing the window of an agent still starting stops it, without waiting."""
-    clock = _SilentAgentReactor()
+    clock = MemoryAgentReactor()  # its agents never answer
     app = App(str(tmp_path), clock, environ={"ACPKIT_DIR": str(tmp_path / "none")})
     app.start_agent(AgentEntry(name="mute", command="sh", source="test"))
     app.close_window()

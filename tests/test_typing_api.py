@@ -16,6 +16,10 @@ from pathlib import Path
 
 import pytest
 
+# One xdist worker runs this file's tests: its module-scoped fixture (one mypy run over
+# every snippet) then runs once, not once per worker.
+pytestmark = pytest.mark.xdist_group("typing_api")
+
 mypy_api = pytest.importorskip("mypy.api")
 
 ROOT = Path(__file__).resolve().parent.parent

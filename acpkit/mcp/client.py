@@ -416,7 +416,7 @@ class McpClient:
         if closed.requested:
             _log.info("{server}: closed", server=self.name)
         else:
-            _log.warn("{closed}", closed=closed.description)
+            _log.warn("{description}", description=closed.description, closed=closed)
         waiters, self._close_waiters = self._close_waiters, []
         for d in waiters:
             d.callback(closed)

@@ -93,10 +93,12 @@ from acpkit.http_transport import (
     pop_request,
     status_line,
 )
+from acpkit.jsonbytes import NestingTooDeep, loads
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient
 from acpkit.mcp.schema import Implementation
 from acpkit.rpc_cancel import MCP_CANCELLATION
+from acpkit.rpc_classify import read_envelope
 from acpkit.sse import SSEParser
 
 if TYPE_CHECKING:
@@ -249,7 +251,7 @@ class StreamableHTTPTransport(HTTPTransportBase):
     def _send(self, line: bytes) -> None:
         if self.disconnecting or self._lost:
             return
-        message = json.loads(line)
+        message = loads(line)
         method = message.get("method") if isinstance(message, dict) else None
         pending: _Pending | None = None
         if isinstance(method, str) and "id" in message:
@@ -427,7 +429,15 @@ class StreamableHTTPTransport(HTTPTransportBase):
         if not body.strip():
             return  # an empty body (a 200 to a notification) holds no message
         try:
-            value = json.loads(body)
+            value = loads(body)
+        except NestingTooDeep:
+            # JSON nested too deep: the engine answers it (and fails the request of ours
+            # its id names, which is answered here too).
+            deep = read_envelope(body.decode("utf-8", "replace"))
+            if deep.members is not None and deep.is_response() and "id" in deep.members:
+                self._answered(deep.members["id"])
+            self._feed(body, deep)
+            return
         except ValueError:
             self._feed(body, None)
             return
@@ -697,7 +707,7 @@ def _error_detail(body: bytes) -> str:
     if not body:
         return ""
     try:
-        value = json.loads(body)
+        value = loads(body)
     except ValueError:
         text = body.decode("utf-8", errors="replace").strip().splitlines()
         return clip(text[0], 200) if text else ""

@@ -100,6 +100,7 @@ def connect_stdio(
             cwd=cwd,
             name=name,
             stderr_tail_lines=stderr_tail_lines,
+            kind="MCP server",
         )
     except (AgentNotFoundError, PermissionError, NotADirectoryError) as e:
         what = str(e).removeprefix("agent ")

@@ -27,6 +27,12 @@ _EXPORTS = {
     "HTTPClientTransport": "acpkit.remote.http_client",
     "RemoteConnectionLost": "acpkit.remote.http_client",
     "connect_remote": "acpkit.remote.connect",
+    "connect_resumable": "acpkit.remote.connect",
+    "ResumableConnection": "acpkit.remote.reconnect",
+    "RetryPolicy": "acpkit.remote.reconnect",
+    "TurnInterrupted": "acpkit.remote.reconnect",
+    "ReconnectFailed": "acpkit.remote.reconnect",
+    "IReconnectObserver": "acpkit.remote.reconnect",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -36,6 +36,15 @@ a cookie set by the server                 kept (one jar per connection) and sen
 ``headers`` (e.g. ``Authorization``)       sent on every request; never logged
 a POST of one of our requests refused      that request fails (:data:`HTTP_TRANSPORT_ERROR`,
 (an HTTP error status, no answer)          ``data.status``, the server's error text)
+``404`` to a POST (unknown connection)     that request fails with
+                                           :class:`~acpkit.errors.NotDelivered` (a
+                                           ``ConnectionLost``: it never ran), then as
+                                           below
+the server ends the stream while a POST     the connection is lost once that POST is
+is in flight (it drains)                    answered (at most ``POST_ANSWER_WAIT``
+                                            s): a ``404`` makes its request
+                                            ``NotDelivered``; the messages queued
+                                            behind it were never sent: theirs too
 ``404`` to a POST (unknown connection),    the connection is lost: every pending request
 the ``initialize`` POST refused, the       fails at once with
 stream refused, ended or dropped, the      :class:`~acpkit.errors.ConnectionLost` saying
@@ -75,7 +84,7 @@ from twisted.python.failure import Failure
 from acpkit import http_transport, jsonbytes
 from acpkit.connection import ClientConnection
 from acpkit.endpoints import _attach_tracer
-from acpkit.errors import clip
+from acpkit.errors import NotDelivered, clip
 from acpkit.framing import DEFAULT_MAX_LENGTH
 from acpkit.framing_messages import MessageFraming
 from acpkit.http2_agent import HTTP2Mode
@@ -88,7 +97,7 @@ from acpkit.http_responses import (
 )
 from acpkit.http_transport import HTTPTransportBase, hashable_id, pop_request, status_line
 from acpkit.interfaces import IClient
-from acpkit.jsonrpc import JSONRPCProtocol
+from acpkit.jsonrpc import JSONRPCEngine, JSONRPCProtocol
 from acpkit.remote.tls import ClientTLS
 from acpkit.sse import SSEParser
 
@@ -121,6 +130,10 @@ DEFAULT_MAX_EVENT_SIZE = DEFAULT_MAX_LENGTH
 #: before the connection is taken for dead: a half-open TCP connection otherwise hangs
 #: every pending request forever.
 DEFAULT_IDLE_TIMEOUT = 60.0
+
+#: Seconds to wait, once the server ended the connection's stream, for the answer to
+#: the POST then in flight (it tells whether that message reached the agent).
+POST_ANSWER_WAIT = 10.0
 
 #: How much of an error body is read to explain an HTTP error status.
 ERROR_BODY_KEPT = http_transport.ERROR_BODY_KEPT
@@ -208,6 +221,9 @@ class HTTPClientTransport(HTTPTransportBase):
         self._held: list[tuple[bytes, Any]] = []
         self._post_queue: deque[tuple[dict[bytes, list[bytes]], bytes, Any, str | None]] = deque()
         self._posting = False
+        #: Why the connection ends, once the server ended its stream with a POST in
+        #: flight: that POST's answer (202 or 404) tells whether it reached the agent.
+        self._ending: str | None = None
         #: Our requests not answered yet: id -> method.
         self._ours: dict[Any, str] = {}
         #: The server's requests not answered yet: id -> their params' sessionId.
@@ -326,6 +342,14 @@ class HTTPClientTransport(HTTPTransportBase):
         gets our messages in the order written (over HTTP/1.1 concurrent POSTs go on
         separate TCP connections and may overtake each other: a ``session/cancel``
         before its ``session/prompt``)."""
+        if self._ending is not None:
+            # The stream ended: what is queued was never sent, so never reached the agent.
+            self._posting = False
+            queued, self._post_queue = self._post_queue, deque()
+            for _, _, request_id, _ in queued:
+                if request_id is not None:
+                    self._not_delivered(request_id, f"{self._ending} before it was sent")
+            return
         if not self._post_queue or self._lost or self.disconnecting:
             self._posting = False
             return
@@ -348,15 +372,16 @@ class HTTPClientTransport(HTTPTransportBase):
             return
         status = response.code
         if status == 404:
-            self._error_status(response, None, method or "a response", fatal=True, gone=True)
+            self._error_status(response, request_id, method or "a response", fatal=True, gone=True)
             return
         if not 200 <= status < 300:
             self._error_status(response, request_id, method or "a response")
-            return
-        if status == 200 and content_type(response) == "application/json":
+        elif status == 200 and content_type(response) == "application/json":
             self._read_body(response, self._feed)
-            return
-        self._discard(response)
+        else:
+            self._discard(response)
+        if self._ending is not None:
+            self._fatal(self._ending)  # it reached the agent before the end
 
     def _post_failed(
         self, failure: Failure, request_id: Any, method: str | None, fatal: bool
@@ -368,7 +393,9 @@ class HTTPClientTransport(HTTPTransportBase):
             self._fatal(f"cannot reach the ACP server at {self.shown_url}: {why}")
             return
         text = f"POST of {method or 'a response'} to {self.shown_url} failed: {why}"
-        if request_id is not None:
+        if self._ending is not None:
+            self._fatal(self._ending)
+        elif request_id is not None:
             self._fail(request_id, text, status=None)
         else:
             self._log.warn("{peer}: {text}", peer=self.name, text=text)
@@ -391,6 +418,8 @@ class HTTPClientTransport(HTTPTransportBase):
 
         def report(text: str) -> None:
             if fatal:
+                if gone and request_id is not None:
+                    self._not_delivered(request_id, text)
                 self._fatal(text)
             elif request_id is not None:
                 self._fail(request_id, text, status=status)
@@ -505,7 +534,15 @@ class HTTPClientTransport(HTTPTransportBase):
         clean = body_ended_cleanly(reason)
         how = "ended" if clean else f"dropped ({failure_text(reason)})"
         if stream.session_id is None:
-            self._fatal(f"the server's SSE stream at {self.shown_url} {how}")
+            why = f"the server's SSE stream at {self.shown_url} {how}"
+            if clean and self._posting and self._ending is None:
+                # The server ended the connection (it drains) while a POST was on its
+                # way: its answer says whether it got there (202) or not (404: then it
+                # never ran, and can be sent again).  Bounded, in case none comes.
+                self._ending = why
+                self._call_later(POST_ANSWER_WAIT, self._fatal, why)
+                return
+            self._fatal(why)
         elif not clean:
             self._fatal(f"session {stream.session_id}'s SSE stream at {self.shown_url} {how}")
         else:
@@ -535,6 +572,18 @@ class HTTPClientTransport(HTTPTransportBase):
 
     def _answered(self, response_id: object) -> str | None:
         return pop_request(self._ours, response_id)
+
+    def _not_delivered(self, request_id: Any, reason: str) -> None:
+        """
+        Our request's POST was answered ``404``: no agent there knows the connection, so
+        it never ran; it fails with :class:`~acpkit.errors.NotDelivered` (a
+        ``ConnectionLost``: the connection is lost with it).
+        """
+        if self._answered(request_id) is None:
+            return
+        engine = self.protocol
+        if isinstance(engine, JSONRPCEngine) and isinstance(request_id, int):
+            engine.fail_outgoing(request_id, NotDelivered(f"connection lost: {reason}"))
 
     def _fail(self, request_id: Any, reason: str, *, status: int | None) -> None:
         """Fail one request of ours: an error response for its id, fed to the engine."""

@@ -1,25 +1,33 @@
 """
 The security rules of the remote ACP server (:func:`acpkit.remote.serve_remote`).
 
+Where it may listen is the bind policy every acpkit listener shares
+(:mod:`acpkit.bind_policy`); what each request must carry is checked here.
+
 =====================================  ==================================================
 rule                                   what happens
 =====================================  ==================================================
-``tcp:PORT`` / ``ssl:PORT`` without    bound to ``127.0.0.1`` (loopback by default)
-``interface=``
-a non-loopback ``interface=``          refused at startup (:class:`InsecureBindError`,
-without authentication                 one line) unless a bearer token or TLS client
-                                       authentication (``client_ca``) is configured
-``client_ca`` with an endpoint that    refused at startup (:class:`ClientAuthError`):
-is not ``ssl:``                        only TLS carries client certificates
-``unix:PATH``                          local: no token needed (file permissions apply)
-``Authorization: Bearer T`` with a     compared in constant time; anything else is
-token configured                       ``401`` with ``WWW-Authenticate: Bearer``
+where it listens                       :mod:`acpkit.bind_policy`: loopback by default;
+                                       TCP (loopback too) needs a bearer token, TLS
+                                       client certificates or an explicit ``no_token``
+                                       (loopback only); a unix socket is owner-only
+``Authorization: Bearer T`` with       compared in constant time with every accepted
+tokens configured                      token; anything else is ``401`` with
+                                       ``WWW-Authenticate: Bearer``, answered as soon
+                                       as the request's headers are read (HTTP/1.x:
+                                       its body is not read; HTTP/2: answered when
+                                       its stream ends, its body discarded unstored)
 a token in the URL                     never accepted: ``?access_token=``/``?token=``
-                                       is ``401`` even when the token is right
+                                       is ``401`` even when the token is right; URLs
+                                       are never logged with their query
 ``Origin`` absent                      accepted (a non-browser client)
 ``Origin`` present                     accepted when listed in ``allowed_origins``, or
                                        when both it and ``Host`` name this machine's
                                        loopback; ``403`` otherwise
+a connection's later requests          must present the identity its ``initialize``
+                                       did (the same token, the same client
+                                       certificate): another is ``404``, as an
+                                       unknown ``Acp-Connection-Id``
 =====================================  ==================================================
 
 The token is never logged nor put in an error message.
@@ -28,11 +36,17 @@ The token is never logged nor put in an error message.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Iterable
 from urllib.parse import urlsplit
 
-from twisted.internet.endpoints import _parse
+from acpkit.bind_policy import (
+    BindAuthentication,
+    ClientAuthError,
+    InsecureBindError,
+    is_loopback_host,
+)
+from acpkit.bind_policy import check_bind as _check_bind
+from acpkit.remote.tokens import TokenSet
 
 __all__ = [
     "ClientAuthError",
@@ -42,6 +56,7 @@ __all__ = [
     "bearer_token_ok",
     "check_bind",
     "is_loopback_host",
+    "matching_token",
     "origin_allowed",
     "tls_serving_problem",
 ]
@@ -50,91 +65,45 @@ __all__ = [
 URL_TOKEN_PARAMETERS = frozenset({"access_token", "token", "auth", "authorization"})
 
 
-class InsecureBindError(ValueError):
-    """A listening address that would expose the agent without authentication."""
-
-
-class ClientAuthError(ValueError):
-    """TLS client authentication asked of an endpoint that cannot do it (not ``ssl:``)."""
-
-
-def is_loopback_host(host: str) -> bool:
-    """True when ``host`` (a name or an address, brackets allowed) is this machine's loopback."""
-    host = host.strip().strip("[]").lower()
-    if host in ("localhost", "localhost.", "ip6-localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=")
-
-
-def check_bind(description: str, *, token: bytes | None, client_auth: bool = False) -> str:
+def check_bind(
+    description: str,
+    *,
+    token: bytes | TokenSet | None,
+    client_auth: bool = False,
+    no_token: bool = False,
+) -> str:
     """
-    The endpoint string to listen on: ``description`` with ``interface=127.0.0.1`` added
-    to a TCP or TLS endpoint that names no interface.  Raises :class:`InsecureBindError`
-    (one line saying why) for a non-loopback interface with neither a bearer token nor
-    TLS client authentication (``client_auth``: a client CA is configured), and
-    :class:`ClientAuthError` for ``client_auth`` on an endpoint that is not ``ssl:``.
+    The endpoint string a remote ACP server listens on (:func:`acpkit.bind_policy.check_bind`
+    with a bearer token when ``token`` is given, TLS client authentication when
+    ``client_auth``, and the explicit loopback opt-out ``no_token``).
     """
-    try:
-        args, kwargs = _parse(description)
-    except (ValueError, IndexError) as e:
-        raise ValueError(f"{description!r} is not a server endpoint string: {e}") from None
-    if not args:
-        raise ValueError(f"{description!r} is not a server endpoint string")
-    kind = str(args[0]).lower()
-    if client_auth and kind != "ssl":
-        raise ClientAuthError(
-            f"TLS client authentication needs an ssl: endpoint, not {kind}: (only TLS"
-            " carries client certificates)"
-        )
-    authenticated = token is not None or client_auth
-    if kind == "unix":
-        return description
-    if kind not in ("tcp", "ssl", "tcp6"):
-        if not authenticated:
-            raise InsecureBindError(
-                f"cannot tell whether {kind}: endpoints are local; configure a bearer token"
-            )
-        return description
-    # tcp:PORT:INTERFACE is also accepted by Twisted (the third positional argument)
-    interface = kwargs.get("interface", args[2] if kind == "tcp" and len(args) > 2 else None)
-    if not interface:
-        if "interface" in kwargs or len(args) > 2:
-            interface = "0.0.0.0"  # an empty interface: every interface
-        elif kind == "tcp6":
-            return f"{description}:interface={_escape('::1')}"
-        else:
-            return f"{description}:interface=127.0.0.1"
-    if is_loopback_host(str(interface)):
-        return description
-    if not authenticated:
-        raise InsecureBindError(
-            f"refusing to listen on {interface} (not loopback) without authentication:"
-            " configure a bearer token (--token-file) or TLS client certificates"
-            " (--tls-client-ca, ssl: only), or bind 127.0.0.1 behind a proxy that"
-            " authenticates"
-        )
-    return description
+    auth = BindAuthentication(
+        token=token is not None, client_certificate=client_auth, no_token=no_token
+    )
+    return _check_bind(description, auth)
 
 
-def authentication_in_force(token: bytes | None, client_ca: object | None) -> str:
+def authentication_in_force(
+    token: bytes | TokenSet | None, client_ca: object | None, *, no_token: bool = False
+) -> str:
     """
-    What a client must present, for the startup line: the bearer token, a TLS client
+    What a client must present, for the startup line: a bearer token, a TLS client
     certificate from ``client_ca`` (the CA file), both, or nothing (then the endpoint
-    is loopback or a unix socket, :func:`check_bind` saw to it).  Never the token.
+    is a unix socket, or loopback with ``no_token``: :func:`check_bind` saw to it).
+    Never the token.
     """
     parts = []
     if token is not None:
-        parts.append("a bearer token")
+        count = len(token) if isinstance(token, TokenSet) else 1
+        parts.append("a bearer token" if count == 1 else f"one of {count} bearer tokens")
     if client_ca is not None:
         parts.append(f"a TLS client certificate signed by a CA in {client_ca}")
     if not parts:
+        if no_token:
+            return (
+                "authentication: none (--no-token: any local user or process can connect"
+                " and drive the agent)"
+            )
         return "authentication: none (local connections only)"
     return "authentication: " + " and ".join(parts)
 
@@ -149,6 +118,19 @@ def bearer_token_ok(authorization: bytes | None, token: bytes) -> bool:
         hmac.compare_digest(b"", token)
         return False
     return hmac.compare_digest(credentials.strip(), token)
+
+
+def matching_token(authorization: bytes | None, tokens: TokenSet) -> int | None:
+    """
+    The position (0-based) of the token ``authorization`` carries as ``Bearer <token>``
+    among ``tokens``, or None.  Every token is compared, in constant time each, so the
+    time taken tells neither which one matched nor whether one did.
+    """
+    found = None
+    for position, token in enumerate(tokens):
+        if bearer_token_ok(authorization, token) and found is None:
+            found = position
+    return found
 
 
 def origin_allowed(origin: bytes | None, host: bytes | None, allowed: Iterable[str]) -> bool:
@@ -175,17 +157,29 @@ class RequestCheck:
     """
     The checks every request to the endpoint goes through before anything else, in
     order: a token in the URL, the bearer token, the ``Origin``.  :meth:`refusal`
-    returns ``(status, message)`` for a refused request, ``None`` for an accepted one.
+    returns ``(status, message)`` for a refused request, ``None`` for an accepted one;
+    :meth:`token_holder` says which accepted token a request carries.
     """
 
-    def __init__(self, token: bytes | None, allowed_origins: Iterable[str]) -> None:
-        self._token = token
+    def __init__(self, token: bytes | TokenSet | None, allowed_origins: Iterable[str]) -> None:
+        self._accepted = None if token is None else TokenSet.of(token)
         self._allowed_origins = tuple(allowed_origins)
+
+    @property
+    def requires_token(self) -> bool:
+        """True when every request must carry a bearer token."""
+        return self._accepted is not None
+
+    def token_holder(self, authorization: bytes | None) -> int | None:
+        """The position of the token the request carries (None: no token configured)."""
+        if self._accepted is None:
+            return None
+        return matching_token(authorization, self._accepted)
 
     def refusal(
         self,
         *,
-        query_names: Iterable[bytes],
+        query_names: Iterable[bytes] = (),
         authorization: bytes | None,
         origin: bytes | None,
         host: bytes | None,
@@ -193,8 +187,10 @@ class RequestCheck:
         """Why this request is refused, or None."""
         if any(name.decode("latin-1").lower() in URL_TOKEN_PARAMETERS for name in query_names):
             return 401, "credentials are never accepted in the URL: send Authorization: Bearer"
-        if self._token is not None and not bearer_token_ok(authorization, self._token):
-            return 401, "a valid bearer token is required (Authorization: Bearer ...)"
+        if self._accepted is not None and matching_token(authorization, self._accepted) is None:
+            return 401, (
+                "a valid bearer token is required: Authorization: Bearer ... (never in the URL)"
+            )
         if not origin_allowed(origin, host, self._allowed_origins):
             return 403, "this Origin is not allowed"
         return None

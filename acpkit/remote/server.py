@@ -16,13 +16,13 @@ import inspect
 import json
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 import attr
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.interfaces import (
     IAddress,
@@ -34,23 +34,32 @@ from twisted.internet.interfaces import (
 )
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.http import HTTPFactory
+from twisted.web import http
+from twisted.web.http import HTTPChannel, HTTPFactory
 from twisted.web.resource import Resource
 from twisted.web.server import NOT_DONE_YET, Request, Site
 from zope.interface import implementer
 
+from acpkit.admission import Admission, AdmissionLimits, GuardedProtocol, Ticket
+from acpkit.bind_policy import speaks_proxy_protocol
+from acpkit.compat import http_request_path
 from acpkit.connection import AgentConnection
+from acpkit.drain import end_when_answered
 from acpkit.endpoints import _attach_tracer
 from acpkit.framing_messages import MessageFraming
 from acpkit.interfaces import IAgent
+from acpkit.jsonbytes import NestingTooDeep, loads
 from acpkit.jsonrpc import JSONRPCProtocol
 from acpkit.remote.h2_reads import H2FrameReads
+from acpkit.remote.health import HEALTH_PATH, HealthResource, is_health_request
 from acpkit.remote.security import (
     RequestCheck,
     authentication_in_force,
     check_bind,
     tls_serving_problem,
 )
+from acpkit.remote.tokens import TokenSet
+from acpkit.rpc_classify import read_envelope
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -71,6 +80,10 @@ SESSION_ID_HEADER = b"Acp-Session-Id"
 SESSION_ATTACHING_METHODS = frozenset({"session/load", "session/resume", "session/fork"})
 
 AgentFactory = Callable[[AgentConnection], IAgent]
+
+#: Who a request comes from: the position of the bearer token it carries (None: no token
+#: configured) and the SHA-256 digest of its TLS client certificate (None: none).
+Identity = tuple[int | None, str | None]
 
 #: Session-scoped GET streams one connection may hold open at once (beyond: 429).
 MAX_SESSION_STREAMS = 64
@@ -97,6 +110,9 @@ class RemoteLimits:
     keepalive_interval: float = 15.0
     #: Seconds ``initialize`` may take before its POST is answered 504.
     initialize_timeout: float = 30.0
+    #: Caps and deadlines of the sockets themselves (:mod:`acpkit.admission`): slow,
+    #: idle or unauthenticated peers cannot hold the descriptors clients need.
+    admission: AdmissionLimits = attr.Factory(AdmissionLimits)
 
 
 def _sse_event(message: bytes) -> bytes:
@@ -113,6 +129,30 @@ def _json_error(request: Request, status: int, message: str, code: int = -32600)
     request.setHeader(b"content-type", b"application/json")
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
     return json.dumps(body).encode()
+
+
+def refuse(request: Request, status: int, why: str) -> bytes:
+    """A security refusal (401 names the Bearer scheme)."""
+    if status == 401:
+        request.setHeader(b"www-authenticate", b'Bearer realm="acp"')
+    return _json_error(request, status, why)
+
+
+def _raw_refusal(status: int, why: str) -> bytes:
+    """A refusal written straight to an HTTP/1.x transport, closing the connection."""
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": why}}
+    ).encode()
+    reason = {401: b"Unauthorized", 403: b"Forbidden"}.get(status, b"Refused")
+    head = [
+        b"HTTP/1.1 %d %s" % (status, reason),
+        b"Content-Type: application/json",
+        b"Content-Length: %d" % len(body),
+        b"Connection: close",
+    ]
+    if status == 401:
+        head.append(b'WWW-Authenticate: Bearer realm="acp"')
+    return b"\r\n".join(head) + b"\r\n\r\n" + body
 
 
 @implementer(IAddress)
@@ -193,8 +233,11 @@ class RemoteConnection:
         limits: RemoteLimits,
         peer: str,
         on_end: Callable[[RemoteConnection], None],
+        owner: Identity = (None, None),
     ) -> None:
         self.connection_id = connection_id
+        #: Who opened it (:data:`Identity`): its later requests must be the same holder.
+        self.owner = owner
         self.address = RemoteAddress(connection_id, peer)
         self._clock = clock
         self._limits = limits
@@ -273,7 +316,7 @@ class RemoteConnection:
         assert self._init_waiter is not None
         request_id, waiter = self._init_waiter
         try:
-            decoded = json.loads(message)
+            decoded = loads(message)
         except ValueError:
             return False
         if not isinstance(decoded, dict) or "method" in decoded or decoded.get("id") != request_id:
@@ -488,6 +531,11 @@ def _requires_session_header(message: dict[str, Any]) -> str | None:
     return None
 
 
+def _ender(connection: RemoteConnection) -> Callable[[], None]:
+    """What ends ``connection`` once drained."""
+    return lambda: connection.end(ConnectionDone("the server is draining"))
+
+
 class ACPResource(Resource):
     """
     The ``/acp`` endpoint: POST, GET (event stream or WebSocket upgrade), DELETE.
@@ -504,7 +552,7 @@ class ACPResource(Resource):
         agent_factory: AgentFactory,
         *,
         clock: IReactorTime,
-        token: bytes | None = None,
+        token: bytes | TokenSet | None = None,
         allowed_origins: Iterable[str] = (),
         limits: RemoteLimits | None = None,
     ) -> None:
@@ -517,8 +565,63 @@ class ACPResource(Resource):
         self.connections: dict[str, RemoteConnection] = {}
         #: The WebSocket resource (``acpkit.remote.websocket``), made on first upgrade.
         self._websocket: Any = None
+        #: True once :meth:`start_draining` was called: no new connection is taken.
+        self.draining = False
+
+    # -- draining -----------------------------------------------------------------------
+
+    def accepting(self) -> bool:
+        """
+        Whether a new connection would be taken now (what the health endpoint answers):
+        not draining, and below ``max_connections``.
+        """
+        return not self.draining and self.open_connections() < self.limits.max_connections
+
+    def start_draining(self) -> Deferred[None]:
+        """
+        Stop taking connections and let the open ones finish: from now on an
+        ``initialize`` or a WebSocket upgrade is answered ``503`` (``Retry-After``) and
+        the health endpoint ``503``; each open connection (Streamable HTTP or WebSocket)
+        ends as soon as no request of its client is in progress (a running turn is
+        answered first, on its stream).  Fires once every connection has ended; to bound
+        the wait, :meth:`close_all` ends those still open (their turns cancelled).
+        """
+        self.draining = True
+        waits: list[Deferred[None]] = []
+        for connection in list(self.connections.values()):
+            waits.append(end_when_answered(connection.protocol, _ender(connection)))
+        if self._websocket is not None:
+            for agent_connection in list(self._websocket.connections.values()):
+                waits.append(end_when_answered(agent_connection.protocol, agent_connection.close))
+        return DeferredList(waits, consumeErrors=True).addCallback(lambda _: None)
+
+    def _draining_refusal(self, request: Request) -> bytes:
+        request.setHeader(b"retry-after", b"1")
+        return _json_error(
+            request,
+            503,
+            "this server is draining (stopping): connect again, another instance will answer",
+        )
 
     # -- routing ----------------------------------------------------------------------
+
+    def head_refusal(self, request: Request) -> tuple[int, str] | None:
+        """
+        The checks that need only the request's headers (the bearer token, the
+        ``Origin``), as soon as they are read and before any body: ``(status, why)``
+        for a refused request, None for an accepted one.
+        """
+        return self._check.refusal(
+            authorization=request.getHeader(b"authorization"),
+            origin=request.getHeader(b"origin"),
+            host=request.getHeader(b"host"),
+        )
+
+    def identity(self, request: Request) -> Identity:
+        """Who ``request`` comes from (:data:`Identity`)."""
+        holder = self._check.token_holder(request.getHeader(b"authorization"))
+        certificate = request.peer_certificate() if isinstance(request, LimitedRequest) else None
+        return holder, certificate
 
     def render(self, request: Request) -> bytes | int:
         """Security checks first, then the method."""
@@ -531,10 +634,7 @@ class ACPResource(Resource):
             host=request.getHeader(b"host"),
         )
         if refusal is not None:
-            status, why = refusal
-            if status == 401:
-                request.setHeader(b"www-authenticate", b'Bearer realm="acp"')
-            return _json_error(request, status, why)
+            return refuse(request, *refusal)
         if request.method == b"POST":
             return self._post(request)
         if request.method == b"GET":
@@ -545,12 +645,16 @@ class ACPResource(Resource):
         return _json_error(request, 405, "use POST, GET or DELETE")
 
     def _connection(self, request: Request) -> RemoteConnection | bytes:
-        """The connection the request names, or the refusal (400, 404) to answer."""
+        """
+        The connection the request names, or the refusal (400, 404) to answer.  A
+        connection another holder opened (another token, another client certificate)
+        is answered as an unknown one: its existence is not told either.
+        """
         header = request.getHeader(CONNECTION_ID_HEADER)
         if header is None:
             return _json_error(request, 400, "the Acp-Connection-Id header is required")
         connection = self.connections.get(header.decode("latin-1"))
-        if connection is None:
+        if connection is None or connection.owner != self.identity(request):
             return _json_error(request, 404, "unknown Acp-Connection-Id (the connection ended?)")
         return connection
 
@@ -566,7 +670,13 @@ class ACPResource(Resource):
         if len(body) > self.limits.max_message_size:
             return self._too_large(request)
         try:
-            message = json.loads(body)
+            message = loads(body)
+        except NestingTooDeep:
+            deep = read_envelope(body.decode("utf-8", "replace"))
+            if deep.members is None or "id" not in deep.members:
+                return _json_error(request, 400, f"the body is not JSON: {deep.reason}", -32700)
+            # Its id was read: the engine answers it (on the stream), as on every framing.
+            message = deep.members
         except ValueError as e:
             return _json_error(request, 400, f"the body is not JSON: {e}", code=-32700)
         if isinstance(message, list):
@@ -604,6 +714,8 @@ class ACPResource(Resource):
         return _json_error(request, 503, f"too many open connections ({limit})")
 
     def _initialize(self, request: Request, body: bytes, request_id: Any) -> bytes | int:
+        if self.draining:
+            return self._draining_refusal(request)
         if self.open_connections() >= self.limits.max_connections:
             return self._too_many(request)
         connection_id = str(uuid.uuid4())
@@ -615,6 +727,7 @@ class ACPResource(Resource):
             limits=self.limits,
             peer=str(getattr(peer, "host", peer)),
             on_end=self._ended,
+            owner=self.identity(request),
         )
         self.connections[connection_id] = connection
         answered = connection.initialize(body, request_id)
@@ -680,9 +793,16 @@ class ACPResource(Resource):
         resource = self._websocket_resource()
         if resource is None:
             return _json_error(request, 501, "WebSocket not available")
+        if self.draining:
+            return self._draining_refusal(request)
         if self.open_connections() >= self.limits.max_connections:
             return self._too_many(request)
-        return cast("bytes | int", resource.render(request))
+        answer = cast("bytes | int", resource.render(request))
+        if request.code == 101 and isinstance(request, LimitedRequest):
+            # The WebSocket took the transport over: it no longer passes through the
+            # connection's guard, and counts as a WebSocket from now on.
+            request.transport_taken()
+        return answer
 
     def _websocket_resource(self) -> Any:
         if self._websocket is None:
@@ -699,8 +819,11 @@ class ACPResource(Resource):
 
     def open_connections(self) -> int:
         """Connections open now: over Streamable HTTP and over WebSocket."""
-        websockets = len(self._websocket.connections) if self._websocket is not None else 0
-        return len(self.connections) + websockets
+        return len(self.connections) + self.open_websockets()
+
+    def open_websockets(self) -> int:
+        """WebSocket connections open now."""
+        return len(self._websocket.connections) if self._websocket is not None else 0
 
     # -- DELETE -------------------------------------------------------------------------
 
@@ -713,33 +836,85 @@ class ACPResource(Resource):
         return b""
 
     def close_all(self) -> None:
-        """End every connection (the server is stopping)."""
+        """End every connection (the server is stopping): running turns are cancelled."""
         for connection in list(self.connections.values()):
             connection.end(ConnectionDone("the server is stopping"))
+        if self._websocket is not None:
+            for agent_connection in list(self._websocket.connections.values()):
+                agent_connection.cancel_all_turns()
+                agent_connection.close()
 
 
 class LimitedRequest(Request):
     """
     A request whose body stops being stored past the site's ``max_body`` bytes (the
     resource answers 413): a huge POST costs reading it, not memory or disk.
+
+    Made by :class:`RemoteSite` for one connection, with that connection's ``guard``
+    (:class:`~acpkit.admission.GuardedProtocol`): once its headers are read, the
+    resource's header checks run (:meth:`ACPResource.head_refusal`); an HTTP/1.x request
+    they refuse is answered at once and its connection closed, its body never read; an
+    HTTP/2 one is answered when its stream ends, its body discarded as it comes.  An
+    accepted one takes its connection out of the pending pool, and the request's body
+    deadline starts.
     """
 
     body_too_large = False
     _body_size = 0
+    #: The guard of this request's connection (None: made by another site).
+    guard: GuardedProtocol | None = None
+    #: Answered from its headers alone (refused): nothing more of it is processed.
+    refused_early = False
+    #: Refused by its headers, to be answered when rendered (HTTP/2): its body is not kept.
+    body_discarded = False
 
     def _limit(self) -> int | None:
         site = getattr(self.channel, "site", None)
         return getattr(site, "max_body", None)
 
     def gotLength(self, length: int | None) -> None:
+        if self.guard is not None and self._check_head(length):
+            return
+        if self.body_discarded:
+            super().gotLength(0)  # nothing will be stored
+            return
         limit = self._limit()
         if length is not None and limit is not None and length > limit:
             self.body_too_large = True
             length = 0  # no temporary file sized for it
         super().gotLength(length)
 
+    def _check_head(self, length: int | None) -> bool:
+        """The header checks; True when the request was refused (and answered) here."""
+        guard = self.guard
+        assert guard is not None
+        site = getattr(self.channel, "site", None)
+        acp = getattr(site, "acp", None)
+        health = http_request_path(self.channel) == HEALTH_PATH
+        refusal = acp.head_refusal(self) if isinstance(acp, ACPResource) and not health else None
+        http1 = isinstance(self.channel, HTTPChannel)
+        if refusal is None:
+            guard.accepted(per_request=http1)
+            guard.head_received(length)
+            return False
+        if not http1:
+            # twisted.web answers an HTTP/2 stream only once its request is complete (a
+            # response ended earlier makes its later DATA frames raise inside it), so the
+            # refusal is answered when rendered; until then its body is discarded as it
+            # comes: an unauthenticated peer gets no temporary file, and its connection,
+            # still pending, is closed at the pending deadline.
+            self.body_discarded = True
+            return False
+        self.refused_early = True
+        self.requestHeaders.removeHeader(b"expect")  # no "100 Continue" after the answer
+        transport = self.channel.transport
+        if transport is not None:
+            transport.write(_raw_refusal(*refusal))
+            transport.loseConnection()
+        return True
+
     def handleContentChunk(self, data: bytes) -> None:
-        if self.body_too_large:
+        if self.body_too_large or self.refused_early or self.body_discarded:
             return
         limit = self._limit()
         self._body_size += len(data)
@@ -750,6 +925,44 @@ class LimitedRequest(Request):
             self.content.truncate()
             return
         super().handleContentChunk(data)
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        if self.refused_early:
+            return
+        if self.guard is not None:
+            self.guard.body_received()
+        super().requestReceived(command, path, version)
+
+    def peer_certificate(self) -> str | None:
+        """The SHA-256 digest of the peer's TLS client certificate, or None."""
+        transport = self.guard.transport if self.guard is not None else None
+        getter = getattr(transport, "getPeerCertificate", None)
+        if getter is None:
+            return None
+        try:
+            certificate = getter()
+        except Exception:
+            return None
+        if certificate is None:
+            return None
+        return str(certificate.digest("sha256").decode("ascii"))
+
+    def transport_taken(self) -> None:
+        """A WebSocket took the connection's transport over (see :class:`RemoteSite`)."""
+        if self.guard is not None:
+            self.guard.detach()
+
+
+class _GuardedRequests:
+    """The request factory of one connection: its requests know the connection's guard."""
+
+    def __init__(self, ticket: Ticket) -> None:
+        self.ticket = ticket
+
+    def __call__(self, channel: Any, queued: Any = None) -> LimitedRequest:
+        request = LimitedRequest(channel) if queued is None else LimitedRequest(channel, queued)
+        request.guard = self.ticket.guard
+        return request
 
 
 def _site_options() -> dict[str, Any]:
@@ -763,7 +976,12 @@ def _site_options() -> dict[str, Any]:
 
 
 class RemoteSite(Site):
-    """The site :func:`serve_remote` listens with: the endpoint at ``path``, limited bodies."""
+    """
+    The site :func:`serve_remote` listens with: the endpoint at ``path``, limited
+    bodies, and every connection admitted by an :class:`~acpkit.admission.Admission`
+    table (caps per server and per peer, deadlines for slow and idle peers, headers
+    checked before bodies are read: ``resource.limits.admission``).
+    """
 
     def __init__(self, resource: ACPResource, path: bytes, reactor: Any = None) -> None:
         root = Resource()
@@ -779,20 +997,49 @@ class RemoteSite(Site):
             root = resource
         super().__init__(root, requestFactory=LimitedRequest, reactor=reactor, **_site_options())
         self.acp = resource
+        #: ``GET /healthz`` (:mod:`acpkit.remote.health`): no token, nothing revealed.
+        self.health = HealthResource(resource.accepting)
         self.max_body = resource.limits.max_message_size
         self.noisy = False
+        self.admission = Admission(
+            resource.limits.admission,
+            clock=self.reactor,
+            extra_sockets=resource.open_websockets,
+        )
 
     def buildProtocol(self, addr: IAddress | None) -> Any:
         """
-        The site's protocol, fed one HTTP/2 frame per read on ``h2`` connections
-        (``acpkit.remote.h2_reads.H2FrameReads``: twisted.web's HTTP/2 server
-        fails when a request and its ``RST_STREAM`` come in one read).
+        The site's protocol for one connection the admission table lets in (None
+        closes it at once), guarded (:class:`~acpkit.admission.GuardedProtocol`) and fed
+        one HTTP/2 frame per read on ``h2`` connections
+        (``acpkit.remote.h2_reads.H2FrameReads``: twisted.web's HTTP/2 server fails
+        when a request and its ``RST_STREAM`` come in one read).
         """
+        ticket = self.admission.admit(str(getattr(addr, "host", None) or "local"))
+        if ticket is None:
+            return None
         protocol = super().buildProtocol(addr)
-        return None if protocol is None else H2FrameReads(protocol)
+        if protocol is None:
+            self.admission.release(ticket)
+            return None
+        protocol.requestFactory = _GuardedRequests(ticket)
+        return GuardedProtocol(H2FrameReads(protocol), ticket, self.admission)
+
+    def getResourceFor(self, request: Request) -> Any:
+        """The health endpoint for its path (wherever the ACP endpoint is), else the tree."""
+        if is_health_request(request):
+            return self.health
+        return super().getResourceFor(request)
+
+    def log(self, request: http.Request) -> None:
+        """
+        No access log: twisted.web's would write each URL with its query, where a
+        client may have put a token (refused, but written to the log all the same).
+        """
 
     def stopFactory(self) -> None:
         self.acp.close_all()
+        self.admission.stop()
         super().stopFactory()
 
 
@@ -802,7 +1049,8 @@ def serve_remote(
     agent_factory: AgentFactory,
     *,
     path: str = "/acp",
-    token: str | bytes | None = None,
+    token: str | bytes | Sequence[str | bytes] | TokenSet | None = None,
+    no_token: bool = False,
     allowed_origins: Iterable[str] = (),
     limits: RemoteLimits | None = None,
     client_ca: str | Path | None = None,
@@ -811,13 +1059,15 @@ def serve_remote(
     Serve ``agent_factory``'s agents over remote ACP (Streamable HTTP, and WebSocket
     when ``acpkit.remote.websocket`` is there) at ``path`` on a Twisted endpoint string.
 
-    A TCP or TLS endpoint naming no ``interface`` listens on ``127.0.0.1``; a
-    non-loopback interface with neither ``token`` nor ``client_ca`` is refused at once
-    (:class:`~acpkit.remote.security.InsecureBindError`, as a failed Deferred).  With a
-    ``token`` every request needs ``Authorization: Bearer <token>``.  With
+    Where it may listen is :mod:`acpkit.bind_policy`'s: a TCP or TLS endpoint naming no
+    ``interface`` listens on ``127.0.0.1``; TCP needs authentication, loopback included:
+    ``token`` (one bearer token, or several: each holder's connections are its own),
     ``client_ca`` (a PEM file of CA certificates; ``ssl:`` endpoints only, else
-    :class:`~acpkit.remote.security.ClientAuthError`) every TLS handshake needs a client
-    certificate signed by one of them.  Both given: both are required.  The
+    :class:`~acpkit.bind_policy.ClientAuthError`: every TLS handshake then needs a
+    client certificate signed by one of them), or, on loopback only, ``no_token=True``
+    (any local user or process can then connect).  A unix socket is owner-only and
+    needs none.  Refused: :class:`~acpkit.bind_policy.InsecureBindError`, as a failed
+    Deferred.  Both ``token`` and ``client_ca`` given: both are required.  The
     authentication in force is logged once listening.  Browsers' requests (an
     ``Origin`` header) are accepted from ``allowed_origins`` and this machine's loopback
     only.  ``limits``: :class:`RemoteLimits`.  The Deferred fires with the listening
@@ -827,13 +1077,16 @@ def serve_remote(
 
     from acpkit.remote.tls_server import server_endpoint
 
-    secret = token.encode() if isinstance(token, str) else token
-    if secret is not None and not secret.strip():
+    try:
+        tokens = None if token is None else TokenSet.of(token)
+    except ValueError:
+        return fail(ValueError("the bearer token is empty"))
+    if tokens is not None and any(not t.strip() for t in tokens):
         return fail(ValueError("the bearer token is empty"))
     ca_file = None if client_ca is None else Path(client_ca).expanduser()
     try:
         description = check_bind(
-            endpoint_description, token=secret, client_auth=ca_file is not None
+            endpoint_description, token=tokens, client_auth=ca_file is not None, no_token=no_token
         )
     except ValueError as e:
         return fail(e)
@@ -848,17 +1101,20 @@ def serve_remote(
     resource = ACPResource(
         agent_factory,
         clock=reactor,
-        token=secret,
+        token=tokens,
         allowed_origins=allowed_origins,
         limits=limits,
     )
-    listening = endpoint.listen(RemoteSite(resource, path.encode(), reactor))
+    site = RemoteSite(resource, path.encode(), reactor)
+    # Behind a PROXY protocol balancer, each connection is counted as its client's.
+    site.admission.proxied = speaks_proxy_protocol(description)
+    listening = endpoint.listen(site)
 
     def log_listening(port: IListeningPort) -> IListeningPort:
         _log.info(
             "remote ACP listening on {address}; {authentication}",
             address=port.getHost(),
-            authentication=authentication_in_force(secret, ca_file),
+            authentication=authentication_in_force(tokens, ca_file, no_token=no_token),
         )
         return port
 

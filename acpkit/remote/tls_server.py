@@ -27,10 +27,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from twisted.internet.endpoints import _parse, serverFromString
+from twisted.internet.endpoints import serverFromString
 from twisted.internet.interfaces import IStreamServerEndpoint
 
-from acpkit.remote.security import ClientAuthError
+from acpkit.bind_policy import ClientAuthError
+from acpkit.compat import endpoint_arguments
 from acpkit.remote.tls import read_certificates
 
 __all__ = ["CLIENT_CA", "server_endpoint"]
@@ -65,8 +66,8 @@ def server_endpoint(
     if client_ca is None:
         endpoint: IStreamServerEndpoint = serverFromString(reactor, description)
         return endpoint
-    args, kwargs = _parse(description)
-    kind = str(args[0]).lower() if args else ""
+    args, kwargs = endpoint_arguments(description)
+    kind = args[0].lower() if args else ""
     if kind != "ssl":
         raise ClientAuthError(
             f"TLS client authentication needs an ssl: endpoint, not {kind or description}:"

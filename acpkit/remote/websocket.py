@@ -27,6 +27,11 @@ a frame or message over                the socket is closed with code ``1009`` (
 invalid UTF-8 in a text frame          closed with code ``1007`` (Autobahn)
 no traffic for ``auto_ping_interval``  a ping; no pong within ``auto_ping_timeout``:
                                        the socket is dropped (a half-open peer)
+pings from a peer that does not read   answered while the socket drains; once the
+                                       transport has paused the agent (the peer stopped
+                                       reading), more than
+                                       :data:`MAX_PONGS_WHILE_UNREAD` pings drop the
+                                       socket: pongs owed cannot grow memory
 the peer stops reading                 the engine is the TCP transport's producer:
                                        ``writable()`` waits, a stream pauses instead of
                                        growing the send buffer
@@ -309,6 +314,10 @@ def _set_options(
 # -- server ---------------------------------------------------------------------------
 
 
+#: Pings answered while the peer does not read what we write; one more drops the socket.
+MAX_PONGS_WHILE_UNREAD = 64
+
+
 class _ServerProtocol(WebSocketServerProtocol):
     """One WebSocket: one ``AgentConnection``."""
 
@@ -319,7 +328,25 @@ class _ServerProtocol(WebSocketServerProtocol):
     connection_id: str = ""
     acp: AgentConnection | None = None
     binary_frames_ignored = 0
+    #: Pongs sent since the peer last read (the transport paused the agent).
+    pongs_while_unread = 0
     _ended = False
+
+    def onPing(self, payload: bytes) -> None:
+        """Answer, unless the peer keeps pinging without reading (see the table)."""
+        if self.acp is not None and self.acp.protocol.output_paused:
+            self.pongs_while_unread += 1
+            if self.pongs_while_unread > MAX_PONGS_WHILE_UNREAD:
+                _log.warn(
+                    "ws {id}: {n} pings while not reading what it is sent: dropped",
+                    id=self.connection_id,
+                    n=self.pongs_while_unread,
+                )
+                self.dropConnection(abort=True)
+                return
+        else:
+            self.pongs_while_unread = 0
+        super().onPing(payload)
 
     def onConnect(self, request: ConnectionRequest) -> tuple[None, dict[str, Any]]:
         self.connection_id = str(uuid.uuid4())

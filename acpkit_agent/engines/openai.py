@@ -45,6 +45,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IResponse
 from zope.interface import implementer
 
+from acpkit.compat import quiet_http_pool
 from acpkit_agent.engines.base import (
     DeltaAssembler,
     EngineError,
@@ -219,7 +220,7 @@ class OpenAIEngine:
         self._configured_window = context_window
         self._probed_window: int | None = None
         self.timeout = timeout
-        pool = web_client.HTTPConnectionPool(reactor, persistent=False)  # type: ignore[no-untyped-call,unused-ignore]
+        pool = quiet_http_pool(reactor, persistent=False)  # no factory lines per model call
         agent = web_client.Agent(reactor, connectTimeout=timeout, pool=pool)  # type: ignore[no-untyped-call,unused-ignore]
         self._http = HTTPClient(agent)
 

@@ -217,7 +217,8 @@ class LanguageServers:
             config.args,
             env=dict(config.env) if config.env else None,
             cwd=root,
-            name=f"lsp {config.name}",
+            name=config.name,
+            kind="language server",
         )
         pid = process.pid
         if pid is not None:

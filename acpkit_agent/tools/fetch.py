@@ -26,6 +26,7 @@ from twisted.python.failure import Failure
 from twisted.web.client import Agent, ResponseDone
 from twisted.web.http import PotentialDataLoss
 
+from acpkit.compat import quiet_http_pool
 from acpkit_agent.tools.base import (
     ArgumentError,
     ToolContext,
@@ -267,7 +268,8 @@ class FetchContentTool:
 
     def _client(self, reactor: Any) -> HTTPClient:
         """A treq client on ``reactor`` without persistent connections."""
-        agent = Agent(reactor, connectTimeout=self.timeout)
+        pool = quiet_http_pool(reactor, persistent=False)  # no factory lines per fetch
+        agent = Agent(reactor, connectTimeout=self.timeout, pool=pool)
         return HTTPClient(agent)
 
     async def _save(

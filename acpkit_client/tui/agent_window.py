@@ -42,7 +42,7 @@ from acpkit_client.completion import (
 )
 from acpkit_client.interfaces import IAgentObserver, IConversationObserver
 from acpkit_client.project_files import ProjectFiles, load_project_files
-from acpkit_client.prompt import unresolved_mentions
+from acpkit_client.prompt import unlisted_mentions, unresolved_mentions
 from acpkit_client.session import AgentWindow, TurnError
 from acpkit_client.tui.completion_list import CompletionList
 from acpkit_client.tui.conversation_view import ConversationView
@@ -91,11 +91,15 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         self.list_kind: str | None = None
         self._dismissed_text: str | None = None
         self._files: list[str] = []
+        # Whether _files is the whole list (listed, and not cut at the limit).
+        self._files_complete = False
         # The @ list's files are listed off the UI's path; this lists them.
         self.list_files = load_project_files
         self._listing: Deferred[None] | None = None
         # The text last refused for its unresolved mentions (Enter again sends it).
         self._refused_text: str | None = None
+        # "cancelling the turn" is on the status bar until the turn ends.
+        self._cancelling = False
         self._body_placeholder: urwid.WidgetPlaceholder[urwid.Widget] = urwid.WidgetPlaceholder(
             self.view
         )
@@ -189,6 +193,7 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         def listed(listing: ProjectFiles) -> None:
             self._listing = None
             self._files = list(listing.files)
+            self._files_complete = not listing.cut
             if listing.cut:
                 self.host.show_message(f"the @ list holds the first {len(listing.files):,} files")
             if self.list_kind == "@":
@@ -248,13 +253,22 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         if self.session.turn_running:
             self.host.show_message("a turn is already running in this window")
             return None
-        unresolved = unresolved_mentions(text, self.session.project_root, self._files)
-        if unresolved and text != self._refused_text:
+        root = self.session.project_root
+        unresolved = unresolved_mentions(text, root, self._files)
+        unlisted = unlisted_mentions(text, root, self._files) if self._files_complete else []
+        if (unresolved or unlisted) and text != self._refused_text:
             self._refused_text = text
-            names = ", ".join(unresolved)
-            self.view.add_notice(
-                f"no such file in the project: {names}; not sent (Enter again sends it as text)"
-            )
+            if unresolved:
+                names = ", ".join(unresolved)
+                self.view.add_notice(
+                    f"no such file in the project: {names}; not sent (Enter again sends it as text)"
+                )
+            if unlisted:
+                names = ", ".join(unlisted)
+                self.view.add_notice(
+                    f"{names}: not in the @ list (git ignores it): the whole file would be "
+                    "sent to the agent; not sent (Enter again sends it)"
+                )
             self.host.request_redraw()
             return None
         self._refused_text = None
@@ -269,16 +283,25 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         if stop != "end_turn":
             self.view.add_notice(f"turn ended: {stop}")
             self.host.request_redraw()
+        self._cancel_done(f"turn {stop}" if stop == "cancelled" else f"turn ended: {stop}")
         return stop
 
     def _turn_failed(self, failure: Failure) -> None:
         failure.trap(TurnError)
         self.view.add_notice(f"turn failed: {failure.value}")
         self.host.request_redraw()
+        self._cancel_done("turn failed")
+
+    def _cancel_done(self, message: str) -> None:
+        """The turn being cancelled ended: the status bar says so, not "cancelling"."""
+        if self._cancelling:
+            self._cancelling = False
+            self.host.show_message(message)
 
     def cancel_turn(self) -> bool:
         """``session/cancel`` when a turn runs."""
         if self.session.cancel():
+            self._cancelling = True
             self.host.show_message("cancelling the turn")
             return True
         return False
@@ -359,6 +382,10 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         if key == "enter" and self.input_focused:
             self.send()
             return None
+        if not self.input_focused and _is_typing(key):
+            # The conversation has no use for a character: it goes to the input, which
+            # takes the focus, instead of being dropped.
+            self.focus_input(True)
         before = (self.input.edit_text, self.input.edit_pos)
         result: str | None = super().keypress(size, key)
         if self.input_focused and (self.input.edit_text, self.input.edit_pos) != before:
@@ -408,3 +435,8 @@ class AgentWindowWidget(urwid.WidgetWrap[urwid.Widget]):
         self.session.conversation.unsubscribe(self)
         self.view.detach()
         return self.session.close()
+
+
+def _is_typing(key: str) -> bool:
+    """Whether ``key`` is a character typed (urwid names other keys with words)."""
+    return len(key) == 1 and key.isprintable()

@@ -55,6 +55,7 @@ from acpkit_client.status import status_report
 from acpkit_client.tui.agent_window import AgentWindowWidget
 from acpkit_client.tui.copy import Clipboards
 from acpkit_client.tui.fitted_overlay import FittedOverlay, centered, dropped_from
+from acpkit_client.tui.glyphs import use_terminal_encoding
 from acpkit_client.tui.menu import Menu, MenuBar, MenuDropdown, MenuItem
 from acpkit_client.tui.paste import PasteCollector
 from acpkit_client.tui.permission_modal import ModalPermissionPrompt, PermissionModal
@@ -642,6 +643,7 @@ def main(argv: Sequence[str]) -> int:
     if not os.path.isdir(options.cwd):
         sys.stderr.write(f"acpkit-client: {options.cwd}: not a directory\n")
         return 2
+    use_terminal_encoding()  # ASCII on a terminal whose locale is not UTF-8
     log = _BufferedLog(options.log)
     globalLogBeginner.beginLoggingTo([log], redirectStandardIO=False)
     from twisted.internet import reactor

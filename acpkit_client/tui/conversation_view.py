@@ -48,8 +48,50 @@ def _width(text: str) -> int:
     return int(urwid.calc_width(text, 0, len(text)))
 
 
-def _measure(lines: Sequence[Line]) -> list[int]:
-    return [sum(_width(piece) for _, piece in line.markup) for line in lines]
+def _measure(lines: Sequence[Line]) -> list[tuple[int, int]]:
+    """Each line's display width and its leading spaces (its indentation)."""
+    measured = []
+    for line in lines:
+        plain = "".join(piece for _, piece in line.markup)
+        measured.append((_width(plain), len(plain) - len(plain.lstrip(" "))))
+    return measured
+
+
+def _hang(width: int, lead: int, columns: int) -> int:
+    """
+    The indentation a wrapped line's continuation rows keep: its own leading spaces,
+    when the line wraps and they leave at least half the width for text; else 0.
+    """
+    return lead if width > columns and lead < columns // 2 else 0
+
+
+def _rows(width: int, lead: int, columns: int) -> int:
+    """Rows a line of ``width`` columns with ``lead`` leading spaces takes in ``columns``."""
+    if width <= columns:
+        return 1
+    hang = _hang(width, lead, columns)
+    return -(-(width - hang) // (columns - hang))
+
+
+def _draw(markup: Any, width: int, lead: int, columns: int) -> urwid.Canvas:
+    """
+    ``markup`` drawn in ``columns``, wrapped anywhere; the rows after the first start
+    under its text, not at column 0 (the line's indentation is kept, :func:`_hang`).
+    """
+    hang = _hang(width, lead, columns)
+    if not hang:
+        return urwid.Text(markup or "", wrap="any").render((columns,))
+    rest: list[tuple[Any, str]] = []
+    skip = hang
+    for attr, piece in markup:
+        if skip >= len(piece):
+            skip -= len(piece)
+            continue
+        rest.append((attr, piece[skip:]))
+        skip = 0
+    canvas = urwid.CompositeCanvas(urwid.Text(rest or "", wrap="any").render((columns - hang,)))
+    canvas.pad_trim_left_right(hang, 0)
+    return canvas
 
 
 class _NoticeRenderer:
@@ -83,13 +125,13 @@ class ConversationView(urwid.Widget):
         self._renderers: list[EntryRenderer] = []
         # Per item: its lines and their display widths.
         self._item_lines: list[list[Line]] = []
-        self._item_widths: list[list[int]] = []
+        self._item_widths: list[list[tuple[int, int]]] = []
         # Per item: the index of its first line in ``_lines`` (valid up to ``_stale``).
         self._offsets: list[int] = []
         # Items to render again, and how many of their lines may be stale at least.
         self._stale: set[int] = set()
         self._lines: list[Line] = []
-        self._widths: list[int] = []
+        self._widths: list[tuple[int, int]] = []
         # Display row of each line's start (and one past the end) at ``_starts_width``,
         # computed for the first ``len(_starts) - 1`` lines.
         self._starts: list[int] = [0]
@@ -216,8 +258,8 @@ class ConversationView(urwid.Widget):
         widths = self._widths
         self.rows_summed += len(lines) + 1 - len(starts)
         for index in range(len(starts) - 1, len(lines)):
-            w = widths[index]
-            total += max(1, -(-w // width)) if w else 1
+            w, lead = widths[index]
+            total += _rows(w, lead, width) if w else 1
             starts.append(total)
         return starts
 
@@ -268,7 +310,10 @@ class ConversationView(urwid.Widget):
             return []
         selection = self.selection
         if selection is not None:
-            return [lines[index].text for index in selection]
+            chosen = [lines[index] for index in selection]
+            # labels and tool headings are not copied along (unless nothing else is chosen)
+            text = [line for line in chosen if not line.furniture] or chosen
+            return [line.text for line in text]
         return region_text(lines, self.cursor)
 
     # -- drawing -------------------------------------------------------------------------------
@@ -292,14 +337,15 @@ class ConversationView(urwid.Widget):
         drawn_now: dict[int, tuple[Line, int, urwid.Canvas]] = {}
         while index < len(lines) and drawn < maxrow + skip:
             line = lines[index]
+            w, lead = self._widths[index]
             if (selection is not None and index in selection) or (index == self.cursor and focus):
-                canvas = _bar(line, maxcol)
+                canvas = _bar(line, w, lead, maxcol)
             else:
                 known = self._drawn.get(index)
                 if known is not None and known[0] is line and known[1] == maxcol:
                     canvas = known[2]
                 else:
-                    canvas = urwid.Text(line.markup or "", wrap="any").render((maxcol,))
+                    canvas = _draw(line.markup, w, lead, maxcol)
                 drawn_now[index] = (line, maxcol, canvas)
             canvases.append((canvas, None, False))
             drawn += canvas.rows()
@@ -397,7 +443,8 @@ def _plain(line: Line) -> str:
     return "".join(piece for _, piece in line.markup)
 
 
-def _bar(line: Line, width: int) -> urwid.Canvas:
+def _bar(line: Line, width: int, lead: int, columns: int) -> urwid.Canvas:
     """``line`` drawn as selected (the selection and the cursor bar look the same)."""
-    widget = urwid.AttrMap(urwid.Text(_plain(line), wrap="any"), "selection")
-    return widget.render((width,))
+    canvas = urwid.CompositeCanvas(_draw([("selection", _plain(line))], width, lead, columns))
+    canvas.fill_attr("selection")
+    return canvas

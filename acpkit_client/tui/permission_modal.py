@@ -25,6 +25,7 @@ from zope.interface import implementer
 from acpkit import schema
 from acpkit_client.interfaces import IPermissionPrompt
 from acpkit_client.permissions import describe_tool_call, option_of_kind
+from acpkit_client.tui import glyphs
 from acpkit_client.tui.sizes import Size, box_size
 
 __all__ = ["ModalHost", "ModalPermissionPrompt", "PermissionModal", "describe_tool_call"]
@@ -50,7 +51,7 @@ def _detail_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if len(lines) > MAX_DETAIL_LINES:
         rest = len(lines) - MAX_DETAIL_LINES
-        lines = [*lines[:MAX_DETAIL_LINES], f"… {rest} more lines"]
+        lines = [*lines[:MAX_DETAIL_LINES], f"{glyphs.current().cut} {rest} more lines"]
     return lines
 
 

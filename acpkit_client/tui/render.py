@@ -36,6 +36,7 @@ from acpkit_client.conversation import (
     ToolCallEntry,
     render_tool_content,
 )
+from acpkit_client.tui import glyphs
 from acpkit_client.tui.highlight import (
     HIGHLIGHTED_LANGUAGES,
     WORK,
@@ -373,7 +374,7 @@ def _render_whole(entry: Entry, entry_number: int) -> list[Line]:
     builder = _Builder(entry_number)
     if isinstance(entry, ToolCallEntry):
         attribute = "error" if entry.status == "failed" else "type"
-        heading: Markup = [(attribute, f"⚙ {entry.heading}")]
+        heading: Markup = [(attribute, f"{glyphs.current().tool} {entry.heading}")]
         builder.add(builder.new_region(), INDENT, heading, furniture=True)
         output = _tool_output(entry)
         if output:

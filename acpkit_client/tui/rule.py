@@ -11,19 +11,21 @@ from collections.abc import Callable
 
 import urwid
 
+from acpkit_client.tui import glyphs
 from acpkit_client.tui.sizes import Size, flow_width
 
 __all__ = ["FRAMES", "FRAMES_PER_SECOND", "Rule", "spinner_frame"]
 
-#: The spinner's frames.
-FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+#: The spinner's frames (on a UTF-8 terminal; :mod:`acpkit_client.tui.glyphs`).
+FRAMES = glyphs.UNICODE.spinner
 #: How many frames a second.
 FRAMES_PER_SECOND = 8
 
 
 def spinner_frame(seconds: float) -> str:
     """The frame shown at time ``seconds``."""
-    return FRAMES[int(seconds * FRAMES_PER_SECOND) % len(FRAMES)]
+    frames = glyphs.current().spinner
+    return frames[int(seconds * FRAMES_PER_SECOND) % len(frames)]
 
 
 class Rule(urwid.Widget):

@@ -1,6 +1,7 @@
 """The status bar: a transient message on the left, the front window's token count on the right.
 
-The token count is the front window's last ``usage_update`` as ``used / size``. A message
+The token count is the front window's last ``usage_update`` as ``used / size`` (``used``
+alone when the agent gave no context size). A message
 (e.g. "3 lines copied") stays :data:`MESSAGE_SECONDS` seconds on the injected clock.
 """
 
@@ -20,9 +21,14 @@ MESSAGE_SECONDS = 4.0
 
 
 def format_usage(usage: Usage | None) -> str:
-    """``used / size tokens``, or empty when no usage was reported."""
+    """
+    ``used / size tokens``; ``used tokens`` when the agent gave no context size (0);
+    empty when no usage was reported.
+    """
     if usage is None:
         return ""
+    if usage.size <= 0:
+        return f"{usage.used:,} tokens"
     return f"{usage.used:,} / {usage.size:,} tokens"
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import urwid
 
+from acpkit_client.tui import glyphs
 from acpkit_client.tui.sizes import Size, flow_width
 
 __all__ = ["TitleBar", "WindowFrame"]
@@ -39,12 +40,13 @@ class TitleBar(urwid.Widget):
     def render(self, size: Size, focus: bool = False) -> urwid.Canvas:
         maxcol = flow_width(size)
         attribute = "title.front" if self.front else "title"
+        chars = glyphs.current()
         left = f"[x] {self.number} {self.title} "
-        right = " [■]"
+        right = f" [{chars.toggle}]"
         room = maxcol - len(right)
         if len(left) > room >= len("[x] 1 …"):
             # Too narrow for the whole title: cut it, so that [■] stays where a click finds it.
-            left = left[: room - 1] + "…"
+            left = left[: room - 1] + chars.cut
         fill = max(0, maxcol - len(left) - len(right))
         return urwid.Text((attribute, left + " " * fill + right), wrap="clip").render((maxcol,))
 
