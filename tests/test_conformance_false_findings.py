@@ -502,6 +502,7 @@ def test_tester_crash_outside_run_suite_is_exit_2(
 # -- 9. probes whose precondition is not met (issue 23, item 4) ------------------------------
 
 
+@pytest.mark.process
 def test_an_agent_that_needs_a_login_gets_no_framing_or_process_finding() -> None:
     """
     session/new is refused with -32000 until the client logs in (only the authentication
