@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
             line, buffer = buffer.split(b"\n", 1)
             try:
                 message = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # standard library only: deep text too
                 continue
             if isinstance(message, dict) and isinstance(message.get("method"), str):
                 record(message["method"])

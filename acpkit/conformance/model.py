@@ -44,6 +44,7 @@ from typing import Any
 
 import attrs
 
+from acpkit import jsonbytes
 from acpkit.testing.modelapi import (
     Answer,
     AnswerToolCall,
@@ -136,7 +137,7 @@ def parse_directive(text: str) -> Directive | None:
         if match["scenario"] not in SCENARIOS:
             continue
         try:
-            directory = json.loads(match["dir"])
+            directory = jsonbytes.loads(match["dir"])
         except ValueError:
             continue
         if isinstance(directory, str):
@@ -685,7 +686,7 @@ class ConformanceModelServer:
 
     def _record(self, line: str) -> None:
         try:
-            value = json.loads(line)
+            value = jsonbytes.loads(line)
         except ValueError:
             return
         if isinstance(value, dict):

@@ -35,6 +35,7 @@ import attrs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from acpkit import jsonbytes
 from acpkit.conformance.checks import Checks, form_schema_problem
 from acpkit.testing.jsonschema import load_schema
 from acpkit.trace import format_record
@@ -71,14 +72,18 @@ def _short(line: bytes) -> bytes:
 
 
 def _parse(line: bytes) -> Any:
-    """The JSON value of ``line``, or ``_INVALID``."""
+    """The JSON value of ``line``; ``_TOO_DEEP`` when it nests deeper than
+    `acpkit.jsonbytes.MAX_NESTING_DEPTH` (never a ``RecursionError``), else ``_INVALID``."""
     try:
-        return json.loads(line)
+        return jsonbytes.loads(line)
+    except jsonbytes.NestingTooDeep:
+        return _TOO_DEEP
     except ValueError:
         return _INVALID
 
 
 _INVALID = object()
+_TOO_DEEP = object()
 
 #: The key of the stand-in message delivered for an array answer to a batch probe.
 BATCH_ANSWER = "acpkit.batch"
@@ -506,6 +511,9 @@ class Observer:
             self.violation("FRAME-003", "an empty line on stdout is not an ACP message", index)
             return None
         value = _parse(stripped)
+        if value is _TOO_DEEP:
+            self._too_deep(stripped, index)
+            return None
         if value is _INVALID:
             if stripped[:1] in (b"{", b"["):
                 self._fragments = [line]
@@ -514,6 +522,25 @@ class Observer:
             self._junk(stripped, index)
             return None
         return self._value(value, index)
+
+    def _too_deep(self, stripped: bytes, index: int) -> None:
+        """A line nested deeper than any ACP message: not read (RFC 8259 section 9 lets a
+        receiver limit nesting; acpkit reads 254 levels, serde_json 128)."""
+        limit = jsonbytes.MAX_NESTING_DEPTH
+        if stripped[:1] != b"{":
+            self.violation(
+                "FRAME-002",
+                f"a line that is not one message object, nested deeper than {limit} levels",
+                index,
+            )
+            return
+        self.violation(
+            "SCHEMA-001",
+            f"a message nested deeper than {limit} levels ({len(stripped)} bytes): no ACP "
+            "message nests so deep, and clients that limit nesting (RFC 8259 section 9) "
+            "cannot read it",
+            index,
+        )
 
     def _junk(self, stripped: bytes, index: int) -> None:
         text = stripped.decode("utf-8", "replace")
@@ -713,10 +740,10 @@ class Observer:
         same_text = [
             k
             for k in self.pending
-            if json.loads(k) == response_id or str(json.loads(k)) == str(response_id)
+            if jsonbytes.loads(k) == response_id or str(jsonbytes.loads(k)) == str(response_id)
         ]
         if same_text:
-            original = json.loads(same_text[0])
+            original = jsonbytes.loads(same_text[0])
             answered = self.pending.pop(same_text[0])
             self.answered.add(same_text[0])
             if not answered.invalid:

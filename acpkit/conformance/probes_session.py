@@ -28,7 +28,6 @@ guard files under the step's rule.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -39,6 +38,7 @@ from typing import Any
 
 import attrs
 
+from acpkit import jsonbytes
 from acpkit.conformance.driver import AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.harness import (
     CANCELLED,
@@ -562,7 +562,7 @@ def _updates_after(
         if direction != "<-":
             continue
         try:
-            message = json.loads(line)
+            message = jsonbytes.loads(line)
         except ValueError:
             continue
         if not isinstance(message, dict):

@@ -23,7 +23,6 @@ connection stream before looking elsewhere (`read_session_streams` off).
 from __future__ import annotations
 
 import http.client
-import json
 import queue
 import socket
 import threading
@@ -31,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from acpkit import jsonbytes
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.observer import Observer, id_key
 from acpkit.conformance.tls import SYSTEM_TLS, TLSSettings
@@ -241,7 +241,7 @@ class RemoteDriver(AgentDriver):
 
     def _post(self, body: bytes) -> None:
         try:
-            message = json.loads(body)
+            message = jsonbytes.loads(body)
         except ValueError:
             message = None
         single = isinstance(message, dict) and message.get("jsonrpc") == "2.0"
@@ -584,7 +584,7 @@ def jsonrpc_body(body: bytes) -> bytes | None:
 
 def _parse(data: bytes) -> Any:
     try:
-        return json.loads(data)
+        return jsonbytes.loads(data)
     except ValueError:
         return None
 
