@@ -11,10 +11,19 @@ the survivors, each with why it survived, are printed::
 
     python -m pytest tests/test_conformance_mutation.py -s
 
-Agent A runs every variant; agent B, whose only difference is the wording of its commands,
-runs the variants whose fault shows only through a command (the others are the same bytes
-on both), which keeps the module's time bounded. ``ACPKIT_MUTATION_MATRIX=full`` runs
-every variant on both.
+Three matrices, chosen by ``ACPKIT_MUTATION_MATRIX``:
+
+- ``ci`` (the default): `CI_VARIANTS`, a representative subset (every family, every way
+  the tester finds a fault: a fixed probe, the explorer, a discovered command, an
+  unanswered request, the process's exit), each on agent A, the command-gated ones of
+  `CI_ON_B` on agent B too (B's commands are worded differently: discovery must learn
+  them), and both reference agents. A minute or so.
+- ``all``: every variant on A; on B the variants whose fault shows only through a command
+  (the others are the same bytes on both). Several minutes: run it when the tester or the
+  variants change.
+- ``full``: every variant on both.
+
+`MUST_BE_KILLED` is asserted in every matrix for the variants that matrix runs.
 
 `MUST_BE_KILLED` is the one list of variants the test asserts killed: every variant today's
 tester kills reliably. The others are reported, not asserted: tighten the list as the
@@ -66,9 +75,10 @@ PERSONAS: dict[str, Persona] = {"a": PERSONA_A, "b": PERSONA_B}
 #: The tester's step timeout for these agents (they answer in milliseconds; a fault that
 #: leaves a request unanswered costs this much per request).
 STEP_TIMEOUT = 3.0
-#: Tester runs at a time: a run mostly waits (on the agent, on its own drains) and costs
-#: about 4 CPU-seconds; ``ACPKIT_MUTATION_WORKERS`` overrides.
-WORKERS = int(os.environ.get("ACPKIT_MUTATION_WORKERS", "6"))
+#: Tester runs at a time, each with agent processes of its own: a run mostly waits (on the
+#: agent, on step timeouts, on its own drains) and costs about 2 CPU-seconds;
+#: ``ACPKIT_MUTATION_WORKERS`` overrides.
+WORKERS = int(os.environ.get("ACPKIT_MUTATION_WORKERS", "12"))
 #: A run that takes longer is a tester bug: stop it.
 RUN_LIMIT = 300.0
 
@@ -127,7 +137,47 @@ MUST_BE_KILLED: frozenset[str] = frozenset(
         "bad_traceparent",
         "meta_not_object",
         "reject_meta",
+        # killed since discovery, unanswered requests as findings, FRAME-010 and the
+        # tool-call lifecycle rules (issue 23)
+        *("latin1_output", "first_line_per_read", "hang_on_early_eof", "exit_before_answering"),
+        *("reuse_tool_call_ids", "close_keeps_turn", "no_stop_reason"),
+        *("ignore_cancel", "ignore_cancel_request"),
+        *("unannounced_tool_update", "status_backwards", "unfinished_tool"),
+        *("plan_entry_vanishes", "plan_entry_without_priority"),
+        *("end_turn_after_permission_cancel", "allowed_tool_not_run"),
+        *("read_without_capability", "write_without_capability"),
+        *("terminal_without_capability", "terminal_never_released", "terminal_after_release"),
+        *("relative_read_path", "relative_terminal_cwd", "zero_line", "read_outside_cwd"),
     }
+)
+
+#: The CI matrix's variants (agent A): one or more per family, and each way the tester finds
+#: a fault (see the module docstring).
+CI_VARIANTS: frozenset[str] = frozenset(
+    {
+        *("banner", "decode_each_read", "die_on_long_line"),  # framing
+        *("parse_error_code", "invalid_params_code"),  # envelope
+        *("string_ids", "fractional_request_ids"),  # ids (a permission command)
+        *("answer_notifications", "updates_after_response"),  # notifications
+        "echo_any_version",  # versions
+        *("duplicate_session_ids", "load_without_replay", "close_keeps_turn"),  # sessions
+        *("cancelled_without_cancel", "usage_without_size"),  # prompts (the explorer)
+        *("ignore_cancel", "answer_late_cancel_request"),  # cancellation
+        "unannounced_tool_update",  # tool-call lifecycle
+        "plan_entry_vanishes",  # plans
+        "allowed_tool_not_run",  # permissions
+        *("read_without_capability", "terminal_never_released"),  # fs and terminal
+        *("relative_read_path", "relative_list_cwd"),  # paths
+        "ignore_eof",  # process lifetime
+        *("vendor_request_unanswered", "custom_root_field"),  # extensibility (unanswered)
+        "bad_traceparent",  # _meta
+    }
+)
+#: The command-gated CI variants run on agent B too: one per way a command is discovered
+#: (a long turn, a tool call, a permission request, a file read, a terminal).
+CI_ON_B: frozenset[str] = frozenset(
+    {"ignore_cancel", "unannounced_tool_update", "fractional_request_ids"}
+    | {"read_without_capability", "terminal_never_released"}
 )
 
 #: Killed in most runs, not asserted: the tester's cancel lands in the 20 ms an echo turn
@@ -197,13 +247,25 @@ def quick(agent: str, fault: str, store: Path) -> Run:
 STARTS_FIRST = ("vendor_request_unanswered", "ignore_eof", "first_line_per_read")
 
 
-def matrix_jobs(full: bool) -> list[tuple[str, str]]:
-    """(agent, fault) pairs: both references, every variant on A, and on B the variants
-    whose fault needs a command (every variant when ``full``); the slow ones first."""
+MATRICES = ("ci", "all", "full")
+
+
+def matrix_jobs(matrix: str) -> list[tuple[str, str]]:
+    """(agent, fault) pairs: both references, then (``all``) every variant on A and on B the
+    variants whose fault needs a command, (``full``) every variant on both, or (``ci``)
+    `CI_VARIANTS` on A and `CI_ON_B` on B; the slow ones first."""
+    if matrix not in MATRICES:
+        raise ValueError(f"ACPKIT_MUTATION_MATRIX is one of {', '.join(MATRICES)}: {matrix!r}")
     jobs = [(agent, "") for agent in AGENTS]
     for fault, variant in VARIANTS.items():
+        if matrix == "ci":
+            if fault in CI_VARIANTS:
+                jobs.append(("a", fault))
+            if fault in CI_ON_B:
+                jobs.append(("b", fault))
+            continue
         jobs.append(("a", fault))
-        if full or variant.shows != "always":
+        if matrix == "full" or variant.shows != "always":
             jobs.append(("b", fault))
     return sorted(jobs, key=lambda job: job[1] not in STARTS_FIRST)
 
@@ -306,9 +368,10 @@ def test_mutation_score(tmp_path: Path) -> None:
     the score is printed.
     """
     started = time.monotonic()
-    full = os.environ.get("ACPKIT_MUTATION_MATRIX") == "full"
-    runs = run_matrix(tmp_path, matrix_jobs(full))
-    print(f"\n{render_score(runs)}\nthe matrix took {time.monotonic() - started:.0f}s")
+    matrix = os.environ.get("ACPKIT_MUTATION_MATRIX", "ci")
+    runs = run_matrix(tmp_path, matrix_jobs(matrix))
+    took = time.monotonic() - started
+    print(f"\n{render_score(runs)}\nthe {matrix} matrix took {took:.0f}s")
     problems = []
     for run in runs:
         musts = sorted(r for r in run.reported if RULES_BY_ID[r].level == "MUST")
@@ -321,12 +384,26 @@ def test_mutation_score(tmp_path: Path) -> None:
 
 
 def test_the_matrix_runs_every_variant_and_both_references() -> None:
-    """A runs every variant, B the command-gated ones (every one in the full matrix)."""
-    jobs = matrix_jobs(full=False)
+    """In the ``all`` matrix A runs every variant, B the command-gated ones (every one in the
+    ``full`` matrix); every matrix runs both references."""
+    jobs = matrix_jobs("all")
     assert {f for a, f in jobs if a == "a"} == {"", *VARIANTS}
     gated = {f for f, v in VARIANTS.items() if v.shows != "always"}
     assert {f for a, f in jobs if a == "b"} == {"", *gated}
-    assert len(matrix_jobs(full=True)) == 2 * (len(VARIANTS) + 1)
+    assert len(matrix_jobs("full")) == 2 * (len(VARIANTS) + 1)
+    with pytest.raises(ValueError, match="one of ci, all, full"):
+        matrix_jobs("everything")
+
+
+def test_the_ci_matrix_covers_every_family_with_asserted_variants() -> None:
+    """The CI subset has a variant of every family, every one of them in `MUST_BE_KILLED`
+    (a CI run asserts each), and runs B on command-gated variants of five behaviours."""
+    jobs = matrix_jobs("ci")
+    assert {f for a, f in jobs if a == "a"} == {"", *CI_VARIANTS}
+    assert {f for a, f in jobs if a == "b"} == {"", *CI_ON_B}
+    assert CI_ON_B <= CI_VARIANTS <= MUST_BE_KILLED
+    assert {VARIANTS[f].family for f in CI_VARIANTS} == set(FAMILIES)
+    assert len({VARIANTS[f].shows for f in CI_ON_B}) == len(CI_ON_B)
 
 
 def test_must_be_killed_names_variants() -> None:
@@ -814,7 +891,7 @@ def vendor_request_answered(agent: Pipe, tmp_path: Path) -> bool:
     return agent.answer(3) is not None
 
 
-#: The variants that need no command and that today's tester misses, with what a client on
+#: The variants that need no command and that the base tester missed, with what a client on
 #: raw pipes sees: the check holds on the reference agent and fails on the variant.
 WIRE_CHECKS: dict[str, Callable[[Pipe, Path], bool]] = {
     "exit_before_answering": eof_after_a_prompt,
