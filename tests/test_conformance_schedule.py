@@ -147,3 +147,22 @@ def test_exploration_in_parallel_reports_the_same_as_one_at_a_time() -> None:
     run_machine(config, alone, workers=1)
     assert [f.rule_id for f in together.findings] == [f.rule_id for f in alone.findings]
     assert {"EXT-001", "RPC-002"} <= {f.rule_id for f in together.findings}
+
+
+def test_the_authentication_probe_never_shares_its_agent_process() -> None:
+    """A login changes the agent's state (an interactive one may block its next
+    session/new): the authentication probe asks for a process no other group reuses."""
+    from acpkit.conformance.probes_session import probe_authentication
+
+    asked: list[dict[str, Any]] = []
+
+    class Asked(Exception):
+        pass
+
+    def fresh(**options: Any) -> Any:
+        asked.append(options)
+        raise Asked
+
+    with pytest.raises(Asked):
+        probe_authentication(_config(), Verdicts(), fresh)
+    assert asked == [{"reuse": False}]

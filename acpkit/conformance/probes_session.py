@@ -701,8 +701,10 @@ def probe_authentication(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
     AUTH-002: ``authenticate`` with an auth method the agent handles itself (type ``agent``,
     the default; terminal methods need a user at a terminal), then ``session/new``. A method
     that fails or does not answer within the step timeout (it waits for a user) is skipped.
+    The agent process is its own: a login (perhaps one still waiting for a person) changes
+    what the agent does next, so no later probe group may share it.
     """
-    with fresh() as agent:
+    with fresh(reuse=False) as agent:
         observer = _started(agent).observer
         methods = agent.init_result.get("authMethods")
         methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
