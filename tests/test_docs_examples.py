@@ -268,8 +268,9 @@ class ConformanceTutorialTests(ExampleTestCase):
 
     async def test_tester_finds_two_failures_then_none(self) -> None:
         """
-        The tester warns about SESSION-002 and MCP-001 only (SHOULD rules: exit status 0); the
-        fix, with MCP-001 skipped (the agent uses no MCP server), passes every rule.
+        The tester warns about SESSION-002, MCP-001 and MCP-002 only (SHOULD rules: exit status
+        0); the fix, with the MCP rules skipped (the agent uses no MCP server), passes every
+        rule.
         """
         cli = ["-m", "acpkit.conformance", "--", PYTHON]
         plugin = ["-m", "pytest", *plugin_option()]
@@ -279,13 +280,13 @@ class ConformanceTutorialTests(ExampleTestCase):
             "--acp-profile",
             "smoke",
             "--acp-skip",
-            "MCP-001",
+            "MCP-001,MCP-002",
         ]
         report_file = self.project / "report.xml"
         before, fixed, after = await gatherResults(
             [
                 self.start([*cli, "minimal_agent.py"]),
-                self.start([*cli[:-2], "--skip", "MCP-001", *cli[-2:], "checked_agent.py"]),
+                self.start([*cli[:-2], "--skip", "MCP-001,MCP-002", *cli[-2:], "checked_agent.py"]),
                 self.start([*plugin, *options, "-q", f"--junitxml={report_file}"]),
             ]
         )
@@ -302,7 +303,7 @@ class ConformanceTutorialTests(ExampleTestCase):
         # SHOULD findings are warnings (issue 23): the run still exits 0
         out = self.check(before, status=0)
         warned = sorted(line.split()[1] for line in out.splitlines() if line.startswith("WARN "))
-        self.assertEqual(warned, ["MCP-001", "SESSION-002"])
+        self.assertEqual(warned, ["MCP-001", "MCP-002", "SESSION-002"])
         self.assertIn(f"{failing}; profile quick", out)
         out = self.check(fixed, status=0)
         self.assertIn(f"{passing}; profile quick", out)
