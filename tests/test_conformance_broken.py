@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from acpkit.conformance.cli import run_suite
-from acpkit.conformance.harness import SuiteConfig, run_turn, running_agent
+from acpkit.conformance.harness import PROFILES, SuiteConfig, run_turn, running_agent
+from acpkit.conformance.machine import run_machine
 from acpkit.conformance.observer import Verdicts
 
 pytestmark = pytest.mark.process  # every test here starts a child process
@@ -34,6 +35,8 @@ BROKEN = {
     "bad_schema": "SCHEMA-001",
     "unfinished_tool": "TURN-003",
     "ignore_eof": "FRAME-009",
+    "exit_without_answer": "FRAME-010",
+    "decode_utf8_per_read": "FRAME-004",
     "decode_each_read": "FRAME-004",
     "terminal_after_release": "TERMINAL-001",
     "keep_terminal": "TERMINAL-002",
@@ -65,14 +68,14 @@ def _failed(fault: str, timeout: float, only: list[str]) -> set[str]:
         only=only,
     )
     assert result.error is None, result.error
-    return {r.rule.id for r in result.failed}
+    return {r.rule.id for r in result.found}
 
 
 def test_correct_raw_agent_has_no_finding() -> None:
     """The correct raw agent passes every applicable rule, probes and state machine (exit 0)."""
     result = run_suite([sys.executable, RAW_AGENT], profile="smoke", timeout=5.0)
     assert result.error is None
-    assert [f.message for r in result.failed for f in r.findings] == []
+    assert [f.message for r in result.found for f in r.findings] == []
     assert result.exit_code == 0
     statuses = {r.rule.id: r.status for r in result.results}
     assert statuses["CANCEL-002"] == "pass"
@@ -106,7 +109,13 @@ def test_broken_agent_is_reported_with_its_rule(fault: str) -> None:
     """Each broken behaviour is reported under the rule it breaks."""
     timeout = 1.0 if fault == "ignore_eof" else 3.0
     # the client-service faults only need the probes of their rule (keeps the file fast)
-    narrow = ("ignore_eof", "decode_each_read", *SERVICE_FAULTS)
+    narrow = (
+        "ignore_eof",
+        "exit_without_answer",
+        "decode_each_read",
+        "decode_utf8_per_read",
+        *SERVICE_FAULTS,
+    )
     only = [BROKEN[fault]] if fault in narrow else []
     assert BROKEN[fault] in _failed(fault, timeout, only)
 
@@ -129,14 +138,15 @@ def test_missing_command_cannot_be_tested() -> None:
 
 def test_state_machine_shrinks_to_a_minimal_transcript() -> None:
     """A failure found by the state machine is shrunk; its transcript is in trace format."""
-    result = run_suite(
-        [sys.executable, RAW_AGENT, "reuse_session_ids"],
-        profile="quick",
+    config = SuiteConfig(
+        argv=(sys.executable, RAW_AGENT, "reuse_session_ids"),
         timeout=3.0,
-        only=["SESSION-001"],
+        profile=PROFILES["quick"],
     )
-    assert result.exit_code == 1
-    assert "session/new" in result.machine_transcript
-    assert " -> agent " in result.machine_transcript
+    found = run_machine(config, Verdicts())
+    (explored,) = [e for e in found.failures if e.rule_id == "SESSION-001"]
+    assert "session/new" in explored.transcript
+    assert " -> agent " in explored.transcript
     # the minimal sequence: initialize, two session/new calls (plus the EOF note)
-    assert result.machine_transcript.count('"method":"session/new"') == 2
+    assert explored.transcript.count('"method":"session/new"') == 2
+    assert explored.shrink.startswith("shrunk from")

@@ -69,10 +69,19 @@ BROKEN = {
     "bad_traceparent": "EXT-002",
     "unadvertised_extension": "EXT-003",
     "unprefixed_method": "EXT-004",
+    "drop_custom_request": "RPC-008",
+    "drop_unknown_method": "RPC-013",
+    "ignore_mcp_servers": "MCP-002",
+    "unknown_session_internal_error": "RPC-014",
+    "login_wrong_code": "AUTH-003",
+    "secret_in_form": "ELICIT-008",
 }
 
 #: New rules the raw agent cannot exercise (it does not support session/load); unit-tested.
 UNIT_ONLY = ("SESSION-008",)
+#: Rules the correct raw agent leaves not applicable: it needs no login (AUTH-003 holds on
+#: the quirky agent needs_login, tests/test_conformance_false_findings.py).
+NOT_APPLICABLE = ("AUTH-003",)
 
 
 @pytest.mark.process
@@ -83,9 +92,13 @@ def test_correct_raw_agent_passes_every_new_rule() -> None:
         [sys.executable, RAW_AGENT], profile="smoke", timeout=3.0, explore=False, only=rules
     )
     assert result.error is None, result.error
-    assert [f.message for r in result.failed for f in r.findings] == []
+    assert [f.message for r in result.found for f in r.findings] == []
     statuses = {r.rule.id: r.status for r in result.results}
-    assert {rule: statuses[rule] for rule in BROKEN.values() if statuses[rule] != "pass"} == {}
+    assert {
+        rule: statuses[rule]
+        for rule in BROKEN.values()
+        if statuses[rule] != "pass" and rule not in NOT_APPLICABLE
+    } == {}
 
 
 @pytest.mark.process
@@ -101,7 +114,7 @@ def test_broken_agent_is_reported_under_its_rule(fault: str) -> None:
         only=[rule],
     )
     assert result.error is None, result.error
-    assert rule in {r.rule.id for r in result.failed}
+    assert rule in {r.rule.id for r in result.found}
 
 
 # -- the traffic checks on raw lines ----------------------------------------------------------

@@ -101,6 +101,20 @@ _LIST_CURSOR = (
     "session/list with cursor 'acpkit-invalid-cursor' succeeds with the first page."
 )
 
+_EXIT_WITHOUT_ANSWER = (
+    "MUST (overview.mdx: 'Methods: Request-response pairs that expect a result or error'; "
+    "'The protocol follows the JSON-RPC 2.0 specification': 'The Server MUST reply with a "
+    "Response, except for in the case of Notifications'). A session/prompt written just "
+    "before stdin closes is read (the turn starts) but never answered: the process exits "
+    "with status 0 at the end of its input. A client that closes stdin still reads stdout; "
+    "an error or stopReason 'cancelled' would do."
+)
+_NO_STDIO_MCP = (
+    "SHOULD. session-setup.mdx: 'Agents SHOULD connect to all MCP servers specified by the "
+    "Client.' The stdio MCP server given in session/new is never started, after "
+    "session/new and a turn."
+)
+
 #: agent -> {rule id: the verdict (level, the spec sentence, how the agent breaks it)}.
 FINDINGS: dict[str, dict[str, str]] = {
     "python-sdk-example": {
@@ -110,6 +124,7 @@ FINDINGS: dict[str, dict[str, str]] = {
         "RPC-005": _CATCH_ALL_EXT,
         "SESSION-002": _RELATIVE_CWD,
         "MCP-001": _NO_MCP_HTTP,
+        "MCP-002": _NO_STDIO_MCP,
     },
     "python-sdk-echo": {
         "FRAME-008": _CRASH_ON_JUNK,
@@ -121,6 +136,7 @@ FINDINGS: dict[str, dict[str, str]] = {
             "respond with the same version. Otherwise, the Agent MUST respond with the latest "
             "version it supports.' initialize with protocolVersion 999 is answered 999."
         ),
+        "MCP-002": _NO_STDIO_MCP,
         "INIT-003": (
             "SHOULD. initialization.mdx: 'Both Clients and Agents SHOULD provide information "
             "about their implementation in the clientInfo and agentInfo fields "
@@ -160,6 +176,12 @@ FINDINGS: dict[str, dict[str, str]] = {
         ),
         "SESSION-002": _RELATIVE_CWD,
         "MCP-001": _NO_MCP_HTTP,
+        "MCP-002": _NO_STDIO_MCP,
+        "RPC-014": (
+            "SHOULD. schema.json ErrorCode: 'Resource not found: A given resource, such as a "
+            "session or file, was not found.' session/prompt for a session id never created "
+            "is answered -32603 (internal error), not -32002 (or -32602)."
+        ),
     },
     "codex-acp": {
         "FRAME-008": (
@@ -194,12 +216,6 @@ FINDINGS: dict[str, dict[str, str]] = {
             "output goes back to the model, and the turn ends end_turn with no "
             "tool_call_update for it (in most runs; once it was reported failed)."
         ),
-        "EXT-001": (
-            "MUST. extensibility.mdx: 'Implementations MUST NOT add any custom fields at the "
-            "root of a type that's part of the specification.' authMethods[1] and [2] carry "
-            "type 'env_var' and 'vars' (a draft auth-methods RFD); the v1 AuthMethod is "
-            "'agent' (no type) or 'terminal'."
-        ),
     },
     "pi-acp-openai-chat": {},  # filled below: the same for the four model APIs
     "claude-agent-acp": {
@@ -209,6 +225,7 @@ FINDINGS: dict[str, dict[str, str]] = {
             "session/resume results carry 'sessionId', which LoadSessionResponse and "
             "ResumeSessionResponse do not define."
         ),
+        "FRAME-010": _EXIT_WITHOUT_ANSWER,
     },
     "gemini-cli": {
         "FRAME-003": (
@@ -249,6 +266,12 @@ FINDINGS: dict[str, dict[str, str]] = {
             "(tool call 'resolve-prompt-/etc/hostname-...') is granted, and that tool call "
             "never gets a status update."
         ),
+        "TOOL-002": (
+            "SHOULD (no keyword: the schema types session/request_permission's toolCall as "
+            "ToolCallUpdate, 'An update to an existing tool call.'). Every permission "
+            "request names a tool call (run_shell_command__call_..., write_file__call_..., "
+            "resolve-prompt-...) that no tool_call of the session announced before it."
+        ),
     },
     "qwen-code": {
         "CONFIG-006": (
@@ -279,6 +302,11 @@ FINDINGS: dict[str, dict[str, str]] = {
         "RPC-003": _NO_PARSE_ERROR,
         "RPC-004": _INVALID_REQUEST_CODE,
         "RPC-006": _INVALID_PARAMS_CODE,
+        "RPC-014": (
+            "SHOULD. schema.json ErrorCode: 'Resource not found: A given resource, such as a "
+            "session or file, was not found.' session/prompt for a session id never created "
+            "is answered -32603 (internal error), not -32002 (or -32602)."
+        ),
         "SESSION-002": _RELATIVE_CWD,
     },
     "opencode": {
@@ -287,12 +315,22 @@ FINDINGS: dict[str, dict[str, str]] = {
             "provide mode-like configuration SHOULD send both:' the session/new, load and "
             "resume results have a config option of category mode and no modes."
         ),
+        "FRAME-010": _EXIT_WITHOUT_ANSWER,
         "LIST-002": _LIST_CURSOR,
         "RPC-003": _NO_PARSE_ERROR,
         "RPC-004": _INVALID_REQUEST_CODE,
         "SESSION-002": _RELATIVE_CWD,
     },
     "gptme": {
+        "CANCEL-001": (
+            "MUST. prompt-turn.mdx: 'After all ongoing operations have been successfully "
+            "aborted and pending updates have been sent, the Agent MUST respond to the "
+            "original session/prompt request with the cancelled stop reason.' A long turn "
+            "(the model's 'sleep 30' scenario) is cancelled with session/cancel; gptme goes "
+            "on, streams the rest and answers stopReason 'end_turn' 26 to 74 s later (its "
+            "cancel() drops the session without stopping the turn, see TURN-007)."
+        ),
+        "FRAME-010": _EXIT_WITHOUT_ANSWER,
         "FRAME-008": _CRASH_ON_JUNK,
         "RPC-003": _SDK_DROPS_BAD_JSON,
         "RPC-004": _CRASH_ON_BATCH,
@@ -327,6 +365,14 @@ FINDINGS: dict[str, dict[str, str]] = {
 }
 
 _PI: dict[str, str] = {
+    "FRAME-010": _EXIT_WITHOUT_ANSWER,
+    "MCP-002": _NO_STDIO_MCP,
+    "FRAME-008": (
+        "SHOULD. A junk line is not fatal (schema.json ErrorCode: 'Parse error: Invalid JSON "
+        "was received by the server.'). Intermittent (1 of 5 runs; not reproduced alone): "
+        "the Node process exited with status 1 right after the four junk lines, before the "
+        "request that follows them could be written."
+    ),
     "AUTH-001": (
         "MUST. schema.json AuthMethodTerminal: 'Agents MUST advertise this method only when "
         "the client enabled its terminal authentication capability.' initialize advertises "
@@ -366,7 +412,7 @@ STABLE: dict[str, frozenset[str]] = {
         {"RPC-002", "RPC-003", "RPC-004", "RPC-005", "RPC-006", "SESSION-002", "MCP-001"}
     ),
     "codex-acp": frozenset(
-        {"FRAME-008", "FRAME-009", "RPC-002", "RPC-004", "RPC-009", "SESSION-002", "EXT-001"}
+        {"FRAME-008", "FRAME-009", "RPC-002", "RPC-004", "RPC-009", "SESSION-002"}
     ),
     "claude-agent-acp": frozenset({"EXT-001"}),
     "gemini-cli": frozenset(
@@ -429,7 +475,7 @@ def _findings(result: SuiteResult, rule_ids: set[str]) -> str:
     """The findings of ``rule_ids``, one ``RULE: message`` line each."""
     return "\n".join(
         f"  {r.rule.id}: {f.message}"
-        for r in result.failed
+        for r in result.found
         if r.rule.id in rule_ids
         for f in r.findings
     )
@@ -445,7 +491,7 @@ def check_real_agent(name: str, workdir: Path) -> None:
         pytest.skip(missing)
     result = _run(agent, workdir)
     assert result.error is None, f"the tester could not test {name}: {result.error}"
-    failed = {r.rule.id for r in result.failed}
+    failed = {r.rule.id for r in result.found}
     genuine: Mapping[str, str] = FINDINGS[name]
     new = failed - set(genuine)
     assert not new, (
@@ -485,8 +531,9 @@ def test_pi_acp_openai_chat(tmp_path: Path) -> None:
     bash) and cancellation conform; it advertises a terminal auth method to a client that
     did not enable it, puts the removed ``models`` field in session results, accepts an
     invalid session/list cursor, lacks MCP over HTTP, drops malformed lines silently or
-    answers them -32601, embeds terminals the client never created, and announces a mode
-    outside its availableModes after a model switch.
+    answers them -32601, embeds terminals the client never created, announces a mode
+    outside its availableModes after a model switch, never starts the stdio MCP server it
+    is given and exits at the end of its input without answering a prompt it read.
     """
     check_real_agent("pi-acp-openai-chat", tmp_path)
 
@@ -512,8 +559,8 @@ def test_gemini_cli(tmp_path: Path) -> None:
     interactive login on stdout, session/load either loses the session it loads or replays
     it after its response (a race), modes come without configOptions, session results
     carry ``models``, the JSON-RPC error codes are off (-32601/-32603 for invalid requests
-    and params, nothing for a parse error) and a granted permission's pseudo tool call
-    never gets a status.
+    and params, nothing for a parse error), a granted permission's pseudo tool call
+    never gets a status and permission requests name tool calls never announced.
     """
     check_real_agent("gemini-cli", tmp_path)
 
@@ -522,8 +569,8 @@ def test_qwen_code(tmp_path: Path) -> None:
     """
     Qwen Code (``qwen --acp``): turns conform; modes and the mode config option drift apart,
     session results carry ``models`` and updates a root ``timestamp``, it calls methods
-    without the ``_`` prefix, the JSON-RPC error codes are off and a relative cwd is
-    accepted.
+    without the ``_`` prefix, the JSON-RPC error codes are off (-32603 for an unknown
+    session too) and a relative cwd is accepted.
     """
     check_real_agent("qwen-code", tmp_path)
 
@@ -531,7 +578,8 @@ def test_qwen_code(tmp_path: Path) -> None:
 def test_claude_agent_acp(tmp_path: Path) -> None:
     """
     Claude Code through claude-agent-acp: everything conforms except a ``sessionId`` at the
-    root of the session/load and session/resume results.
+    root of the session/load and session/resume results, and a prompt read just before
+    stdin closed that is never answered (the process exits).
     """
     check_real_agent("claude-agent-acp", tmp_path)
 
@@ -539,8 +587,8 @@ def test_claude_agent_acp(tmp_path: Path) -> None:
 def test_opencode(tmp_path: Path) -> None:
     """
     opencode (``opencode acp``): turns conform; a mode config option comes without modes, an
-    invalid session/list cursor succeeds, the JSON-RPC error codes are off and a relative
-    cwd is accepted.
+    invalid session/list cursor succeeds, the JSON-RPC error codes are off, a relative
+    cwd is accepted and a prompt read just before stdin closed is never answered.
     """
     check_real_agent("opencode", tmp_path)
 
@@ -549,8 +597,9 @@ def test_codex_acp(tmp_path: Path) -> None:
     """
     Codex through codex-acp: turns conform; junk lines kill it, it answers notifications
     with id-less errors, keeps running after stdin closes, uses -32700/-32601 for invalid
-    requests, accepts a relative cwd, advertises draft ``env_var`` auth methods and ends
-    turns with its shell tool calls still in progress.
+    requests, accepts a relative cwd and ends turns with its shell tool calls still in
+    progress. (Its draft ``env_var`` auth methods are a variant the schema does not define:
+    noted, not a custom field, since issue 23.)
     """
     check_real_agent("codex-acp", tmp_path)
 

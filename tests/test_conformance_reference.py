@@ -29,13 +29,18 @@ INTEROP_FINDINGS = {
     "MCP-001": "mcpCapabilities.http false ('new Agents SHOULD support the HTTP transport')",
     "PATH-001": "fs/read_text_file with the prompt text as the path, e.g. 'hi' ('All file paths "
     "in the protocol MUST be absolute')",
+    "TOOL-002": "SHOULD: session/request_permission for toolCallId 'call_1', which no tool_call "
+    "announced (schema.json ToolCallUpdate: 'An update to an existing tool call.')",
+    "MCP-002": "SHOULD: the stdio MCP server given in session/new is never started ('Agents SHOULD "
+    "connect to all MCP servers specified by the Client')",
 }
 
 
 def test_acpkit_interop_agent_only_breaks_its_genuine_rules() -> None:
     """
     The acpkit interop fixture (a fixed session id, no cwd check, no agentInfo, the prompt
-    text used as a file path) breaks exactly the rules of `INTEROP_FINDINGS`, each genuine.
+    text used as a file path, a permission asked for a tool call never announced) breaks
+    exactly the rules of `INTEROP_FINDINGS`, each genuine.
     """
     result = run_suite(
         [sys.executable, str(INTEROP / "acpkit_agent.py")],
@@ -45,7 +50,7 @@ def test_acpkit_interop_agent_only_breaks_its_genuine_rules() -> None:
         explore=False,
     )
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == set(INTEROP_FINDINGS)
+    assert {r.rule.id for r in result.found} == set(INTEROP_FINDINGS)
 
 
 def test_sdk_agent_crashes_on_a_batch_line() -> None:
@@ -61,7 +66,7 @@ def test_sdk_agent_crashes_on_a_batch_line() -> None:
         explore=False,
         only=["RPC-004", "RPC-007"],
     )
-    findings = [(f.rule_id, f.message) for r in result.failed for f in r.findings]
+    findings = [(f.rule_id, f.message) for r in result.found for f in r.findings]
     assert any(
         rule == "RPC-004"
         and "went away during a batch" in message
@@ -80,13 +85,16 @@ def test_bob_passes_every_must_rule() -> None:
         explore=False,
     )
     assert result.error is None, result.error
-    assert [f.message for r in result.failed for f in r.findings if r.rule.level == "MUST"] == []
+    assert [f.message for r in result.found for f in r.findings if r.rule.level == "MUST"] == []
 
 
 #: bob's genuine findings, with the spec sentence each breaks.
 BOB_FINDINGS = {
     "MCP-001": "mcpCapabilities.http is false: 'new Agents SHOULD support the HTTP transport' "
     "(session-setup, MCP Servers); bob connects to no MCP server yet",
+    "MCP-002": "the stdio MCP server of session/new is never started: 'Agents SHOULD connect to "
+    "all MCP servers specified by the Client' (session-setup, Checking Transport Support); "
+    "bob connects to the client's MCP servers only with [mcp] useClientServers = true",
 }
 
 BOB = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
@@ -124,8 +132,8 @@ def test_bob_on_the_model_server_runs_real_turns(tmp_path: Path) -> None:
         use_model_server=True,
     )
     assert result.error is None, result.error
-    assert {r.rule.id for r in result.failed} == set(BOB_FINDINGS), [
-        f.message for r in result.failed for f in r.findings
+    assert {r.rule.id for r in result.found} == set(BOB_FINDINGS), [
+        f.message for r in result.found for f in r.findings
     ]
     statuses = {r.rule.id: r.status for r in result.results}
     for rule_id in (

@@ -164,7 +164,7 @@ def test_reports_in_three_formats() -> None:
     result = _result(verdicts)
     assert result.exit_code == 1
     text = format_report(result, "text")
-    assert "FAIL FRAME-003" in text and "replay: acpkit-conformance --seed 3" in text
+    assert "FAIL  FRAME-003" in text and "replay: acpkit-conformance --seed 3" in text
     document = json.loads(format_report(result, "json"))
     statuses = {r["id"]: r["status"] for r in document["rules"]}
     assert statuses["FRAME-001"] == "pass" and statuses["CAP-005"] == "skipped"

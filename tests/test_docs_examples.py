@@ -253,8 +253,9 @@ def plugin_option() -> list[str]:
 
 class ConformanceTutorialTests(ExampleTestCase):
     """
-    The conformance tutorial and the CI how-to: ``minimal_agent.py`` fails two rules on the
-    command line, ``checked_agent.py`` passes them all through the pytest plugin.
+    The conformance tutorial and the CI how-to: ``minimal_agent.py`` breaks two SHOULD rules
+    on the command line (warnings), ``checked_agent.py`` passes them all through the pytest
+    plugin.
     """
 
     # Three whole conformance runs at once: 38 s alone on 2 cores, 53 s on Twisted 24.7;
@@ -267,8 +268,9 @@ class ConformanceTutorialTests(ExampleTestCase):
 
     async def test_tester_finds_two_failures_then_none(self) -> None:
         """
-        The tester fails SESSION-002 and MCP-001 only; the fix, with MCP-001 skipped (the agent
-        uses no MCP server), passes every rule.
+        The tester warns about SESSION-002, MCP-001 and MCP-002 only (SHOULD rules: exit status
+        0); the fix, with the MCP rules skipped (the agent uses no MCP server), passes every
+        rule.
         """
         cli = ["-m", "acpkit.conformance", "--", PYTHON]
         plugin = ["-m", "pytest", *plugin_option()]
@@ -278,33 +280,35 @@ class ConformanceTutorialTests(ExampleTestCase):
             "--acp-profile",
             "smoke",
             "--acp-skip",
-            "MCP-001",
+            "MCP-001,MCP-002",
         ]
         report_file = self.project / "report.xml"
         before, fixed, after = await gatherResults(
             [
                 self.start([*cli, "minimal_agent.py"]),
-                self.start([*cli[:-2], "--skip", "MCP-001", *cli[-2:], "checked_agent.py"]),
+                self.start([*cli[:-2], "--skip", "MCP-001,MCP-002", *cli[-2:], "checked_agent.py"]),
                 self.start([*plugin, *options, "-q", f"--junitxml={report_file}"]),
             ]
         )
         # The summary lines the tutorial shows, checked against what the tester says.
         tutorial = (DOCS / "tutorials" / "test-an-agent-for-conformance.md").read_text()
         shown = re.findall(
-            r"^((?:\d+ fail, )?(\d+) not-applicable, (\d+) pass(?:, (\d+) skipped)?); profile",
+            r"^((?:\d+ warn, )?(\d+) pass, (\d+) not-applicable(?:, (\d+) skipped)?"
+            r" \((\d+) not shown: they never apply over stdio\)); profile",
             tutorial,
             re.M,
         )
         self.assertEqual(len(shown), 2, "the tutorial shows a failing run and a passing one")
-        (failing, _, _, _), (passing, not_applicable, passed, skipped) = shown
-        out = self.check(before, status=1)
-        failed = sorted(line.split()[1] for line in out.splitlines() if line.startswith("FAIL "))
-        self.assertEqual(failed, ["MCP-001", "SESSION-002"])
+        (failing, _, _, _, _), (passing, passed, not_applicable, skipped, hidden) = shown
+        # SHOULD findings are warnings (issue 23): the run still exits 0
+        out = self.check(before, status=0)
+        warned = sorted(line.split()[1] for line in out.splitlines() if line.startswith("WARN "))
+        self.assertEqual(warned, ["MCP-001", "MCP-002", "SESSION-002"])
         self.assertIn(f"{failing}; profile quick", out)
         out = self.check(fixed, status=0)
         self.assertIn(f"{passing}; profile quick", out)
         out = self.check(after, status=0)
-        total_skipped = int(not_applicable) + int(skipped or 0)
+        total_skipped = int(not_applicable) + int(skipped or 0) + int(hidden)
         self.assertRegex(out, rf"\b{passed} passed, {total_skipped} skipped\b")
         report = report_file.read_text()
         self.assertIn('name="SESSION-002"', report)

@@ -1,34 +1,51 @@
 """
 ``acpkit-conformance [options] -- AGENT_COMMAND [ARGS…]``: argument parsing, the run, exit codes.
 
-Exit status: 0 when every applicable rule holds, 1 when a rule is violated, 2 when the agent
-could not be tested (it does not start, never answers ``initialize``, or nothing could be
-judged within the step timeout), when the tester itself failed, or when the options are
-wrong. A tester failure is never exit 1. `run_suite` is the programmatic entry point (used
-by the pytest plugin too).
+Exit status: 0 when no MUST rule is violated (SHOULD findings are warnings), 1 when a MUST
+rule is violated, a baseline entry is stale, or a SHOULD rule is violated under ``--strict``;
+2 when the agent could not be tested (it does not start, never answers ``initialize``, or
+nothing could be judged within the step timeout), when the tester itself failed, or when the
+options are wrong. A tester failure is never exit 1. `run_suite` is the programmatic entry
+point (used by the pytest plugin too).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import IO, Any, Protocol
 
+import attrs
 from twisted.logger import Logger, globalLogBeginner, textFileLogObserver
 
+from acpkit.conformance.baseline import BaselineError, load_baseline
+from acpkit.conformance.discovery import discover
 from acpkit.conformance.harness import PROFILES, CannotTest, SuiteConfig
 from acpkit.conformance.machine import run_machine
 from acpkit.conformance.observer import Verdicts
 from acpkit.conformance.probes import run_probes
 from acpkit.conformance.probes_transport import check_tls
-from acpkit.conformance.report import FORMATS, SuiteResult, format_report, rule_results
+from acpkit.conformance.report import (
+    FORMATS,
+    ExploredFailure,
+    SuiteResult,
+    format_report,
+    rule_results,
+)
 from acpkit.conformance.rules import UnknownRule, select_rules, split_selectors
+from acpkit.conformance.scenarios import (
+    ScenarioError,
+    Stimuli,
+    load_scenarios,
+    parse_scenarios_table,
+)
 from acpkit.conformance.tls import INSECURE_TLS_VARIABLE, TLSSettings
 
 __all__ = [
@@ -69,9 +86,30 @@ def run_suite(
     url: str | None = None,
     headers: Sequence[tuple[str, str]] = (),
     tls: TLSSettings | None = None,
+    strict: bool = False,
+    expected_failures: str | os.PathLike[str] | Mapping[str, str] | None = None,
+    scenarios: str | os.PathLike[str] | Mapping[str, str] | None = None,
+    discovery: str = "auto",
+    progress: Callable[[str], None] | None = None,
+    replay_env: Sequence[str] = (),
 ) -> SuiteResult:
     """
     Test the agent started by ``argv``: fixed probes, then the explorer (``explore``).
+
+    SHOULD findings are warnings: they make the exit status 1 only with ``strict``.
+    ``expected_failures`` is a baseline of accepted findings (rule id -> reason, or the path
+    of a baseline file, see `acpkit.conformance.baseline`): their findings are ``xfail``, and
+    a listed rule that holds is a stale entry that fails the run. A baseline file that
+    cannot be used raises `acpkit.conformance.baseline.BaselineError`.
+
+    ``scenarios`` gives the prompts that make the agent do each behaviour (behaviour ->
+    prompt, or the path of a scenario file, see `acpkit.conformance.scenarios`; a file that
+    cannot be used raises `acpkit.conformance.scenarios.ScenarioError`). ``discovery``
+    (``auto``, ``on``, ``off``) tries the commands the agent advertises to learn more
+    (`acpkit.conformance.discovery`); ``auto`` does unless a model server drives the turns.
+    ``progress`` is called with a line of text as the run goes (the command line writes them
+    on stderr). ``replay_env`` names the environment variables the user set for the agent
+    (``--env``): the replay lines take them from the shell (``--env NAME="$NAME"``).
 
     With ``use_model_server`` a conformance model server runs on loopback: the agent's
     environment gets the base URL and key variables of every model API it speaks, and
@@ -92,16 +130,58 @@ def run_suite(
         tls = TLSSettings(insecure=os.environ.get(INSECURE_TLS_VARIABLE) == "1")
     selected = select_rules(only, skip)
     chosen_profile = PROFILES[profile]
+    scenario_path: str | None = None
+    if scenarios is None:
+        given = Stimuli()
+    elif isinstance(scenarios, Mapping):
+        given = parse_scenarios_table(scenarios)
+    else:
+        scenario_path = os.fspath(scenarios)
+        given = load_scenarios(scenario_path)
+    if discovery not in ("auto", "on", "off"):
+        raise ValueError(f"discovery must be auto, on or off, not {discovery!r}")
+    discover_commands = discovery == "on" or (discovery == "auto" and not use_model_server)
+
+    def say(line: str) -> None:
+        if progress is not None:
+            progress(line)
+
+    baseline_path: str | None = None
+    if expected_failures is None:
+        expected: dict[str, str] = {}
+    elif isinstance(expected_failures, Mapping):
+        expected = dict(expected_failures)
+    else:
+        baseline_path = os.fspath(expected_failures)
+        expected = load_baseline(baseline_path)
     started = time.monotonic()
-    replay = _replay_command(
-        argv, profile, seed, timeout, only, skip, use_model_server, url, headers, tls
+    replay_for = functools.partial(
+        _replay_command,
+        argv,
+        profile,
+        seed,
+        timeout,
+        model=use_model_server,
+        url=url,
+        headers=headers,
+        tls=tls,
+        strict=strict,
+        baseline=baseline_path,
+        scenarios=scenario_path,
+        discovery=discovery,
+        cwd=cwd,
+        env_names=replay_env,
     )
+    replay = replay_for(only, skip)
     notes: list[str] = []
     agent_name = shlex.join(argv)
+    transport = "stdio"
     if url is not None:
         from acpkit.conformance.wire import RemoteURL
 
-        agent_name = RemoteURL.parse(url).display()
+        remote = RemoteURL.parse(url)
+        agent_name = remote.display()
+        transport = "websocket" if remote.websocket else ("https" if remote.secure else "http")
         if headers:
             notes.append("headers sent: " + ", ".join(sorted({n for n, _ in headers})))
 
@@ -115,10 +195,12 @@ def run_suite(
             replay=replay,
             error=error,
             timeout=timeout,
+            strict=strict,
+            transport=transport,
         )
 
     verdicts = Verdicts()
-    steps = transcript = ""
+    explored: tuple[ExploredFailure, ...] = ()
     try:
         with _maybe_model_server(use_model_server, timeout) as model:
             environment = dict(os.environ if env is None else env)
@@ -139,21 +221,41 @@ def run_suite(
                 url=url,
                 headers=tuple(headers),
                 tls=tls,
+                scenarios=given,
+                model_tool_calls=_tool_calls_of(model) if model is not None else None,
             )
             check_tls(config)
+
+            def prepare(before: SuiteConfig, lane_verdicts: Verdicts) -> SuiteConfig:
+                """Discovery, in the probe lane that learns the stimuli."""
+                after = before
+                if discover_commands:
+                    discovery_started = time.monotonic()
+                    say("discovery: trying the agent's commands")
+                    learned = discover(before, lane_verdicts, [])
+                    after = attrs.evolve(before, discovered=learned.stimuli)
+                    spent = time.monotonic() - discovery_started
+                    notes.append(f"{learned.note} ({spent:.1f}s)")
+                    say(f"discovery: {len(learned.behaviours)} command(s) tried ({spent:.1f}s)")
+                if after.scenarios or after.discovered:
+                    notes.append("stimuli: " + after.scenarios.merged(after.discovered).describe())
+                return after
+
             probes_started = time.monotonic()
-            run_probes(config, verdicts)
+            say("fixed probes: three lanes")
+            _, config = run_probes(config, verdicts, prepare=prepare, progress=say)
             notes.append(f"fixed probes took {time.monotonic() - probes_started:.1f}s")
             if explore:
                 explore_started = time.monotonic()
-                failure = run_machine(config, verdicts)
-                notes.append(f"exploration took {time.monotonic() - explore_started:.1f}s")
-                if failure is not None:
-                    steps, transcript = failure.steps, failure.transcript
-                    if failure.shrink is not None:
-                        notes.append(failure.shrink.describe())
-                    if failure.note:
-                        notes.append(failure.note)
+                say(f"exploration: up to {chosen_profile.examples} example(s)")
+                exploration = run_machine(config, verdicts)
+                notes.append(
+                    f"exploration took {time.monotonic() - explore_started:.1f}s "
+                    f"({exploration.examples} example(s))"
+                )
+                explored = exploration.failures
+                if exploration.note:
+                    notes.append(exploration.note)
             if model is not None:
                 notes.append(_model_summary(model.requests()))
     except CannotTest as e:
@@ -164,18 +266,38 @@ def run_suite(
             "the conformance tester itself failed (not a finding about the agent):\n"
             + traceback.format_exc()
         )
+    results = rule_results(verdicts, selected, expected=expected)
     return SuiteResult(
         agent=agent_name,
-        results=rule_results(verdicts, selected),
+        results=results,
+        replays={r.rule.id: replay_for([r.rule.id], ()) for r in results if r.found},
         seed=seed,
         profile=profile,
         elapsed=time.monotonic() - started,
         replay=replay,
-        machine_steps=steps,
-        machine_transcript=transcript,
+        explored=explored,
         timeout=timeout,
         notes=tuple(notes),
+        strict=strict,
+        transport=transport,
     )
+
+
+def _progress(line: str) -> None:
+    """A progress line on stderr."""
+    sys.stderr.write(f"acpkit-conformance: {line}\n")
+    sys.stderr.flush()
+
+
+def _tool_calls_of(model: ModelServer) -> Callable[[str], int]:
+    """How many tool calls the model asked for under a directive token (TOOL-004)."""
+
+    def count(token: str) -> int:
+        return sum(
+            1 for r in model.requests() if r.get("token") == token and r.get("tool") is not None
+        )
+
+    return count
 
 
 def _model_summary(requests: Sequence[Mapping[str, object]]) -> str:
@@ -211,19 +333,39 @@ def _replay_command(
     timeout: float,
     only: Sequence[str],
     skip: Sequence[str],
-    model: bool,
+    *,
+    model: bool = False,
     url: str | None = None,
     headers: Sequence[tuple[str, str]] = (),
     tls: TLSSettings | None = None,
+    strict: bool = False,
+    baseline: str | None = None,
+    scenarios: str | None = None,
+    discovery: str = "auto",
+    cwd: str | None = None,
+    env_names: Sequence[str] = (),
 ) -> str:
+    """The command line that replays a run (``only``: the rules it judges)."""
     parts = ["acpkit-conformance", "--profile", profile, "--seed", str(seed)]
     parts += ["--timeout", f"{timeout:g}"]
+    if strict:
+        parts.append("--strict")
+    if baseline is not None:
+        parts += ["--expected-failures", baseline]
+    if scenarios is not None:
+        parts += ["--scenarios", scenarios]
+    if discovery != "auto":
+        parts += ["--discovery", discovery]
     if only:
         parts += ["--rules", ",".join(only)]
     if skip:
         parts += ["--skip", ",".join(skip)]
     if model:
         parts.append("--model-server")
+    if cwd is not None:
+        parts += ["--cwd", cwd]
+    # values may be secrets: taken from the replaying shell's environment
+    env = "".join(f' --env {name}="${name}"' for name in sorted(set(env_names)))
     if url is not None:
         from acpkit.conformance.wire import RemoteURL
 
@@ -239,32 +381,108 @@ def _replay_command(
             ):
                 if path is not None:
                     parts += [option, path]
-        return shlex.join(parts)
-    return shlex.join([*parts, "--", *argv])
+        return shlex.join(parts) + env
+    return shlex.join(parts) + env + " -- " + shlex.join(argv)
 
 
 def _parser() -> argparse.ArgumentParser:
+    from acpkit import __version__
+
     parser = argparse.ArgumentParser(
         prog="acpkit-conformance",
-        description="Property-based ACP conformance testing of an agent run as a command.",
-        epilog="Exit status: 0 all applicable rules hold, 1 a rule is violated, 2 cannot test "
-        "(or nothing could be judged in time, or the tester failed).",
+        description="Property-based ACP conformance testing of an agent run as a command "
+        "(or reached by --url).",
+        epilog="Exit status: 0 no MUST rule violated (SHOULD findings are warnings); 1 a MUST "
+        "rule violated, a stale --expected-failures entry, or a warning under --strict; 2 "
+        "cannot test (the agent did not start, nothing could be judged in time, the tester "
+        "failed, or the options are wrong).",
     )
-    parser.add_argument("--rules", action="append", default=[], help="rule ids or prefixes")
-    parser.add_argument("--skip", action="append", default=[], help="rule ids or prefixes")
-    parser.add_argument("--profile", choices=sorted(PROFILES), default="quick")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per step")
-    parser.add_argument("--cwd", help="directory to start the agent in")
-    parser.add_argument("--report", choices=FORMATS, default="text")
-    parser.add_argument("--output", help="write the report to this file (default stdout)")
+    parser.add_argument("--version", action="version", version=f"acpkit-conformance {__version__}")
+    parser.add_argument(
+        "--rules",
+        action="append",
+        default=[],
+        metavar="IDS",
+        help="judge only these rule ids or id prefixes (comma separated, repeatable; "
+        "e.g. FRAME,RPC-003)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="IDS",
+        help="do not judge these rule ids or id prefixes (comma separated, repeatable)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="quick",
+        help="how much to explore: smoke (seconds), quick (default, under a minute), full "
+        "(minutes; 16 MiB lines)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="the explorer's random seed (default 0)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long each step waits for the agent (default 10); a step over it is "
+        "'could not judge', never a finding",
+    )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="SHOULD findings (warnings) fail the run too (exit 1)",
+    )
+    parser.add_argument(
+        "--expected-failures",
+        metavar="FILE",
+        help="a TOML baseline of accepted findings ([expected-failures] RULE-ID = "
+        '"reason"): they do not fail the run; an entry whose rule holds is stale and does',
+    )
+    parser.add_argument(
+        "--scenarios",
+        metavar="FILE",
+        help="a TOML file of prompts that make the agent do each behaviour the rules need "
+        "(a long turn, a permission request, a tool call, a file read...), for agents whose "
+        "behaviours cannot be discovered",
+    )
+    parser.add_argument(
+        "--discovery",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="try the agent's advertised commands to learn what each does and use them as "
+        "stimuli (auto: unless --model-server drives the turns)",
+    )
+    parser.add_argument(
+        "--cwd", metavar="DIR", help="directory to start the agent in (default: the current one)"
+    )
+    parser.add_argument(
+        "--report",
+        choices=FORMATS,
+        default="text",
+        help="report format: text (default), json or junit",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="FILE",
+        help="write the report to this file (the text report still goes to stdout)",
+    )
     parser.add_argument(
         "--model-server",
         action="store_true",
         help="run the conformance model on loopback (OpenAI chat and Responses, Anthropic, "
         "Gemini) and point the agent at it",
     )
-    parser.add_argument("--env", action="append", default=[], metavar="K=V")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="set an environment variable for the agent (repeatable)",
+    )
     parser.add_argument(
         "--url",
         help="test the remote agent at this ws://, wss://, http:// or https:// URL instead of "
@@ -292,8 +510,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tls-private-key", metavar="FILE", help="PEM private key of --tls-certificate"
     )
+    parser.add_argument(
+        "--show-all",
+        action="store_true",
+        help="list in the text report the rules that never apply over the agent's transport too",
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress lines on stderr while the run goes",
+    )
     parser.add_argument("--list-rules", action="store_true", help="print the rule ids and exit")
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- AGENT_COMMAND [ARGS...]")
+    parser.add_argument(
+        "command",
+        nargs=argparse.REMAINDER,
+        help="-- AGENT_COMMAND [ARGS...]: the agent to start (after --)",
+    )
     return parser
 
 
@@ -376,8 +608,14 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
             url=args.url,
             headers=headers,
             tls=tls,
+            strict=args.strict,
+            expected_failures=args.expected_failures,
+            scenarios=args.scenarios,
+            discovery=args.discovery,
+            progress=None if args.quiet else _progress,
+            replay_env=[pair.partition("=")[0] for pair in args.env],
         )
-    except UnknownRule as e:
+    except (UnknownRule, BaselineError, ScenarioError) as e:
         sys.stderr.write(f"acpkit-conformance: {e}\n")
         return 2
     except KeyboardInterrupt:
@@ -386,18 +624,18 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     except Exception as e:  # run_suite reports its own failures; this is a last resort
         sys.stderr.write(f"acpkit-conformance: the tester failed: {e!r}\n")
         return 2
-    text = format_report(result, args.report)
+    text = format_report(result, args.report, show_all=args.show_all)
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(text)
         except OSError as e:
             sys.stderr.write(f"acpkit-conformance: cannot write the report: {e}\n")
-            stream.write(format_report(result, "text"))
+            stream.write(format_report(result, "text", show_all=args.show_all))
             return 2
         _log.info("report written to {path}", path=args.output)
         if args.report != "text":
-            stream.write(format_report(result, "text"))
+            stream.write(format_report(result, "text", show_all=args.show_all))
     else:
         stream.write(text)
     return result.exit_code

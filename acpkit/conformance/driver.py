@@ -60,6 +60,10 @@ class AgentGone(Exception):
 class StepTimeout(Exception):
     """The agent did not answer within the step timeout."""
 
+    #: the id of the request whose answer was awaited, when there was one (its late answer
+    #: can still be judged: `acpkit.conformance.observer.Observer.when_answered`)
+    request_id: Any = None
+
 
 def encode(message: Any) -> bytes:
     """A message as one compact UTF-8 JSON line without its line end."""
@@ -229,10 +233,16 @@ class AgentDriver:
         """The exit status, or ``None`` while the agent runs."""
         return None if self.process is None else self.process.poll()
 
+    @property
+    def session_streams_used(self) -> bool:
+        """Messages came on streams of their own, opened late (a remote driver's concern)."""
+        return False
+
     def close_stdin(self) -> None:
         """Close the agent's stdin (EOF)."""
         if self.process is not None and self.process.stdin is not None and not self.stdin_closed:
             self.stdin_closed = True
+            self.observer.stdin_closed = True
             self.observer.note("stdin closed (EOF)")
             try:
                 self.process.stdin.close()
@@ -244,6 +254,11 @@ class AgentDriver:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.returncode is not None:
+                # what it wrote before exiting may still be in the pipe: read to its end
+                # (bounded: a child of the agent may hold the pipe open)
+                rest = time.monotonic() + 0.5
+                while time.monotonic() < rest and self._read(0.05):
+                    pass
                 return self.returncode
             self._read(min(0.05, max(0.0, deadline - time.monotonic())))
         return self.returncode
@@ -471,7 +486,11 @@ class AgentDriver:
         if params is not None:
             message["params"] = params
         self.send(message)
-        return self.response_to(rid, f"waiting for the answer to {method}", timeout)
+        try:
+            return self.response_to(rid, f"waiting for the answer to {method}", timeout)
+        except StepTimeout as e:
+            e.request_id = rid
+            raise
 
     def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Take the ``session/update`` notifications from the inbox (optionally one session's)."""

@@ -3,14 +3,17 @@ Byte-stream fault injection: the framing faults the tester throws at an agent's 
 
 Each probe takes an initialized `AgentDriver` and checks one ``FRAME`` rule:
 
-- `probe_split`: a request cut at arbitrary byte offsets (always one inside a multi-byte UTF-8
-  character), written in pieces with small pauses between them (FRAME-004);
+- `probe_split`: a request whose id holds multi-byte characters, cut at byte offsets (one
+  inside such a character of the id), written in pieces with pauses between them; the answer
+  must echo the id intact (FRAME-004). It needs no session: an unknown ``_acpkit.dev``
+  method, answered with anything, proves the line was read whole;
 - `probe_batched_write`: several messages in a single write (FRAME-005);
 - `probe_crlf`: a message ended by ``\\r\\n`` (FRAME-006);
 - `probe_long_line`: a 1 MiB (or larger) line, then a normal request (FRAME-007);
 - `probe_junk`: junk lines (not JSON, invalid UTF-8, a JSON scalar), then a request (FRAME-008,
   and RPC-003 for the -32700 answer);
-- `probe_eof_mid_turn`: stdin closed during a prompt turn; the agent must exit (FRAME-009).
+- `probe_eof`: stdin closed before ``initialize``, with a request pending, or during a prompt
+  turn; the agent exits (FRAME-009) after answering what it read (FRAME-010).
 
 `utf8_cut_points` and `split_points` produce the cut offsets (Hypothesis draws them in the
 state machine; the probes take them as arguments so a failure replays exactly).
@@ -18,6 +21,7 @@ state machine; the probes take them as arguments so a failure replays exactly).
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -30,10 +34,11 @@ __all__ = [
     "padded_request",
     "probe_batched_write",
     "probe_crlf",
-    "probe_eof_mid_turn",
+    "probe_eof",
     "probe_junk",
     "probe_long_line",
     "probe_split",
+    "split_id",
     "split_points",
     "utf8_cut_points",
 ]
@@ -120,48 +125,122 @@ def _judge(
         driver.observer.verdicts.ok(rule_id)
 
 
+#: The id of the split request: multi-byte characters of 2, 3 and 4 bytes that a reader which
+#: decodes each read on its own would mangle.
+SPLIT_ID_PREFIX = "acpkit-é中😀-split-"
+#: Seconds between the pieces of a split line: long enough for the agent to read each piece
+#: on its own (one write of the whole line would hide a reader that parses each read).
+SPLIT_PAUSE = 0.05
+
+
+def split_id(number: int) -> str:
+    """The request id of the ``number``-th split probe."""
+    return f"{SPLIT_ID_PREFIX}{number}"
+
+
+def _id_cut(data: bytes, request_id: str) -> int | None:
+    """An offset inside the 4-byte character of ``request_id`` in the encoded line."""
+    start = data.find(json.dumps(request_id, ensure_ascii=False).encode("utf-8"))
+    emoji = data.find("😀".encode(), start)
+    return emoji + 2 if start != -1 and emoji != -1 else None
+
+
 def probe_split(
-    driver: AgentDriver, cwd: str, cuts: Sequence[int] | None = None, pause: float = 0.005
+    driver: AgentDriver, cuts: Sequence[int] | None = None, pause: float = SPLIT_PAUSE
 ) -> None:
-    """FRAME-004: a ``session/new`` with a multi-byte ``_meta`` text, cut into pieces."""
-    rid = driver.next_id()
+    """
+    FRAME-004: an unknown ``_acpkit.dev/split`` request whose id and ``_meta`` text hold
+    multi-byte characters, written in pieces (one cut inside a character of the id) with
+    ``pause`` seconds between them. Any answer with the id intact holds (the method needs no
+    session, no login); an id-null error (a piece was parsed), -32700 / -32600, or the id
+    back with other characters (a read decoded on its own) is a finding; no answer while
+    the next request is answered is one too (the line was dropped).
+    """
+    rid = split_id(driver.next_id())
     message = {
         "jsonrpc": "2.0",
         "id": rid,
-        "method": "session/new",
-        "params": {"cwd": cwd, "mcpServers": [], "_meta": {"acpkit.dev/text": TRICKY_TEXT}},
+        "method": "_acpkit.dev/split",
+        "params": {"_meta": {"acpkit.dev/text": TRICKY_TEXT}},
     }
     data = encode(message) + b"\n"
-    chosen = list(cuts) if cuts is not None else split_points(data, 4, random.Random(rid))
+    if cuts is None:
+        rng = random.Random(rid)
+        chosen = set(split_points(data, 3, rng))
+        inside = _id_cut(data, rid)
+        if inside is not None:
+            chosen.add(inside)
+        cuts = sorted(chosen)
+    chosen_cuts = list(cuts)
     observer = driver.observer
-    with observer.probe("FRAME-004", "a session/new written in pieces"):
-        observer.note(f"the next line is written in pieces cut at {chosen}")
+    with observer.probe("FRAME-004", "an unknown request written in pieces"):
+        observer.note(f"the next line is written in pieces cut at {chosen_cuts}")
         # an agent that parses the pieces answers them with id-null errors: judged here
         before = observer.expected_null_id_errors
-        observer.expected_null_id_errors += len(chosen) + 1
-        driver.write(data, chosen, pause)
+        observer.expected_null_id_errors += len(chosen_cuts) + 1
+        start = len(driver.inbox)
+        driver.write(data, chosen_cuts, pause)
+        late: StepTimeout | None = None
+
+        def answer(m: dict[str, Any]) -> bool:
+            if "method" in m:
+                return False
+            got = m.get("id")
+            return got == rid or (got is None and "error" in m) or _mangled(got, rid)
+
         try:
-            response = driver.wait_for(
-                lambda m: (
-                    "method" not in m
-                    and (m.get("id") == rid or (m.get("id") is None and "error" in m))
-                ),
-                "reading a split message",
-            )
+            response = driver.wait_for(answer, "reading a split message", start=start)
         except StepTimeout as e:
-            observer.verdicts.slow("FRAME-004", f"a session/new written in pieces: {e}")
-            return
+            response = None
+            late = e
         finally:
             observer.expected_null_id_errors = before
-        if response.get("id") is None:
+        what = f"a request cut at {chosen_cuts} (pieces {pause:g}s apart)"
+        if response is None:
+            if _follow_up_answered(driver, "split"):
+                observer.judged_unanswered(rid)
+                observer.violation(
+                    "FRAME-004",
+                    f"{what} got no answer while the request sent after it was answered: "
+                    "the pieces were not read as one message",
+                )
+            else:
+                observer.verdicts.slow("FRAME-004", f"{what}: {late}")
+            return
+        got = response.get("id")
+        if got is None:
             observer.violation(
                 "FRAME-004",
-                f"one valid session/new written in pieces (cut at {chosen}) was answered with "
-                f"an id-null error {response.get('error')!r}: the agent parsed a piece, not "
-                "the whole line",
+                f"{what} was answered with an id-null error {response.get('error')!r}: the "
+                "agent parsed a piece, not the whole line",
             )
-            return
-        _judge(driver, "FRAME-004", response, f"a session/new cut at {chosen}", success=True)
+        elif got != rid:
+            observer.violation(
+                "FRAME-004",
+                f"{what} was answered with the id {got!r} instead of {rid!r}: the characters "
+                "cut between two writes did not survive the split",
+            )
+        else:
+            _judge(driver, "FRAME-004", response, what)
+
+
+def _mangled(got: Any, rid: str) -> bool:
+    """``got`` is the split request's id with some characters replaced or lost."""
+    return (
+        isinstance(got, str)
+        and got != rid
+        and got.startswith("acpkit-")
+        and got.endswith(rid.rsplit("-", 1)[1])
+    )
+
+
+def _follow_up_answered(driver: AgentDriver, name: str) -> bool:
+    """A request sent now is answered: the agent is alive and reading (not merely slow)."""
+    try:
+        driver.request(f"_acpkit.dev/after_{name}", {})
+    except StepTimeout:
+        return False
+    return True
 
 
 def probe_batched_write(driver: AgentDriver) -> None:
@@ -171,11 +250,25 @@ def probe_batched_write(driver: AgentDriver) -> None:
         {"jsonrpc": "2.0", "id": rid, "method": f"_acpkit.dev/batched_{n}", "params": {}}
         for n, rid in enumerate(ids)
     ]
-    with driver.observer.probe("FRAME-005", "three requests in one write"):
+    observer = driver.observer
+    with observer.probe("FRAME-005", "three requests in one write"):
         driver.write(b"".join(encode(m) + b"\n" for m in messages))
         for rid in ids:
-            response = _answered(driver, rid, f"request {rid} of three written at once")
-            _judge(driver, "FRAME-005", response, f"request {rid} of three written at once")
+            what = f"request {rid} of three written at once"
+            try:
+                response: dict[str, Any] | None = driver.response_to(rid, what)
+            except StepTimeout as e:
+                response = None
+                if _follow_up_answered(driver, "batched_write"):
+                    observer.judged_unanswered(rid)
+                    observer.violation(
+                        "FRAME-005",
+                        f"{what} got no answer while a request sent later was answered: "
+                        "the agent did not read every message of the write",
+                    )
+                else:
+                    observer.verdicts.slow("FRAME-005", f"{what}: {e}")
+            _judge(driver, "FRAME-005", response, what)
 
 
 def probe_crlf(driver: AgentDriver) -> None:
@@ -251,22 +344,52 @@ def probe_junk(driver: AgentDriver, lines: Sequence[bytes] = JUNK_LINES) -> None
         )
 
 
-def probe_eof_mid_turn(driver: AgentDriver, session_id: str, grace: float) -> None:
-    """FRAME-009: close stdin right after a prompt; the agent must exit within ``grace``."""
-    with driver.observer.probe("FRAME-009", "stdin closed in the middle of a turn"):
-        driver.send(
-            {
-                "jsonrpc": "2.0",
-                "id": driver.next_id(),
-                "method": "session/prompt",
-                "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]},
-            }
-        )
+def probe_eof(
+    driver: AgentDriver,
+    grace: float,
+    *,
+    session_id: str | None = None,
+    pending: bool = True,
+) -> None:
+    """
+    FRAME-009 and FRAME-010: close stdin and wait up to ``grace`` seconds for the agent to
+    exit. With ``session_id``, right after a ``session/prompt`` (mid-turn); else, with
+    ``pending``, right after an unknown ``_acpkit.dev`` request (no session needed); else
+    at once (a driver that has not sent ``initialize`` tests EOF before it). Every request
+    written before the EOF must be answered before the agent exits (FRAME-010).
+    """
+    observer = driver.observer
+    if session_id is not None:
+        what = "stdin closed in the middle of a turn"
+        message: dict[str, Any] | None = {
+            "jsonrpc": "2.0",
+            "id": driver.next_id(),
+            "method": "session/prompt",
+            "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "hello"}]},
+        }
+    elif pending:
+        what = "stdin closed with a request just sent"
+        message = {"jsonrpc": "2.0", "id": driver.next_id(), "method": "_acpkit.dev/before_eof"}
+    else:
+        what = "stdin closed before initialize"
+        message = None
+    with observer.probe("FRAME-009", what):
+        if message is not None:
+            driver.send(message)
         driver.close_stdin()
         status = driver.wait_exit(grace)
         if status is None:
-            driver.observer.violation(
-                "FRAME-009", f"agent still running {grace:g}s after its stdin was closed mid-turn"
-            )
+            observer.violation("FRAME-009", f"agent still running {grace:g}s after {what} (EOF)")
         else:
-            driver.observer.verdicts.ok("FRAME-009")
+            observer.verdicts.ok("FRAME-009")
+    if message is None or status is None:
+        return
+    unanswered = [p for _, p in observer.unanswered() if p.method == message["method"]]
+    if unanswered:
+        observer.violation(
+            "FRAME-010",
+            f"the agent exited (status {status}) after {what} without answering the "
+            f"{message['method']} request it was sent before the EOF",
+        )
+    else:
+        observer.verdicts.ok("FRAME-010")

@@ -15,24 +15,29 @@ directory, run a shell command, a long command to cancel.
 
 from __future__ import annotations
 
+import itertools
+import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import attrs
 
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
-from acpkit.conformance.observer import Observer, Transcript, Verdicts, id_key
+from acpkit.conformance.observer import Observer, Pending, Transcript, Verdicts, id_key
+from acpkit.conformance.scenarios import SAMPLE_FILE, SAMPLE_TEXT, Stimuli
 from acpkit.conformance.tls import SYSTEM_TLS, TLSSettings
 
 __all__ = [
     "ALL_SERVICES",
+    "MODEL_SCENARIOS",
     "PROFILES",
     "PROTOCOL_VERSION",
     "SCENARIOS",
+    "SERVICE_RULES",
     "Agent",
     "CannotTest",
     "Profile",
@@ -43,6 +48,7 @@ __all__ = [
     "prompt_blocks",
     "run_turn",
     "running_agent",
+    "settle",
     "start_agent",
 ]
 
@@ -50,7 +56,9 @@ PROTOCOL_VERSION = 1
 CANCELLED = {"result": {"outcome": {"outcome": "cancelled"}}}
 META = {"_meta": {"acpkit.dev/conformance": True}}
 
-#: What each scenario asks, in words (the directive for the conformance model follows it).
+#: What each scenario (a behaviour of `acpkit.conformance.scenarios.BEHAVIOURS`) asks, in
+#: words: the prompt when no scenario file, model or discovered command provides one (the
+#: directive for the conformance model follows it when a model serves).
 SCENARIOS: dict[str, str] = {
     "text": "Say hello in one short sentence.",
     "write": "Create a small text file in the working directory.",
@@ -59,6 +67,23 @@ SCENARIOS: dict[str, str] = {
     "shell": "Run the shell command `echo acpkit-conformance`.",
     "tools": "Create a file, edit it, read it back, then run `echo acpkit-conformance`.",
     "slow": "Run the shell command `sleep 30` and wait for it.",
+    "permission": "Create a small text file in the working directory (ask me first).",
+    "ask": "Ask me a question before you answer.",
+    "plan": "Make a short plan of three steps, then follow it.",
+    "usage": "How much of your context window is used?",
+    "mode": "Switch to another mode.",
+}
+#: The conformance model's scenario for each behaviour it can play.
+MODEL_SCENARIOS = {
+    "text": "text",
+    "write": "write",
+    "edit": "edit",
+    "read": "read",
+    "shell": "shell",
+    "tools": "tools",
+    "slow": "slow",
+    "permission": "write",
+    "ask": "ask",
 }
 
 
@@ -73,10 +98,19 @@ class Profile:
     shrink_replays: int = 0
     shrink_seconds: float = 0.0
     explore_seconds: float = 60.0
+    #: how long trying the agent's commands may take (`acpkit.conformance.discovery`)
+    discovery_seconds: float = 30.0
 
 
 PROFILES: dict[str, Profile] = {
-    "smoke": Profile("smoke", examples=2, steps=4, long_line=1 << 20, explore_seconds=20.0),
+    "smoke": Profile(
+        "smoke",
+        examples=2,
+        steps=4,
+        long_line=1 << 20,
+        explore_seconds=20.0,
+        discovery_seconds=15.0,
+    ),
     "quick": Profile(
         "quick",
         examples=5,
@@ -94,6 +128,7 @@ PROFILES: dict[str, Profile] = {
         shrink_replays=40,
         shrink_seconds=150.0,
         explore_seconds=360.0,
+        discovery_seconds=90.0,
     ),
 }
 
@@ -117,6 +152,11 @@ class SuiteConfig:
     headers: tuple[tuple[str, str], ...] = ()
     #: the TLS settings of every connection to an ``https://`` or ``wss://`` ``url``
     tls: TLSSettings = SYSTEM_TLS
+    #: the prompts of the user's scenario file, and those learned from the agent's commands
+    scenarios: Stimuli = attrs.field(factory=Stimuli)
+    discovered: Stimuli = attrs.field(factory=Stimuli)
+    #: with a model server: how many tool calls the model asked for under a directive token
+    model_tool_calls: Callable[[str], int] | None = attrs.field(default=None, eq=False)
 
     @property
     def remote(self) -> bool:
@@ -203,6 +243,11 @@ def explain_services(observer: Observer) -> None:
 # -- one agent process -------------------------------------------------------------------
 
 
+#: The conformance model's directive tokens: unique in the run (the model server sees every
+#: agent process of the run, and TOOL-004 counts its tool calls by token).
+_PROMPT_TOKENS = itertools.count(1)
+
+
 @attrs.define
 class Agent:
     """An initialized agent process with its driver, observer and temporary directories."""
@@ -214,6 +259,9 @@ class Agent:
     model: bool = False
     session_cwd: dict[str, str] = attrs.field(factory=dict)
     prompts: int = 0
+    scenarios: Stimuli = attrs.field(factory=Stimuli)
+    discovered: Stimuli = attrs.field(factory=Stimuli)
+    model_tool_calls: Callable[[str], int] | None = None
 
     @property
     def capabilities(self) -> dict[str, Any]:
@@ -227,8 +275,11 @@ class Agent:
         return self.driver.timeout
 
     def new_directory(self) -> str:
-        """A fresh absolute directory for a session."""
-        return tempfile.mkdtemp(prefix="session-", dir=self.tmp)
+        """A fresh absolute directory for a session, with the sample file prompts name."""
+        directory = tempfile.mkdtemp(prefix="session-", dir=self.tmp)
+        with open(os.path.join(directory, SAMPLE_FILE), "w", encoding="utf-8") as f:
+            f.write(SAMPLE_TEXT)
+        return directory
 
     def new_session(self) -> str | None:
         """``session/new`` in a fresh directory: the session id, or ``None`` on an error."""
@@ -249,18 +300,40 @@ class Agent:
         return self.session_cwd.get(session_id, self.tmp)
 
     def prompt(self, session_id: str, scenario: str = "text") -> list[dict[str, Any]]:
-        """A one-block text prompt for ``scenario`` in the session's directory."""
+        """
+        A one-block text prompt for ``scenario`` in the session's directory: the user's
+        scenario file's, else the conformance model's (when a model serves and plays it),
+        else the agent's own command that does it (discovered), else plain words.
+        """
         self.prompts += 1
-        return prompt_blocks(scenario, self.cwd_of(session_id), f"p{self.prompts}", self.model)
+        token = f"p{next(_PROMPT_TOKENS)}"
+        cwd = self.cwd_of(session_id)
+        given = self.scenarios.text(scenario, cwd)
+        if given is not None:
+            return [{"type": "text", "text": given}]
+        if not (self.model and scenario in MODEL_SCENARIOS):
+            learned = self.discovered.text(scenario, cwd)
+            if learned is not None:
+                return [{"type": "text", "text": learned}]
+        return prompt_blocks(scenario, cwd, token, self.model)
+
+    def can(self, scenario: str) -> bool:
+        """Something in this run provokes ``scenario`` (not only plain words)."""
+        return (
+            scenario in self.scenarios.prompts
+            or scenario in self.discovered.prompts
+            or (self.model and scenario in MODEL_SCENARIOS)
+        )
 
 
 def prompt_blocks(scenario: str, directory: str, token: str, model: bool) -> list[dict[str, Any]]:
-    """The prompt for ``scenario``: its words, and the model directive when a model serves."""
+    """The prompt for ``scenario``: its words, and the model directive when a model serves
+    and plays it."""
     text = SCENARIOS[scenario]
-    if model:
+    if model and scenario in MODEL_SCENARIOS:
         from acpkit.conformance.model import directive
 
-        text += "\n\n" + directive(scenario, directory, token)
+        text += "\n\n" + directive(MODEL_SCENARIOS[scenario], directory, token)
     return [{"type": "text", "text": text}]
 
 
@@ -319,15 +392,74 @@ def start_agent(
         driver.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         raise CannotTest(f"initialize failed: {response.get('error')!r}")
-    return Agent(driver, observer, result, tmp, model=config.model)
+    return Agent(
+        driver,
+        observer,
+        result,
+        tmp,
+        model=config.model,
+        scenarios=config.scenarios,
+        discovered=config.discovered,
+        model_tool_calls=config.model_tool_calls,
+    )
+
+
+#: How many step timeouts a request may take before, unanswered while a later request was
+#: answered, it counts as dropped: a prompt (a model may be slow to stop), any other request.
+PROMPT_PATIENCE = 5.0
+REQUEST_PATIENCE = 3.0
+#: At most this many seconds of waiting for such late answers when an agent is stopped.
+LATE_ANSWER_WAIT = 30.0
+
+
+def patience(timeout: float) -> Callable[[Pending], float]:
+    """How long (seconds) each request may stay unanswered before it counts as dropped."""
+
+    def of(pending: Pending) -> float:
+        factor = PROMPT_PATIENCE if pending.method == "session/prompt" else REQUEST_PATIENCE
+        return factor * timeout
+
+    return of
+
+
+def settle(agent: Agent) -> None:
+    """
+    Before an agent process is stopped: while a request is unanswered although a later one
+    was answered, keep reading until it has had its patience (`patience`; its answer may
+    still come), then judge what is still unanswered
+    (`acpkit.conformance.observer.Observer.judge_unanswered`). Nothing is judged when the
+    agent is gone or its stdin was closed: a probe judges that.
+    """
+    driver, observer = agent.driver, agent.observer
+    if driver.stdin_closed or driver.returncode is not None:
+        return
+    allowed = patience(driver.timeout)
+    stop_at = time.monotonic() + LATE_ANSWER_WAIT
+    try:
+        # what the agent wrote while nobody read (an agent kept for a later probe group)
+        driver.drain(0.05)
+        while True:
+            waiting = [p.sent_at + allowed(p) for _, p in observer.overtaken()]
+            now = time.monotonic()
+            if not waiting or now >= min(max(waiting), stop_at):
+                break
+            driver.drain(min(0.25, max(waiting) - now))
+    except (AgentGone, StepTimeout):
+        return
+    if driver.returncode is None:
+        # a server that routes a session's messages to a stream of their own (HTTP-012) may
+        # have answered where the tester was not reading yet: its silence proves nothing
+        observer.judge_unanswered(allowed, conclusive=not driver.session_streams_used)
 
 
 @contextmanager
 def running_agent(config: SuiteConfig, verdicts: Verdicts, **options: Any) -> Iterator[Agent]:
-    """`start_agent` as a context manager that always stops the process."""
+    """`start_agent` as a context manager that always stops the process (judging the
+    requests it left unanswered first, see `settle`)."""
     agent = start_agent(config, verdicts, **options)
     try:
         yield agent
+        settle(agent)
     finally:
         agent.driver.stop()
         shutil.rmtree(agent.tmp, ignore_errors=True)
@@ -423,6 +555,7 @@ def run_turn(
         agent.observer.note(f"the turn exceeded the step timeout ({driver.timeout:g}s)")
         if outcome.cancelled_at is None:
             driver.notify("session/cancel", {"sessionId": session_id})
+        agent.observer.when_answered(rid, lambda message: _judge_late(agent, outcome, message))
     finally:
         driver.policy.permission = "allow"
         driver.answer_held(CANCELLED)
@@ -433,12 +566,47 @@ def run_turn(
             agent.observer.verdicts.ok("TURN-001")
     if outcome.cancelled_at is not None and response is not None:
         judge_cancel(agent, outcome)
+    if outcome.stop_reason == "end_turn" and outcome.cancelled_at is None:
+        judge_reported_tools(agent, prompt, outcome)
     elif outcome.cancelled_at is not None and outcome.timed_out:
         rule_id = "CANCEL-002" if outcome.held_at_cancel else "CANCEL-001"
         agent.observer.verdicts.slow(
             rule_id, f"the cancelled turn was not answered within {driver.timeout:g}s"
         )
     return outcome
+
+
+def judge_reported_tools(agent: Agent, prompt: Sequence[Any], outcome: TurnOutcome) -> None:
+    """TOOL-004: the tool calls the conformance model asked for in a turn were reported."""
+    if agent.model_tool_calls is None:
+        return
+    from acpkit.conformance.model import parse_directive
+
+    text = " ".join(str(b.get("text", "")) for b in prompt if isinstance(b, dict))
+    found = parse_directive(text)
+    if found is None or not found.token:
+        return
+    asked = agent.model_tool_calls(found.token)
+    if not asked:
+        return
+    if outcome.updates_of("tool_call"):
+        agent.observer.verdicts.ok("TOOL-004")
+    else:
+        agent.observer.violation(
+            "TOOL-004",
+            f"the conformance model asked for {asked} tool call(s) in this turn, which ended "
+            "end_turn without any tool_call update",
+        )
+
+
+def _judge_late(agent: Agent, outcome: TurnOutcome, message: dict[str, Any]) -> None:
+    """A turn answered after the step timeout: TURN-001, and the cancel if one was sent."""
+    outcome.response = message
+    outcome.answered_at = time.monotonic()
+    if "result" in message and isinstance(outcome.stop_reason, str):
+        agent.observer.verdicts.ok("TURN-001")
+    if outcome.cancelled_at is not None:
+        judge_cancel(agent, outcome)
 
 
 #: After a cancel, an answer other than "cancelled" that arrives within this many seconds may

@@ -13,22 +13,30 @@ accepted, declined or cancelled), announced slash commands, unknown methods and 
 announced asynchronously (a session, a command) is drawn as an index and applied modulo what
 is known when the step runs. The test never fails a Hypothesis example — findings are
 recorded, not raised — so Hypothesis never replays or shrinks, and no "flaky" error can arise
-from an agent's timing. Once a finding is made, or the profile's exploration time is spent,
-the remaining examples return at once.
+from an agent's timing.
 
-**Shrinking.** The steps of the failing example are plain values (`Step`), so the shrinker
+**A finding never masks another.** Exploration goes on after a finding, until the profile's
+examples or its exploration time are spent: an agent that breaks a rule in every session
+(a custom field in every ``session/new`` result) is still explored for every other rule. Each
+rule is recorded once: the first example that breaks it is kept (the findings of a rule the
+probes or an earlier example already broke are only counted).
+
+**Shrinking.** The steps of a failing example are plain values (`Step`), so the shrinker
 (`shrink`) replays candidate sub-sequences on fresh agents: it removes chunks of steps, then
-simplifies the remaining prompts, keeping a candidate when the same rule fails again. It stops
-after ``profile.shrink_replays`` replays or ``profile.shrink_seconds``, and reports what it
-did (`ShrinkReport`): a timing-dependent finding that does not reproduce is shown as found.
+simplifies the remaining prompts, keeping a candidate when the same rule fails again. Each
+rule's example is shrunk in turn, all within one budget, ``profile.shrink_replays`` replays or
+``profile.shrink_seconds``; the report says what was done (`ShrinkReport`): a
+timing-dependent finding that does not reproduce is shown as found.
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,6 +45,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from acpkit.conformance.discovery import Command, argument_for, commands_of
 from acpkit.conformance.driver import AgentGone, StepTimeout
 from acpkit.conformance.harness import (
     META,
@@ -48,17 +57,21 @@ from acpkit.conformance.harness import (
     explain_services,
     one_line,
     run_turn,
+    settle,
     start_agent,
 )
 from acpkit.conformance.observer import Transcript, Verdicts
 from acpkit.conformance.probes import expect_error, probe_cancel_request, request
+from acpkit.conformance.report import ExploredFailure
 from acpkit.conformance.services import ELICITATION_ACTIONS
 from acpkit.testing.jsonschema import for_definition
 
 __all__ = [
     "Example",
+    "Exploration",
     "Explorer",
     "MachineFailure",
+    "ShrinkBudget",
     "ShrinkReport",
     "Step",
     "run_machine",
@@ -136,14 +149,19 @@ class ShrinkReport:
 
 
 @attrs.frozen
-class MachineFailure:
-    """The minimal failing example the explorer found, with its evidence."""
+class Exploration:
+    """What exploration did and found beyond the probes: one minimal failing example per
+    rule."""
 
-    steps: str
-    transcript: str
-    shrink: ShrinkReport | None = None
+    failures: tuple[ExploredFailure, ...] = ()
     #: why exploration stopped early, when it did
     note: str = ""
+    #: how many examples ran (each on a fresh agent process)
+    examples: int = 0
+
+
+#: The former name of `Exploration`.
+MachineFailure = Exploration
 
 
 # -- strategies ----------------------------------------------------------------------------
@@ -251,7 +269,7 @@ class Explorer:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.sessions: list[str] = []
-        self.commands: list[dict[str, Any]] = []
+        self.commands: list[Command] = []
 
     @contextmanager
     def _survives(self, rule_id: str, what: str) -> Iterator[None]:
@@ -302,20 +320,9 @@ class Explorer:
             policy.elicitation = "accept"
 
     def _learn_commands(self) -> None:
-        for message in self.agent.driver.updates():
-            params = message.get("params")
-            update = params.get("update") if isinstance(params, dict) else None
-            if (
-                isinstance(update, dict)
-                and update.get("sessionUpdate") == "available_commands_update"
-            ):
-                commands = update.get("availableCommands")
-                if isinstance(commands, list):
-                    self.commands = [
-                        c
-                        for c in commands
-                        if isinstance(c, dict) and isinstance(c.get("name"), str)
-                    ]
+        announced = commands_of(self.agent.driver.updates())
+        if announced:
+            self.commands = announced
 
     def _step_run_command(self, session: int, command: int, with_input: bool) -> None:
         session_id = self._session(session)
@@ -323,7 +330,8 @@ class Explorer:
             self.agent.observer.note("run_command: no command announced yet (step skipped)")
             return
         chosen = self.commands[command % len(self.commands)]
-        text = "/" + str(chosen["name"]) + (" some input" if with_input else "")
+        argument = argument_for(chosen.hint) if with_input else ""
+        text = f"/{chosen.name} {argument}".rstrip()
         with self._survives("TURN-001", f"the command {text}"):
             run_turn(self.agent, session_id, [{"type": "text", "text": text}])
 
@@ -375,6 +383,7 @@ def play(
             if on_step is not None and not on_step(step):
                 break
         agent.driver.drain(0.1)
+        settle(agent)
     except AgentGone:
         pass
     finally:
@@ -400,26 +409,44 @@ def _simpler(step: Step) -> Step | None:
     return None if simpler == step else simpler
 
 
+@attrs.define
+class ShrinkBudget:
+    """The replays and seconds every shrink of one run shares."""
+
+    replays: int
+    seconds: float
+    started: float = attrs.field(factory=time.monotonic)
+    used: int = 0
+
+    @classmethod
+    def of(cls, config: SuiteConfig) -> ShrinkBudget:
+        """The budget of ``config``'s profile."""
+        return cls(config.profile.shrink_replays, config.profile.shrink_seconds)
+
+    def exhausted(self) -> bool:
+        """No replay left, or no time."""
+        return self.used >= self.replays or time.monotonic() - self.started >= self.seconds
+
+    def describe(self) -> str:
+        """The budget in words."""
+        return f"budget {self.replays} replays / {self.seconds:g}s"
+
+
 def shrink(
-    config: SuiteConfig, example: Example, rule_id: str
+    config: SuiteConfig, example: Example, rule_id: str, budget: ShrinkBudget | None = None
 ) -> tuple[Example, Transcript | None, ShrinkReport]:
-    """Reduce ``example`` while ``rule_id`` still fails (bounded by the profile)."""
-    profile = config.profile
+    """Reduce ``example`` while ``rule_id`` still fails (bounded by ``budget``, by default
+    the profile's)."""
+    budget = budget if budget is not None else ShrinkBudget.of(config)
     started = time.monotonic()
-    budget = f"budget {profile.shrink_replays} replays / {profile.shrink_seconds:g}s"
     replays = reproduced = 0
     best = example
     best_transcript: Transcript | None = None
 
-    def exhausted() -> bool:
-        return (
-            replays >= profile.shrink_replays
-            or time.monotonic() - started >= profile.shrink_seconds
-        )
-
     def fails(candidate: tuple[Step, ...]) -> Transcript | None:
         nonlocal replays, reproduced
         replays += 1
+        budget.used += 1
         verdicts = Verdicts()
         try:
             transcript = play(config, verdicts, example.capabilities, candidate)
@@ -431,9 +458,9 @@ def shrink(
         return None
 
     size = max(1, len(best.steps) // 2)
-    while size >= 1 and not exhausted():
+    while size >= 1 and not budget.exhausted():
         position = 0
-        while position < len(best.steps) and not exhausted():
+        while position < len(best.steps) and not budget.exhausted():
             candidate = best.steps[:position] + best.steps[position + size :]
             transcript = fails(candidate)
             if transcript is not None:
@@ -442,7 +469,7 @@ def shrink(
                 position += size
         size //= 2
     for number, step in enumerate(best.steps):
-        if exhausted():
+        if budget.exhausted():
             break
         simpler = _simpler(step)
         if simpler is None:
@@ -457,7 +484,7 @@ def shrink(
         replays,
         reproduced,
         time.monotonic() - started,
-        budget,
+        budget.describe(),
     )
     return best, best_transcript, report
 
@@ -467,34 +494,108 @@ def shrink(
 
 @attrs.define
 class _Collector:
-    """What the examples found: merged verdicts, the first failing example, a tester error."""
+    """What the examples found: the first failing example of each rule, a tester error."""
 
     verdicts: Verdicts
-    failing: tuple[Example, Verdicts, Transcript] | None = None
+    #: rule id -> the first example that broke it (rules the probes broke are not here)
+    failing: dict[str, tuple[Example, Transcript, str]] = attrs.field(factory=dict)
     error: str | None = None
     examples: int = 0
+
+    def add(self, example: Example, found: Verdicts, transcript: Transcript) -> None:
+        """
+        Merge one example's verdicts: every count and reason; of the findings, one per rule
+        the run has not broken yet (its example is kept for shrinking), the others counted.
+        """
+        broken = {f.rule_id for f in self.verdicts.findings}
+        kept = Verdicts(
+            exercised=dict(found.exercised),
+            not_applicable=dict(found.not_applicable),
+            offered=set(found.offered),
+            undecided={k: list(v) for k, v in found.undecided.items()},
+            repeated=dict(found.repeated),
+        )
+        for finding in found.findings:
+            if finding.rule_id in broken:
+                kept.repeated[finding.rule_id] = kept.repeated.get(finding.rule_id, 0) + 1
+                continue
+            broken.add(finding.rule_id)
+            kept.findings.append(finding)
+            self.failing[finding.rule_id] = (example, transcript, finding.message)
+        self.verdicts.merge(kept)
+
+
+#: Examples run at the same time, each on its own agent process.
+EXAMPLE_WORKERS = 3
+
+_Outcome = tuple[Example, Verdicts, Transcript] | str | None
+
+
+def _run_examples(
+    config: SuiteConfig,
+    examples: Sequence[Example],
+    out_of_time: Callable[[], bool],
+    workers: int,
+) -> list[_Outcome]:
+    """
+    Run the drawn examples, ``workers`` at a time; each outcome in the examples' order: the
+    example as it ran (steps cut when time ran out), its verdicts and transcript; an error
+    (``"cannot test: …"`` or the tester's own traceback); ``None`` when it did not start
+    (out of time, or after an error).
+    """
+    stop = threading.Event()
+
+    def run_one(example: Example) -> _Outcome:
+        if stop.is_set() or out_of_time():
+            return None
+        example_verdicts = Verdicts()
+        ran: list[Step] = []
+
+        def keep_going(step: Step) -> bool:
+            ran.append(step)
+            return not out_of_time()
+
+        try:
+            transcript = play(
+                config, example_verdicts, example.capabilities, example.steps, on_step=keep_going
+            )
+        except CannotTest as e:
+            stop.set()
+            return f"cannot test: {e}"
+        except Exception:
+            stop.set()
+            return traceback.format_exc()
+        return Example(example.capabilities, tuple(ran)), example_verdicts, transcript
+
+    if workers <= 1:
+        return [run_one(example) for example in examples]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="explore") as pool:
+        return list(pool.map(run_one, examples))
 
 
 def run_machine(
     config: SuiteConfig,
     verdicts: Verdicts,
     log: Callable[[str], None] | None = None,
-) -> MachineFailure | None:
+    workers: int = EXAMPLE_WORKERS,
+) -> Exploration:
     """
-    Explore; merge results into ``verdicts``; the (shrunk) failure found, if any (or, with
-    empty steps, a note saying why exploration stopped early: the agent would not start
-    again). Raises `RuntimeError` with the traceback when the tester itself failed.
+    Explore until the profile's examples or exploration time are spent, whatever is found,
+    ``workers`` examples at a time (each on its own agent process; their verdicts are merged
+    in the examples' order, so the report does not depend on which finished first); merge
+    results into ``verdicts``. What it found beyond the probes (each rule's shrunk
+    example), how many examples ran, and why exploration stopped early when it did (the
+    agent would not start again). Raises `RuntimeError` with the traceback when the tester
+    itself failed.
     """
     profile = config.profile
     collector = _Collector(verdicts)
     started = time.monotonic()
 
-    def done() -> bool:
-        return (
-            collector.failing is not None
-            or collector.error is not None
-            or time.monotonic() - started >= profile.explore_seconds
-        )
+    def out_of_time() -> bool:
+        return time.monotonic() - started >= profile.explore_seconds
+
+    drawn: list[Example] = []
 
     @settings(
         max_examples=profile.examples,
@@ -507,7 +608,7 @@ def run_machine(
     )
     @given(st.data())
     def explore(data: st.DataObject) -> None:
-        # Everything is drawn before the agent runs, always in the same shape: the choices
+        # Everything is drawn before any agent runs, always in the same shape: the choices
         # never depend on the agent or on time, so Hypothesis sees a consistent test.
         capabilities = data.draw(capabilities_strategy(), label="client capabilities")
         count = data.draw(st.integers(min_value=1, max_value=profile.steps), label="steps")
@@ -515,50 +616,48 @@ def run_machine(
             data.draw(step_strategy(data.draw(st.sampled_from(STEP_KINDS), label="step")))
             for _ in range(count)
         )
-        if done():
-            return
-        collector.examples += 1
-        example_verdicts = Verdicts()
-        ran: list[Step] = []
-
-        def keep_going(step: Step) -> bool:
-            ran.append(step)
-            return not example_verdicts.findings
-
-        try:
-            transcript = play(config, example_verdicts, capabilities, steps, on_step=keep_going)
-        except CannotTest as e:
-            collector.error = f"cannot test: {e}"
-            return
-        except Exception:
-            collector.error = traceback.format_exc()
-            return
-        if example_verdicts.findings and collector.failing is None:
-            collector.failing = (Example(capabilities, tuple(ran)), example_verdicts, transcript)
-        else:
-            verdicts.merge(example_verdicts)
+        drawn.append(Example(capabilities, steps))
 
     hypothesis_seed(config.seed)(explore)()
+    outcomes = _run_examples(config, drawn, out_of_time, workers)
+    for outcome in outcomes:
+        if outcome is None:
+            continue
+        if isinstance(outcome, str):
+            collector.error = collector.error or outcome
+            continue
+        collector.examples += 1
+        example, example_verdicts, transcript = outcome
+        collector.add(example, example_verdicts, transcript)
+    note = ""
     if collector.error is not None:
         if collector.error.startswith("cannot test: "):
             # the probes' verdicts stand; exploration stops where the agent would not start
             verdicts.skip("SESSION-001", collector.error)
             note = f"exploration stopped after {collector.examples} example(s): {collector.error}"
-            if collector.failing is None:
-                return MachineFailure(steps="", transcript="", note=note)
         else:
             raise RuntimeError(f"the explorer failed:\n{collector.error}")
-    if collector.failing is None:
-        return None
-    example, example_verdicts, transcript = collector.failing
-    verdicts.merge(example_verdicts)
-    first = example_verdicts.findings[0]
-    report: ShrinkReport | None = None
-    if profile.shrink_replays and example.steps:
-        smaller, smaller_transcript, report = shrink(config, example, first.rule_id)
-        if smaller_transcript is not None:
-            example, transcript = smaller, smaller_transcript
-    if log is not None and report is not None:
-        log(report.describe())
-    steps = example.describe() + f"\nfailed: {first.rule_id}: {first.message}"
-    return MachineFailure(steps=steps, transcript=transcript.render(), shrink=report)
+    if not collector.failing:
+        return Exploration(note=note, examples=collector.examples)
+    budget = ShrinkBudget.of(config)
+    failures = []
+    for rule_id, (example, transcript, message) in collector.failing.items():
+        report: ShrinkReport | None = None
+        if profile.shrink_replays and example.steps and not budget.exhausted():
+            smaller, smaller_transcript, report = shrink(config, example, rule_id, budget)
+            if smaller_transcript is not None:
+                example, transcript = smaller, smaller_transcript
+            if log is not None:
+                log(report.describe())
+        shrunk = report.describe() if report is not None else "not shrunk (budget spent)"
+        if not profile.shrink_replays:
+            shrunk = "not shrunk (the profile does not shrink)"
+        failures.append(
+            ExploredFailure(
+                rule_id=rule_id,
+                steps=example.describe() + f"\nfailed: {rule_id}: {message}",
+                transcript=transcript.render(),
+                shrink=shrunk,
+            )
+        )
+    return Exploration(failures=tuple(failures), note=note, examples=collector.examples)

@@ -44,6 +44,7 @@ from typing import Any
 
 import attrs
 
+from acpkit import jsonbytes
 from acpkit.testing.modelapi import (
     Answer,
     AnswerToolCall,
@@ -136,7 +137,7 @@ def parse_directive(text: str) -> Directive | None:
         if match["scenario"] not in SCENARIOS:
             continue
         try:
-            directory = json.loads(match["dir"])
+            directory = jsonbytes.loads(match["dir"])
         except ValueError:
             continue
         if isinstance(directory, str):
@@ -578,7 +579,12 @@ class ConformanceModel:
             answer = Answer(
                 chunks=(f"Step {step + 1}: {chosen.label}.",),
                 tool_calls=(AnswerToolCall(call_id, chosen.tool.name, pieces),),
-                info={**info, "action": chosen.label, "tool": chosen.tool.name},
+                info={
+                    **info,
+                    "action": chosen.label,
+                    "tool": chosen.tool.name,
+                    "token": current.token,
+                },
             )
         elif current.scenario == "slow" and "shell" not in roles and step == 0:
             chunks = tuple(f"slow {n} " for n in range(SLOW_CHUNKS))
@@ -667,7 +673,8 @@ class ConformanceModelServer:
         }
 
     def requests(self) -> list[dict[str, Any]]:
-        """The model requests seen so far: {api, stream, scenario, step, tools, roles}."""
+        """The model requests seen so far: {api, stream, scenario, step, action, tools,
+        roles, tool (the tool it asked to call, if any), token (its directive's)}."""
         with self._lock:
             return list(self._seen)
 
@@ -679,7 +686,7 @@ class ConformanceModelServer:
 
     def _record(self, line: str) -> None:
         try:
-            value = json.loads(line)
+            value = jsonbytes.loads(line)
         except ValueError:
             return
         if isinstance(value, dict):
@@ -755,6 +762,8 @@ def record_of(request: ModelRequest, answer: Answer) -> dict[str, Any]:
         "action": info.get("action"),
         "tools": info.get("tools", [tool.name for tool in request.tools]),
         "roles": info.get("roles", {}),
+        "tool": info.get("tool"),
+        "token": info.get("token"),
     }
 
 

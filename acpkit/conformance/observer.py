@@ -12,8 +12,8 @@ agent sends against the rule catalogue.
   JSON line is accounted for by `Observer.sent`, including deliberately malformed ones, so an
   answer that echoes their id is matched) and every line the agent writes
   (`Observer.received`). It classifies the agent's lines (framing, JSON-RPC envelope, ids)
-  and hands each message to `acpkit.conformance.checks.SessionChecks`, which judges its
-  content against the session, turn and service rules, whenever it arrives.
+  and hands each message to `acpkit.conformance.checks.Checks`, which judges its content
+  against the session, turn, service and extension rules, whenever it arrives.
 
 A message the agent meant as a message is always delivered to the caller, even when its
 envelope is wrong (a response without ``id``, a pretty-printed message written over several
@@ -24,7 +24,8 @@ finding says "no response" when there was one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
@@ -34,7 +35,8 @@ import attrs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from acpkit.conformance.checks import SessionChecks, form_schema_problem
+from acpkit import jsonbytes
+from acpkit.conformance.checks import Checks, form_schema_problem
 from acpkit.testing.jsonschema import load_schema
 from acpkit.trace import format_record
 
@@ -70,14 +72,18 @@ def _short(line: bytes) -> bytes:
 
 
 def _parse(line: bytes) -> Any:
-    """The JSON value of ``line``, or ``_INVALID``."""
+    """The JSON value of ``line``; ``_TOO_DEEP`` when it nests deeper than
+    `acpkit.jsonbytes.MAX_NESTING_DEPTH` (never a ``RecursionError``), else ``_INVALID``."""
     try:
-        return json.loads(line)
+        return jsonbytes.loads(line)
+    except jsonbytes.NestingTooDeep:
+        return _TOO_DEEP
     except ValueError:
         return _INVALID
 
 
 _INVALID = object()
+_TOO_DEEP = object()
 
 #: The key of the stand-in message delivered for an array answer to a batch probe.
 BATCH_ANSWER = "acpkit.batch"
@@ -246,6 +252,35 @@ class Pending:
     session_id: str | None
     #: a deliberately malformed request (fault injection): its answer is not schema-checked
     invalid: bool = False
+    #: the order in which the client sent it (1, 2, …)
+    seq: int = 0
+    #: a session/cancel (for a prompt) or a $/cancel_request named it
+    cancelled: bool = False
+    #: a $/cancel_request named it (before any session/cancel)
+    cancel_request: bool = False
+    #: called with the answer when it arrives, however late (a step gave up waiting)
+    late: list[Callable[[dict[str, Any]], None]] = attrs.field(factory=list)
+    #: when it was sent (``time.monotonic()``)
+    sent_at: float = attrs.field(factory=time.monotonic)
+    #: a probe already judged it unanswered (under its own rule): not judged again
+    judged: bool = False
+
+
+#: Requests whose answer may wait for a person (a browser login): never judged unanswered.
+_MAY_WAIT_FOR_A_USER = frozenset({"authenticate", "initialize"})
+
+
+def answer_rule(pending: Pending) -> str:
+    """The rule that requires an answer to ``pending``: a request cancelled by
+    ``$/cancel_request`` its one answer, a prompt's stop reason (after a cancel, the
+    cancelled one), a custom request's answer, or any request's."""
+    if pending.cancel_request:
+        return "RPC-010"
+    if pending.method == "session/prompt":
+        return "CANCEL-001" if pending.cancelled else "TURN-001"
+    if pending.method.startswith("_"):
+        return "RPC-008"
+    return "RPC-013"
 
 
 class Observer:
@@ -258,6 +293,9 @@ class Observer:
         self.client_capabilities: dict[str, Any] = {}
         self.pending: dict[str, Pending] = {}
         self.answered: set[str] = set()
+        #: requests sent so far, and the latest (by send order) the agent answered
+        self.requests_sent = 0
+        self.answered_seq = 0
         self.expected_null_id_errors = 0
         self.notifications_sent = 0
         self.agent_requests: list[dict[str, Any]] = []
@@ -271,7 +309,9 @@ class Observer:
         self.arrays_expected = 0
         self._fragments: list[bytes] = []
         self._fragment_index = 0
-        self.checks = SessionChecks(self)
+        #: the client closed the agent's stdin (EOF may end a turn as cancelled)
+        self.stdin_closed = False
+        self.checks = Checks(self)
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -345,8 +385,13 @@ class Observer:
             key = id_key(message["id"])
             if key in self.pending or (key in self.answered and invalid):
                 return  # the same line accounted twice (send() then the bytes)
+            self.requests_sent += 1
             self.pending[key] = Pending(
-                method, params, session_id if isinstance(session_id, str) else None, invalid
+                method,
+                params,
+                session_id if isinstance(session_id, str) else None,
+                invalid,
+                seq=self.requests_sent,
             )
             if invalid:
                 return
@@ -356,7 +401,84 @@ class Observer:
             self.checks.request_sent(key, method, params)
         elif isinstance(method, str) and "id" not in message:
             self.notifications_sent += 1
+            self._mark_cancelled(method, params)
             self.checks.notification_sent(method, params)
+
+    def _mark_cancelled(self, method: str, params: Any) -> None:
+        """session/cancel cancels the session's pending prompts; $/cancel_request one request."""
+        p = params if isinstance(params, dict) else {}
+        if method == "session/cancel":
+            for pending in self.pending.values():
+                if pending.method == "session/prompt" and pending.session_id == p.get("sessionId"):
+                    pending.cancelled = True
+        elif method == "$/cancel_request" and "requestId" in p:
+            target = self.pending.get(id_key(p.get("requestId")))
+            if target is not None:
+                target.cancel_request = not target.cancelled
+                target.cancelled = True
+
+    def when_answered(self, request_id: Any, callback: Callable[[dict[str, Any]], None]) -> None:
+        """Call ``callback`` with the answer to ``request_id`` when it arrives (a step that
+        gave up waiting still judges a late answer); nothing when it was answered already."""
+        pending = self.pending.get(id_key(request_id))
+        if pending is not None:
+            pending.late.append(callback)
+
+    def judged_unanswered(self, request_id: Any) -> None:
+        """A probe judged ``request_id`` unanswered under its own rule: not judged again."""
+        pending = self.pending.get(id_key(request_id))
+        if pending is not None:
+            pending.judged = True
+
+    def unanswered(self) -> list[tuple[str, Pending]]:
+        """The valid requests of the client still waiting for an answer (and not judged
+        already by a probe), in send order."""
+        waiting = [(k, p) for k, p in self.pending.items() if not p.invalid and not p.judged]
+        return sorted(waiting, key=lambda item: item[1].seq)
+
+    def overtaken(self) -> list[tuple[str, Pending]]:
+        """Unanswered requests (that may not wait for a user) sent before a request the agent
+        did answer: not slow, dropped."""
+        return [
+            (k, p)
+            for k, p in self.unanswered()
+            if p.seq < self.answered_seq and p.method not in _MAY_WAIT_FOR_A_USER
+        ]
+
+    def judge_unanswered(
+        self, patience: Callable[[Pending], float], *, conclusive: bool = True
+    ) -> None:
+        """
+        At the end of an agent's life: a request never answered, ``patience(request)``
+        seconds after it was sent, while a request sent after it was answered is a finding of
+        the rule that requires its answer (`answer_rule`); one with nothing answered after
+        it, or younger, could not be judged (slow). Not ``conclusive`` (the answers may have
+        gone where the client did not read): every one is slow.
+        """
+        now = time.monotonic()
+        overtaken = {k for k, p in self.overtaken() if now - p.sent_at >= patience(p)}
+        if not conclusive:
+            overtaken = set()
+        for key, pending in self.unanswered():
+            if pending.method in _MAY_WAIT_FOR_A_USER:
+                continue
+            rule_id = answer_rule(pending)
+            what = f"{pending.method} (id {key})"
+            if key in overtaken:
+                later = self.answered_seq - pending.seq
+                cancelled = " although the client cancelled it" if pending.cancelled else ""
+                self.violation(
+                    rule_id,
+                    f"{what} was never answered{cancelled} ({now - pending.sent_at:.0f}s), "
+                    f"while the agent answered a request the client sent {later} request(s) "
+                    "after it: dropped, not slow",
+                )
+            else:
+                self.verdicts.slow(
+                    rule_id,
+                    f"{what} was still unanswered {now - pending.sent_at:.1f}s after it was "
+                    "sent, when the agent was stopped",
+                )
 
     def _answered_agent(self, response: dict[str, Any]) -> None:
         """Our answer to one of the agent's requests."""
@@ -378,8 +500,10 @@ class Observer:
             self.violation(
                 "FRAME-001", f"stdout line is not UTF-8: {e.reason} at byte {e.start}", index
             )
-            return None
-        self.verdicts.ok("FRAME-001")
+            # still a message the agent meant: deliver it (its bad bytes replaced)
+            line = line.decode("utf-8", "replace").encode("utf-8")
+        else:
+            self.verdicts.ok("FRAME-001")
         stripped = line.strip()
         if self._fragments:
             return self._continue_fragments(line, index)
@@ -387,6 +511,9 @@ class Observer:
             self.violation("FRAME-003", "an empty line on stdout is not an ACP message", index)
             return None
         value = _parse(stripped)
+        if value is _TOO_DEEP:
+            self._too_deep(stripped, index)
+            return None
         if value is _INVALID:
             if stripped[:1] in (b"{", b"["):
                 self._fragments = [line]
@@ -395,6 +522,25 @@ class Observer:
             self._junk(stripped, index)
             return None
         return self._value(value, index)
+
+    def _too_deep(self, stripped: bytes, index: int) -> None:
+        """A line nested deeper than any ACP message: not read (RFC 8259 section 9 lets a
+        receiver limit nesting; acpkit reads 254 levels, serde_json 128)."""
+        limit = jsonbytes.MAX_NESTING_DEPTH
+        if stripped[:1] != b"{":
+            self.violation(
+                "FRAME-002",
+                f"a line that is not one message object, nested deeper than {limit} levels",
+                index,
+            )
+            return
+        self.violation(
+            "SCHEMA-001",
+            f"a message nested deeper than {limit} levels ({len(stripped)} bytes): no ACP "
+            "message nests so deep, and clients that limit nesting (RFC 8259 section 9) "
+            "cannot read it",
+            index,
+        )
 
     def _junk(self, stripped: bytes, index: int) -> None:
         text = stripped.decode("utf-8", "replace")
@@ -543,13 +689,18 @@ class Observer:
             # answered with the echoed id instead of null: that allowance is used up
             self.expected_null_id_errors = max(0, self.expected_null_id_errors - 1)
             return
+        self.answered_seq = max(self.answered_seq, pending.seq)
         self.verdicts.ok("RPC-001")
+        if answer_rule(pending) == "RPC-013":
+            self.verdicts.ok("RPC-013")
         if pending.method == "initialize" and self._other_version(message, index):
             return
         if has_result:
             definition = self.validator.definition_for("agent", pending.method, "result")
             self.schema_check(definition, message["result"], "result", index)
         self.checks.response(pending, key, message, index)
+        for callback in pending.late:
+            callback(message)
 
     def _other_version(self, message: Mapping[str, Any], index: int) -> bool:
         """
@@ -589,12 +740,14 @@ class Observer:
         same_text = [
             k
             for k in self.pending
-            if json.loads(k) == response_id or str(json.loads(k)) == str(response_id)
+            if jsonbytes.loads(k) == response_id or str(jsonbytes.loads(k)) == str(response_id)
         ]
         if same_text:
-            original = json.loads(same_text[0])
-            self.pending.pop(same_text[0])
+            original = jsonbytes.loads(same_text[0])
+            answered = self.pending.pop(same_text[0])
             self.answered.add(same_text[0])
+            if not answered.invalid:
+                self.answered_seq = max(self.answered_seq, answered.seq)
             self.violation(
                 "RPC-001",
                 f"response id {response_id!r} ({type(response_id).__name__}) does not echo "

@@ -17,35 +17,39 @@ looks at what the answer *is* (its code, its result), not only at whether one ar
 
 from __future__ import annotations
 
-import tempfile
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from acpkit.conformance import faults
-from acpkit.conformance.driver import AgentGone, StepTimeout
+from acpkit.conformance.driver import AgentDriver, ClientPolicy, StepTimeout
 from acpkit.conformance.harness import (
     ALL_SERVICES,
     META,
     PROTOCOL_VERSION,
+    SERVICE_RULES,
     Agent,
     CannotTest,
     SuiteConfig,
     client_capabilities,
     explain_services,
-    one_line,
     run_turn,
-    running_agent,
 )
 from acpkit.conformance.observer import BATCH_ANSWER, Observer, Transcript, Verdicts
 from acpkit.conformance.remote_driver import Refused, RemoteDriver
+from acpkit.conformance.schedule import Group, Lane, run_lanes
+
+Fresh = Callable[..., Any]
 
 __all__ = [
     "ENVELOPE_FAULTS",
+    "SERVICE_BEHAVIOURS",
     "EnvelopeFault",
     "probe_cancel",
     "probe_cancel_request",
+    "probe_capabilities_withheld",
     "probe_envelope",
     "probe_initialize",
     "probe_load",
@@ -104,6 +108,10 @@ ENVELOPE_FAULTS: tuple[EnvelopeFault, ...] = (
 )
 
 
+#: ErrorCode "Authentication required".
+AUTH_REQUIRED = -32000
+
+
 def _error_code(response: Mapping[str, Any] | None) -> int | None:
     error = response.get("error") if response else None
     code = error.get("code") if isinstance(error, dict) else None
@@ -119,7 +127,10 @@ def expect_error(
     *,
     timeout: StepTimeout | None = None,
 ) -> None:
-    """Judge ``response`` (``None``: it timed out, see ``timeout``) against ``codes``."""
+    """
+    Judge ``response`` against ``codes``; ``None``: it timed out (see ``timeout``), so the
+    rule could not be judged yet, and a late answer is judged when it arrives.
+    """
     wanted = "/".join(map(str, codes))
     if isinstance(timeout, Refused):  # the transport's answer: the agent never saw it
         agent.observer.note(f"{what}: {timeout}")
@@ -128,6 +139,11 @@ def expect_error(
     if response is None:
         reason = str(timeout) if timeout is not None else "no answer"
         agent.observer.verdicts.slow(rule_id, f"{what}: {reason}")
+        if timeout is not None and timeout.request_id is not None:
+            agent.observer.when_answered(
+                timeout.request_id,
+                lambda late: expect_error(agent, rule_id, late, codes, f"{what} (answered late)"),
+            )
         return
     code = _error_code(response)
     if code in codes:
@@ -219,18 +235,19 @@ def _null_or(
         return None, e
 
 
-def _dropped(agent: Agent, name: str, what: str, codes: Sequence[int]) -> bool:
+def _dropped(agent: Agent, rule_id: str, name: str, what: str, codes: Sequence[int]) -> bool:
     """
     After ``what`` went unanswered for a whole step: a request sent next is answered, so
-    the agent is alive and dropped the line silently (a violation of RPC-003, as in
-    `acpkit.conformance.faults.probe_junk`). False (could not judge) when it is not answered.
+    the agent is alive and dropped the line silently (a violation of ``rule_id``, RPC-003
+    or RPC-004, as in `acpkit.conformance.faults.probe_junk`). False (could not judge) when
+    it is not answered either.
     """
     response, _ = request(agent, f"_acpkit.dev/after_{name}", {})
     if response is None:
         return False
     wanted = "/".join(map(str, codes))
     agent.observer.violation(
-        "RPC-003",
+        rule_id,
         f"{what} got no answer within {agent.driver.timeout:g}s while the request sent after "
         f"it was answered: it was dropped silently (expected {wanted})",
     )
@@ -250,9 +267,14 @@ def probe_envelope(agent: Agent) -> None:
             params = META if rule_id == "RPC-005" else {"x": 1}
             response, late = request(agent, method, params, request_id=rid)
             if rule_id == "RPC-008":
-                # the MUST is an answer with the provided id; its code is RPC-005's SHOULD
+                # the MUST is an answer with the provided id (never answered while later
+                # requests are: a finding when the agent is stopped); its code is RPC-005's
                 if response is None:
                     observer.verdicts.slow("RPC-008", f"{what}: {late}")
+                    if late is not None and late.request_id is not None:
+                        observer.when_answered(
+                            late.request_id, lambda _: observer.verdicts.ok("RPC-008")
+                        )
                 else:
                     observer.verdicts.ok("RPC-008")
                 rule_id = "RPC-005"
@@ -288,13 +310,19 @@ def probe_envelope(agent: Agent) -> None:
             observer.arrays_expected = 0
             if response is not None and BATCH_ANSWER in response:
                 continue  # judged by the observer (RPC-004)
-            if response is None and fault.rule_id == "RPC-003" and not isinstance(late, Refused):
-                if _dropped(agent, fault.name, fault.what, fault.codes):
+            if response is None and not isinstance(late, Refused):
+                if _dropped(agent, fault.rule_id, fault.name, fault.what, fault.codes):
                     continue
             expect_error(agent, fault.rule_id, response, fault.codes, fault.what, timeout=late)
     with observer.probe("RPC-006", "session/new with invalid params (cwd 42)"):
         observer.fault("invalid-params", "RPC-006", "session/new with cwd 42, mcpServers 'none'")
         response, late = request(agent, "session/new", {"cwd": 42, "mcpServers": "none"})
+        if _error_code(response) == AUTH_REQUIRED:
+            # session/new is gated by a login: its params were never looked at
+            observer.verdicts.skip(
+                "RPC-006", "session/new needs authentication (-32000) before its params count"
+            )
+            return
         expect_error(agent, "RPC-006", response, (-32602,), "session/new with cwd 42", timeout=late)
 
 
@@ -335,6 +363,14 @@ def probe_sessions(agent: Agent) -> list[str]:
             # away (the guard files that under this rule) or never answering is not.
             if "error" not in response:
                 observer.note("a prompt for an unknown session id succeeded (allowed: MAY)")
+            else:
+                expect_error(
+                    agent,
+                    "RPC-014",
+                    response,
+                    (-32002, -32602),
+                    "a prompt for an unknown session id",
+                )
             observer.verdicts.ok("SESSION-003")
     for block in (
         {"type": "text", "text": "Say hello. " + faults.TRICKY_TEXT},
@@ -366,7 +402,7 @@ def probe_cancel(agent: Agent, session_id: str) -> None:
     observer = agent.observer
     with observer.probe("CANCEL-002", "session/cancel while a permission request is pending"):
         outcome = run_turn(
-            agent, session_id, agent.prompt(session_id, "write"), cancel="permission"
+            agent, session_id, agent.prompt(session_id, "permission"), cancel="permission"
         )
     if outcome.cancelled_at is None or not outcome.held_at_cancel:
         observer.verdicts.skip("CANCEL-002", "the agent asked no permission during a turn")
@@ -426,6 +462,12 @@ def probe_load(agent: Agent, session_id: str) -> None:
     if response is None:
         observer.verdicts.slow("CAP-005", f"session/load: {late}")
         return
+    if "error" in response and not had_turn:
+        # an agent may keep only sessions with a conversation: the precondition failed
+        observer.note(f"session/load of a session whose turn failed: {response.get('error')}")
+        for rule_id in ("CAP-005", "SESSION-005"):
+            observer.verdicts.skip(rule_id, "the turn before session/load failed")
+        return
     if "error" in response:
         observer.violation(
             "CAP-005",
@@ -438,6 +480,9 @@ def probe_load(agent: Agent, session_id: str) -> None:
     replays = observer.checks.finished_replays.get(session_id, [])
     updates = replays[-1].updates if replays else []
     if not had_turn:
+        observer.verdicts.skip(
+            "SESSION-005", "the turn to replay failed: there is no conversation to replay"
+        )
         return
     if not updates:
         observer.violation(
@@ -469,22 +514,52 @@ def probe_load(agent: Agent, session_id: str) -> None:
     agent.driver.drain(0.2)
 
 
+#: The behaviours the services probe runs when something provokes them (a scenario file, a
+#: discovered command), each once, in this order.
+SERVICE_BEHAVIOURS = (
+    "tools",
+    "edit",
+    "read",
+    "write",
+    "shell",
+    "ask",
+    "permission",
+    "plan",
+    "usage",
+)
+#: The conformance model's plan: (elicitation answer, scenario, permission answer).
+_MODEL_PLAN = (
+    ("accept", "tools", "allow"),
+    ("decline", "read", "allow"),
+    ("cancel", "edit", "reject"),
+)
+
+
 def probe_services(agent: Agent) -> None:
     """
     TERMINAL / ELICIT / NOTICE (and CAP-001..004 with the capabilities advertised): turns with
-    every client service offered, the model asked to use files and the shell; elicitations
-    answered accept, then decline, then cancel; the last turn's permissions are rejected.
+    every client service offered. With the conformance model: files and the shell, the
+    elicitations answered accept, then decline, then cancel, the last turn's permissions
+    rejected. Otherwise every behaviour something provokes (`SERVICE_BEHAVIOURS`: a
+    scenario file's, a discovered command's), once each, in one session, the elicitation
+    answers rotating, the last one's permissions rejected; with none, the plain words of
+    the first three.
     """
     observer = agent.observer
     session = agent.new_session()
     if session is None:
-        observer.verdicts.skip("TERMINAL-001", "session/new failed")
+        for rule_id in SERVICE_RULES:
+            observer.verdicts.skip(rule_id, "session/new failed (the services probe needs a turn)")
         return
-    plan = (
-        ("accept", "tools", "allow"),
-        ("decline", "read", "allow"),
-        ("cancel", "edit", "reject"),
-    )
+    plan: tuple[tuple[str, str, str], ...] = _MODEL_PLAN
+    if not agent.model:
+        provoked = [b for b in SERVICE_BEHAVIOURS if agent.can(b)]
+        if provoked:
+            answers = ("accept", "decline", "cancel")
+            plan = tuple(
+                (answers[n % 3], b, "reject" if n == len(provoked) - 1 and n else "allow")
+                for n, b in enumerate(provoked)
+            )
     for action, scenario, permission in plan:
         agent.driver.policy.elicitation = action
         with observer.probe("TURN-003", f"a '{scenario}' turn with every client service offered"):
@@ -494,163 +569,229 @@ def probe_services(agent: Agent) -> None:
     explain_services(observer)
 
 
-def run_probes(config: SuiteConfig, verdicts: Verdicts) -> list[Transcript]:
-    """Run every fixed probe (each group on a fresh agent); the transcripts of the runs."""
-    transcripts: list[Transcript] = []
-    observers: list[Observer] = []
+#: What the capabilities-withheld probe runs: the behaviours that use a client service.
+WITHHELD_BEHAVIOURS = ("read", "write", "shell", "ask")
 
-    def fresh(**options: Any) -> Any:
-        transcript = Transcript(name="agent")
-        transcripts.append(transcript)
-        return _tracked(running_agent(config, verdicts, transcript=transcript, **options))
 
-    def _tracked(manager: Any) -> Any:
-        class _Manager:
-            def __enter__(self) -> Agent:
-                agent: Agent = manager.__enter__()
-                observers.append(agent.observer)
-                return agent
+def probe_capabilities_withheld(agent: Agent) -> None:
+    """
+    CAP-001 / CAP-002 / CAP-003: with no client capability advertised, the turns that
+    would read or write a file, open a terminal or ask a question (the behaviours something
+    provokes) must not call the services the client did not offer.
+    """
+    provoked = [b for b in WITHHELD_BEHAVIOURS if agent.can(b)]
+    if not provoked:
+        return
+    session = agent.new_session()
+    if session is None:
+        return
+    for behaviour in provoked:
+        with agent.observer.probe("CAP-001", f"a '{behaviour}' turn with no capability"):
+            run_turn(agent, session, agent.prompt(session, behaviour))
+    agent.driver.drain(0.2)
 
-            def __exit__(self, *exc: Any) -> Any:
-                return manager.__exit__(*exc)
 
-        return _Manager()
+def eof_before_initialize(
+    config: SuiteConfig, verdicts: Verdicts, transcripts: list[Transcript]
+) -> None:
+    """FRAME-009: the agent, started and sent nothing, exits when its stdin is closed."""
+    transcript = Transcript(name="agent")
+    transcripts.append(transcript)
+    observer = Observer(transcript, verdicts)
+    driver = AgentDriver(
+        config.argv,
+        observer,
+        cwd=config.cwd,
+        env=config.env,
+        timeout=config.timeout,
+        policy=ClientPolicy(roots=[]),
+    )
+    try:
+        driver.start()
+    except OSError as e:
+        verdicts.skip("FRAME-009", f"cannot start the agent: {e}")
+        return
+    try:
+        faults.probe_eof(driver, 3 * config.timeout, pending=False)
+    finally:
+        driver.stop()
 
-    def guarded(rule_id: str, what: str, group: Callable[[], None], families: str) -> None:
-        if config.rules and not any(r.startswith(tuple(families.split())) for r in config.rules):
-            return
-        observers.clear()
-        try:
-            group()
-        except (StepTimeout, AgentGone) as e:
-            observer = observers[-1] if observers else None
-            step = observer.failed_step if observer is not None else None
-            rule, during = step if step is not None else (rule_id, what)
-            excerpt = transcripts[-1].excerpt() if transcripts else ""
-            if isinstance(e, StepTimeout):
-                verdicts.slow(rule, f"during {during}: {one_line(e)}")
-            else:
-                verdicts.violation(
-                    rule, f"the agent went away during {during}: {one_line(e)}", excerpt
-                )
 
-    def initialization() -> None:
-        probe_initialize(config, verdicts, fresh)
+def _sessions_and_turns(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh(capabilities=client_capabilities(fs_read=True, fs_write=True)) as agent:
+        sessions = probe_sessions(agent)
+        if sessions:
+            probe_cancel(agent, sessions[0])
+            probe_cancel_request(agent, sessions[-1])
+            probe_load(agent, sessions[1] if len(sessions) > 1 else sessions[0])
 
-    def envelope() -> None:
-        with fresh() as agent:
-            probe_envelope(agent)
 
-    def sessions_and_turns() -> None:
-        capabilities = client_capabilities(fs_read=True, fs_write=True)
-        with fresh(capabilities=capabilities) as agent:
-            sessions = probe_sessions(agent)
-            if sessions:
-                probe_cancel(agent, sessions[0])
-                probe_cancel_request(agent, sessions[-1])
-                probe_load(agent, sessions[1] if len(sessions) > 1 else sessions[0])
+def _envelope(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh() as agent:
+        probe_envelope(agent)
 
-    def framing() -> None:
-        with fresh() as agent:
-            directory = tempfile.mkdtemp(prefix="é中😀-", dir=agent.tmp)
-            faults.probe_split(agent.driver, directory)
-            faults.probe_batched_write(agent.driver)
-            faults.probe_crlf(agent.driver)
-            faults.probe_junk(agent.driver)
 
-    def long_line() -> None:
-        with fresh() as agent:
-            faults.probe_long_line(agent.driver, config.profile.long_line)
+def _framing(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh() as agent:
+        faults.probe_split(agent.driver)
+        faults.probe_batched_write(agent.driver)
+        faults.probe_crlf(agent.driver)
+        faults.probe_junk(agent.driver)
 
-    def eof() -> None:
-        with fresh() as agent:
-            session = agent.new_session()
-            if session is None:
-                verdicts.skip("FRAME-009", "session/new failed")
-            else:
-                faults.probe_eof_mid_turn(agent.driver, session, config.timeout)
 
-    def services() -> None:
-        with fresh(capabilities=ALL_SERVICES) as agent:
-            probe_services(agent)
+def _long_line(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh(reuse=False) as agent:
+        faults.probe_long_line(agent.driver, config.profile.long_line)
 
+
+def _eof(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    eof_before_initialize(config, verdicts, [])
+    with fresh(reuse=False) as agent:
+        # mid-turn when a session can be made; process lifetime needs no session
+        session = agent.new_session()
+        if session is None:
+            agent.observer.note("session/new failed: stdin is closed after a request")
+        faults.probe_eof(agent.driver, config.timeout, session_id=session)
+
+
+def _services(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    with fresh(capabilities=ALL_SERVICES) as agent:
+        probe_services(agent)
+    with fresh(capabilities=client_capabilities()) as agent:
+        probe_capabilities_withheld(agent)
+
+
+def _transport(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
+    from acpkit.conformance import probes_transport as transport
+
+    # raw requests and frames a client never sends: a connection of their own each
+    transport.run_transport_probes(config, verdicts, functools.partial(fresh, reuse=False))
+
+
+def _lanes(remote: bool) -> tuple[Lane, ...]:
+    """The probe groups in their lanes (see `acpkit.conformance.schedule`); each runs only
+    when one of the rule id prefixes it lists is selected."""
+    from acpkit.conformance import probes_session as more
+
+    first: list[Group] = []
+    if remote:
+        first.append(Group("HTTP-001", "the transport probes", "HTTP WS", _transport))
+    first += [
+        Group("RPC-007", "the envelope probes", "RPC SCHEMA FRAME-00", _envelope),
+        Group(
+            "INIT-001",
+            "the initialize probes",
+            "INIT SCHEMA RPC-001",
+            lambda fresh, verdicts, config: probe_initialize(config, verdicts, fresh),
+        ),
+        Group(
+            "AUTH-002",
+            "the authentication probe",
+            "AUTH-002 AUTH-003",
+            lambda fresh, verdicts, config: more.probe_authentication(config, verdicts, fresh),
+        ),
+        Group(
+            "MCP-002",
+            "the MCP server probe",
+            "MCP-002",
+            lambda fresh, verdicts, config: more.probe_mcp(config, verdicts, fresh),
+        ),
+    ]
+    if not remote:  # stdio bytes and process exit (see probes_transport.PROCESS_RULES)
+        first += [
+            Group(
+                "FRAME-004",
+                "the framing probes",
+                "FRAME-004 FRAME-005 FRAME-006 FRAME-008 RPC-003",
+                _framing,
+            ),
+            Group("FRAME-007", "the long-line probe", "FRAME-007", _long_line),
+            Group("FRAME-009", "the EOF probes", "FRAME-009 FRAME-010", _eof),
+        ]
+    second = [
+        Group(
+            "TURN-001",
+            "the session and turn probes",
+            "SESSION CONTENT TURN CANCEL CAP RPC-010 RPC-014 SCHEMA",
+            _sessions_and_turns,
+        ),
+        Group(
+            "LIST-003",
+            "the session-lifecycle probe",
+            "LIST DELETE SESSION-006 SESSION-007 MODE CONFIG PATH TURN-007 EXT",
+            lambda fresh, verdicts, config: more.probe_lifecycle(config, verdicts, fresh),
+        ),
+        Group(
+            "INIT-005",
+            "the baseline-methods probe",
+            "INIT-003 INIT-004 INIT-005 MCP AUTH-001 RPC-011 RPC-012 EXT",
+            lambda fresh, verdicts, config: more.probe_baseline(config, verdicts, fresh),
+        ),
+        Group(
+            "ELICIT-007",
+            "the client-answers probe",
+            "ELICIT TOOL TERMINAL CANCEL TURN-007 RPC-011 PATH FS EXT SESSION-010",
+            lambda fresh, verdicts, config: more.probe_client_answers(config, verdicts, fresh),
+        ),
+    ]
+    third = [
+        Group(
+            "TERMINAL-001",
+            "the client services probe",
+            "TERMINAL ELICIT NOTICE CAP SCHEMA TURN",
+            _services,
+            needs_stimuli=True,
+        ),
+        Group(
+            "INIT-006",
+            "the capability-extremes probe",
+            "INIT-006 CONFIG-001 AUTH-001",
+            lambda fresh, verdicts, config: more.probe_capability_extremes(config, verdicts, fresh),
+            needs_stimuli=True,
+        ),
+    ]
+    if not remote:
+        third.append(
+            Group(
+                "SESSION-009",
+                "the spawn-directory probe",
+                "SESSION-009 SESSION-010 PATH FS TERMINAL-004",
+                lambda fresh, verdicts, config: more.probe_spawn_directory(config, verdicts),
+                needs_stimuli=True,
+            )
+        )
+    return (
+        Lane("probes-1", tuple(first)),
+        Lane("probes-2", tuple(second), prepares=True),
+        Lane("probes-3", tuple(third)),
+    )
+
+
+def run_probes(
+    config: SuiteConfig,
+    verdicts: Verdicts,
+    *,
+    prepare: Callable[[SuiteConfig, Verdicts], SuiteConfig] | None = None,
+    progress: Callable[[str], None] | None = None,
+    parallel: bool = True,
+) -> tuple[list[Transcript], SuiteConfig]:
+    """
+    Run every fixed probe, in lanes at the same time (`acpkit.conformance.schedule`), after
+    ``prepare`` (discovery) for the groups that need stimuli; the transcripts and the
+    prepared configuration.
+    """
     from acpkit.conformance import probes_transport as transport
 
     if config.remote:
         transport.skip_process_rules(verdicts)
-        guarded(
-            "HTTP-001",
-            "the transport probes",
-            lambda: transport.run_transport_probes(config, verdicts, fresh),
-            "HTTP WS",
-        )
     else:
         for rule_id in (*transport.HTTP_RULES, *transport.WS_RULES):
             verdicts.skip(rule_id, "the agent is tested over stdio (give --url to judge it)")
-
-    # Each group runs only when one of the rule id prefixes listed last is selected.
-    guarded("INIT-001", "the initialize probes", initialization, "INIT SCHEMA RPC-001")
-    guarded("RPC-007", "the envelope probes", envelope, "RPC SCHEMA FRAME-00")
-    guarded(
-        "TURN-001",
-        "the session and turn probes",
-        sessions_and_turns,
-        "SESSION CONTENT TURN CANCEL CAP RPC-010 SCHEMA",
+    return run_lanes(
+        config,
+        verdicts,
+        _lanes(config.remote),
+        prepare=prepare,
+        progress=progress,
+        parallel=parallel,
     )
-    guarded(
-        "TERMINAL-001",
-        "the client services probe",
-        services,
-        "TERMINAL ELICIT NOTICE CAP SCHEMA TURN",
-    )
-    if not config.remote:  # stdio bytes and process exit (see transport.PROCESS_RULES)
-        guarded(
-            "FRAME-004",
-            "the framing probes",
-            framing,
-            "FRAME-004 FRAME-005 FRAME-006 FRAME-008 RPC-003",
-        )
-        guarded("FRAME-007", "the long-line probe", long_line, "FRAME-007")
-        guarded("FRAME-009", "the EOF probe", eof, "FRAME-009")
-
-    # The session-lifecycle and client-answer probes (acpkit.conformance.probes_session).
-    from acpkit.conformance import probes_session as more
-
-    guarded(
-        "INIT-005",
-        "the baseline-methods probe",
-        lambda: more.probe_baseline(config, verdicts, fresh),
-        "INIT-003 INIT-004 INIT-005 MCP AUTH-001 RPC-011 RPC-012 EXT",
-    )
-    guarded(
-        "INIT-006",
-        "the capability-extremes probe",
-        lambda: more.probe_capability_extremes(config, verdicts, fresh),
-        "INIT-006 CONFIG-001 AUTH-001",
-    )
-    guarded(
-        "LIST-003",
-        "the session-lifecycle probe",
-        lambda: more.probe_lifecycle(config, verdicts, fresh),
-        "LIST DELETE SESSION-006 SESSION-007 MODE CONFIG PATH TURN-007 EXT",
-    )
-    guarded(
-        "AUTH-002",
-        "the authentication probe",
-        lambda: more.probe_authentication(config, verdicts, fresh),
-        "AUTH-002",
-    )
-    if not config.remote:
-        guarded(
-            "SESSION-009",
-            "the spawn-directory probe",
-            lambda: more.probe_spawn_directory(config, verdicts),
-            "SESSION-009 SESSION-010 PATH FS TERMINAL-004",
-        )
-    guarded(
-        "ELICIT-007",
-        "the client-answers probe",
-        lambda: more.probe_client_answers(config, verdicts, fresh),
-        "ELICIT TOOL TERMINAL CANCEL TURN-007 RPC-011 PATH FS EXT SESSION-010",
-    )
-    return transcripts

@@ -28,9 +28,9 @@ guard files under the step's rule.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -38,6 +38,7 @@ from typing import Any
 
 import attrs
 
+from acpkit import jsonbytes
 from acpkit.conformance.driver import AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.harness import (
     CANCELLED,
@@ -58,6 +59,7 @@ __all__ = [
     "probe_capability_extremes",
     "probe_client_answers",
     "probe_lifecycle",
+    "probe_mcp",
     "probe_spawn_directory",
 ]
 
@@ -463,7 +465,11 @@ def _probe_resume(agent: Agent) -> None:
 
 
 def _probe_close(agent: Agent) -> None:
-    """SESSION-007: session/close during a turn ends the turn."""
+    """
+    SESSION-007: session/close during a turn ends the turn as a session/cancel would: the
+    prompt is answered ``cancelled``, and no update for the session comes after the close's
+    answer (more than a second after it: what was on its way may still arrive).
+    """
     observer = agent.observer
     driver = agent.driver
     with observer.probe("SESSION-007", "session/close during a turn"):
@@ -491,43 +497,85 @@ def _probe_close(agent: Agent) -> None:
             observer.verdicts.skip("SESSION-007", "session/close during a turn failed")
             _finish_turn(agent, turn, session_id, "SESSION-007")
             return
-        if not _finish_turn(agent, turn, session_id, "SESSION-007"):
-            return
+        closed_at = time.monotonic()
+        observer.when_answered(
+            turn.request_id, lambda message: _judge_closed_turn(agent, message, closed_at)
+        )
+        try:
+            driver.response_to(turn.request_id, "waiting for the closed session's prompt")
+            ended = True
+        except StepTimeout as e:
+            ended = False
+            driver.notify("session/cancel", {"sessionId": session_id})
+            driver.answer_held(CANCELLED)
+            late = e
         driver.drain(0.3)
-    kinds = _updates_after_both(
-        observer.transcript.records[first_record:], (close_id, turn.request_id), session_id
-    )
+    records = observer.transcript.records[first_record:]
+    # after the close's answer: at once when the turn had ended too, else after the race
+    kinds = _updates_after(records, (close_id, turn.request_id), session_id, 0.0)
+    kinds = kinds or _updates_after(records, (close_id,), session_id, CLOSE_RACE)
     if kinds:
         observer.violation(
             "SESSION-007",
-            f"after session/close was answered and the turn ended, the agent still sent "
-            f"session/update(s) for the closed session: {', '.join(kinds)}",
+            "after session/close was answered (and the turn ended, or more than "
+            f"{CLOSE_RACE:g}s after), the agent still sent session/update(s) for the closed "
+            f"session: {', '.join(kinds[:6])}" + (" (its turn had not ended)" if not ended else ""),
         )
-    else:
+    elif ended:
         observer.verdicts.ok("SESSION-007")
+    else:
+        observer.verdicts.slow("SESSION-007", f"the closed session's turn did not end: {late}")
 
 
-def _updates_after_both(
-    records: Sequence[tuple[Any, str, bytes]], ids: tuple[int, int], session_id: str
+#: After session/close is answered, what arrives within this many seconds may have been on
+#: its way already (as for a cancel).
+CLOSE_RACE = 1.0
+
+
+def _judge_closed_turn(agent: Agent, message: dict[str, Any], closed_at: float) -> None:
+    """The prompt of a session closed mid-turn: cancelled, as a session/cancel would end it."""
+    result = message.get("result")
+    stop = result.get("stopReason") if isinstance(result, dict) else None
+    late = time.monotonic() - closed_at
+    if stop == "cancelled" or late <= CLOSE_RACE:
+        return
+    got = f"stopReason {stop!r}" if stop is not None else f"the error {message.get('error')}"
+    agent.observer.violation(
+        "SESSION-007",
+        f"the prompt of the session closed mid-turn was answered {late:.1f}s after the close "
+        f"with {got}, not stopReason 'cancelled' (as if session/cancel had been called)",
+    )
+
+
+def _updates_after(
+    records: Sequence[tuple[Any, str, bytes]],
+    ids: tuple[int, ...],
+    session_id: str,
+    grace: float,
 ) -> list[str]:
-    """The kinds of the session's updates received after the responses to both ``ids``."""
+    """The kinds of the session's updates received more than ``grace`` seconds after the
+    answers to all of ``ids`` (the close, and the turn)."""
     answered: set[Any] = set()
+    closed: Any = None
     kinds = []
-    for _, direction, line in records:
+    for when, direction, line in records:
         if direction != "<-":
             continue
         try:
-            message = json.loads(line)
+            message = jsonbytes.loads(line)
         except ValueError:
             continue
         if not isinstance(message, dict):
             continue
-        if "method" not in message and message.get("id") in ids:
-            answered.add(message.get("id"))
+        if closed is None:
+            if "method" not in message and message.get("id") in ids:
+                answered.add(message.get("id"))
+                if len(answered) == len(ids):
+                    closed = when
             continue
         params = message.get("params")
         if (
-            len(answered) == len(ids)
+            (when - closed).total_seconds() > grace
             and message.get("method") == "session/update"
             and isinstance(params, dict)
             and params.get("sessionId") == session_id
@@ -653,14 +701,24 @@ def probe_authentication(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
     AUTH-002: ``authenticate`` with an auth method the agent handles itself (type ``agent``,
     the default; terminal methods need a user at a terminal), then ``session/new``. A method
     that fails or does not answer within the step timeout (it waits for a user) is skipped.
+    The agent process is its own: a login (perhaps one still waiting for a person) changes
+    what the agent does next, so no later probe group may share it.
     """
-    with fresh() as agent:
+    with fresh(reuse=False) as agent:
         observer = _started(agent).observer
         methods = agent.init_result.get("authMethods")
         methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
         if not methods:
-            verdicts.skip("AUTH-002", "the agent lists no authMethods")
+            for rule_id in ("AUTH-002", "AUTH-003"):
+                verdicts.skip(rule_id, "the agent lists no authMethods")
             return
+        # before any authenticate: a refusal that a login then lifts was about
+        # authentication, and its code says so (AUTH-003)
+        with observer.probe("AUTH-003", "session/new before authenticate"):
+            cwd = agent.new_directory()
+            agent.driver.policy.roots.append(cwd)
+            before, _ = _request(agent, "session/new", {"cwd": cwd, "mcpServers": []})
+        refused = before.get("error") if before is not None else None
         candidates = [
             str(m["id"])
             for m in methods
@@ -696,10 +754,95 @@ def probe_authentication(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
                 )
             else:
                 verdicts.ok("AUTH-002")
+                _judge_auth_code(observer, refused, created is not None and "result" in created)
             return
         verdicts.skip(
             "AUTH-002", "no auth method succeeded without a user: " + "; ".join(reasons)[:300]
         )
+        verdicts.skip("AUTH-003", "no auth method succeeded without a user")
+
+
+def _judge_auth_code(observer: Any, refused: Any, lifted: bool) -> None:
+    """AUTH-003: a session/new refused before authenticate, accepted after, was refused
+    because authentication was required: its code is -32000 (auth_required)."""
+    if not isinstance(refused, dict):
+        observer.verdicts.skip(
+            "AUTH-003", "session/new succeeded before authenticate: nothing was refused"
+        )
+        return
+    if not lifted:
+        return
+    if refused.get("code") == -32000:
+        observer.verdicts.ok("AUTH-003")
+    else:
+        observer.violation(
+            "AUTH-003",
+            f"session/new was refused before authenticate with {refused} and accepted after "
+            "it: authentication was required, whose error code is -32000 (auth_required)",
+        )
+
+
+# -- MCP-002 -----------------------------------------------------------------------------------
+
+
+def probe_mcp(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) -> None:
+    """
+    MCP-002: session/new names a stdio MCP server (`acpkit.conformance.mcp_probe_server`,
+    which records what it receives); after a text turn, the agent has started it and sent
+    ``initialize``. A session/new that fails with the server is not judged.
+    """
+    from acpkit.conformance import mcp_probe_server
+
+    with fresh() as agent:
+        observer = _started(agent).observer
+        marker = os.path.join(agent.tmp, "mcp-probe-events.txt")
+        server = {
+            "name": "acpkit-conformance",
+            "command": sys.executable,
+            "args": [mcp_probe_server.__file__, marker],
+            "env": [],
+        }
+        with observer.probe("MCP-002", "session/new with a stdio MCP server"):
+            cwd = agent.new_directory()
+            agent.driver.policy.roots.append(cwd)
+            created, late = _request(agent, "session/new", {"cwd": cwd, "mcpServers": [server]})
+        result = created.get("result") if created is not None else None
+        if created is None:
+            verdicts.slow("MCP-002", f"session/new with an MCP server: {late}")
+            return
+        if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+            verdicts.skip(
+                "MCP-002", f"session/new with an MCP server failed: {_error_text(created)}"
+            )
+            return
+        session_id = str(result["sessionId"])
+        agent.session_cwd[session_id] = cwd
+        with observer.probe("MCP-002", "a text turn in the session with the MCP server"):
+            run_turn(agent, session_id, agent.prompt(session_id, "text"))
+        deadline = time.monotonic() + agent.timeout
+        events: list[str] = []
+        while time.monotonic() < deadline:
+            events = _events(marker)
+            if "initialize" in events:
+                break
+            agent.driver.drain(0.2)
+        if "initialize" in events:
+            verdicts.ok("MCP-002")
+        else:
+            seen = "was started but sent no initialize" if events else "was never started"
+            observer.violation(
+                "MCP-002",
+                f"the stdio MCP server given in session/new {seen} (after session/new and a "
+                f"turn, {agent.timeout:g}s more)",
+            )
+
+
+def _events(marker: str) -> list[str]:
+    try:
+        with open(marker, encoding="utf-8") as f:
+            return f.read().split()
+    except OSError:
+        return []
 
 
 # -- SESSION-009 / 010 -----------------------------------------------------------------------
@@ -753,7 +896,8 @@ def _absolute_argv(config: SuiteConfig) -> tuple[str, ...]:
     argv = []
     for part in config.argv:
         candidate = os.path.join(base, part)
-        if not os.path.isabs(part) and os.sep in part and os.path.exists(candidate):
+        relative_file = os.sep in part or os.path.isfile(candidate)
+        if not os.path.isabs(part) and relative_file and os.path.exists(candidate):
             part = os.path.abspath(candidate)
         argv.append(part)
     return tuple(argv)
@@ -790,8 +934,10 @@ def probe_client_answers(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
         if session_id is None:
             verdicts.skip("ELICIT-007", "session/new failed")
             return
-        with observer.probe("TOOL-001", "a 'tools' turn, permissions allowed"):
-            run_turn(agent, session_id, agent.prompt(session_id, "tools"))
+        allowed = "permission" if agent.can("permission") and not agent.model else "tools"
+        with observer.probe("TOOL-001", f"a '{allowed}' turn, permissions allowed"):
+            run_turn(agent, session_id, agent.prompt(session_id, allowed))
+        asking = "ask" if agent.can("ask") and not agent.model else "tools"
         original = driver.policy
         asked_any = False
         for action in ("decline", "cancel", "error"):
@@ -805,7 +951,7 @@ def probe_client_answers(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
             started = time.monotonic()
             try:
                 with observer.probe("ELICIT-007", f"elicitations answered {action}"):
-                    outcome = run_turn(agent, session_id, agent.prompt(session_id, "tools"))
+                    outcome = run_turn(agent, session_id, agent.prompt(session_id, asking))
             finally:
                 driver.policy = original
                 original.elicitation = "accept"
@@ -823,7 +969,7 @@ def probe_client_answers(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) 
         if not asked_any:
             verdicts.skip("ELICIT-007", "the agent sent no elicitation/create during a turn")
         with observer.probe("CANCEL-003", "session/cancel while a permission request is pending"):
-            run_turn(agent, session_id, agent.prompt(session_id, "write"), cancel="permission")
+            run_turn(agent, session_id, agent.prompt(session_id, "permission"), cancel="permission")
         with observer.probe("CANCEL-004", "session/cancel after the first update of a long turn"):
             run_turn(agent, session_id, agent.prompt(session_id, "slow"), cancel="first_update")
         driver.drain(0.2)

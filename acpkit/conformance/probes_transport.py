@@ -46,6 +46,7 @@ PROCESS_RULES: dict[str, str] = {
     "FRAME-007": "stdio line length: a remote server's message size limit is its own",
     "FRAME-008": "stdio junk lines: remotely a message is one POST body or one text frame",
     "FRAME-009": "EOF on stdin and the exit status belong to a child process, not a URL",
+    "FRAME-010": "answers before exit at EOF belong to a child process, not a URL",
     "SESSION-009": "the tester cannot choose the working directory of an agent it reaches by URL",
 }
 

@@ -10,6 +10,7 @@ catalogue).
 from __future__ import annotations
 
 import shlex
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,13 @@ from acpkit.conformance.rules import RULES, Rule, split_selectors
 if TYPE_CHECKING:
     from acpkit.conformance.report import SuiteResult
 
-__all__ = ["ConformanceFailure", "ConformanceItem", "conformance_items"]
+__all__ = [
+    "ConformanceFailure",
+    "ConformanceItem",
+    "ConformanceWarning",
+    "conformance_items",
+    "suite_result",
+]
 
 _RESULT_KEY = pytest.StashKey["SuiteResult"]()
 
@@ -56,12 +63,26 @@ def _result(config: pytest.Config) -> SuiteResult:
             use_model_server=config.getoption("--acp-model-server"),
             only=split_selectors(config.getoption("--acp-rules")),
             skip=split_selectors(config.getoption("--acp-skip")),
+            strict=config.getoption("--acp-strict"),
+            expected_failures=config.getoption("--acp-expected-failures"),
+            scenarios=config.getoption("--acp-scenarios"),
+            discovery=config.getoption("--acp-discovery"),
         )
     return stash[_RESULT_KEY]
 
 
+def suite_result(config: pytest.Config) -> SuiteResult | None:
+    """The run's result, once an item ran it (``None`` before, or when no item ran)."""
+    return config.stash.get(_RESULT_KEY, None)
+
+
 class ConformanceFailure(Exception):
     """A rule was violated (the message lists the findings)."""
+
+
+class ConformanceWarning(pytest.PytestWarning):
+    """A SHOULD rule was violated: its item passes with this warning (``--acp-strict`` makes
+    it a failure)."""
 
 
 class ConformanceItem(pytest.Item):
@@ -77,14 +98,22 @@ class ConformanceItem(pytest.Item):
         if result.error is not None:
             pytest.fail(f"cannot test the agent: {result.error}", pytrace=False)
         outcome = next(r for r in result.results if r.rule.id == self.rule.id)
-        if outcome.status == "fail":
-            text = "\n\n".join(f"{f.message}\n{f.excerpt}" for f in outcome.findings)
-            rule = self.rule
-            raise ConformanceFailure(
-                f"{rule.id} ({rule.level}) violated:\n"
-                f'spec: "{rule.quote}" ({rule.page}, {rule.section})\n\n{text}'
+        rule = self.rule
+        text = "\n\n".join(f"{f.message}\n{f.excerpt}" for f in outcome.findings)
+        evidence = f'spec: "{rule.quote}" ({rule.page}, {rule.section})\n\n{text}'
+        if outcome.status == "fail" or (outcome.status == "warn" and result.strict):
+            raise ConformanceFailure(f"{rule.id} ({rule.level}) violated:\n{evidence}")
+        if outcome.status == "warn":
+            messages = "; ".join(f.message for f in outcome.findings)
+            # raised while the item runs: pytest lists it in the warnings summary under it
+            warnings.warn(
+                ConformanceWarning(f"{rule.id} (SHOULD) violated: {messages}"), stacklevel=1
             )
-        if outcome.status in ("not-applicable", "skipped", "slow"):
+        elif outcome.status == "xpass":
+            raise ConformanceFailure(f"{rule.id}: stale baseline entry: {outcome.reason}")
+        elif outcome.status == "xfail":
+            pytest.xfail(f"{rule.id}: {outcome.reason}")
+        elif outcome.status in ("not-applicable", "skipped", "slow"):
             pytest.skip(f"{self.rule.id}: {outcome.reason}")
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:

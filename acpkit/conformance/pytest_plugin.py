@@ -11,7 +11,12 @@ an ``https://`` or ``wss://`` URL ``--acp-tls-trust-root FILE``, ``--acp-tls-cer
 FILE`` and ``--acp-tls-private-key FILE``, as ``acpkit-conformance``'s ``--tls-*``),
 ``--acp-profile`` (smoke / quick / full), ``--acp-seed``, ``--acp-timeout``,
 ``--acp-model-server``, ``--acp-rules`` and ``--acp-skip`` (rule ids or prefixes, comma
-separated, repeatable). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
+separated, repeatable), ``--acp-strict`` (SHOULD findings fail their item; without it they
+pass with a `ConformanceWarning`) and ``--acp-expected-failures FILE`` (a baseline of
+accepted findings: their items are xfail, and a listed rule that holds fails its item as a
+stale entry), ``--acp-scenarios FILE`` (the prompts that make the agent do each behaviour,
+`acpkit.conformance.scenarios`) and ``--acp-discovery auto|on|off`` (try the agent's
+commands). Registered as the ``pytest11`` entry point ``acpkit_conformance``.
 
 The plugin is loaded by every pytest run of a project that installed acpkit, so it is inert
 and costs nothing unless ``--acp-agent`` or ``--acp-url`` is given: this module imports
@@ -31,14 +36,16 @@ from acpkit.conformance.pytest_options import headers_of, tls_of
 if TYPE_CHECKING:
     import pytest
 
-    from acpkit.conformance.pytest_items import ConformanceItem
+    from acpkit.conformance.pytest_items import ConformanceItem, ConformanceWarning
 
 __all__ = [
     "ConformanceItem",
+    "ConformanceWarning",
     "headers_of",
     "pytest_addoption",
     "pytest_collection_modifyitems",
     "pytest_configure",
+    "pytest_terminal_summary",
     "tls_of",
 ]
 
@@ -96,6 +103,31 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--acp-rules", action="append", default=[], help="only these rule ids or prefixes"
     )
     group.addoption("--acp-skip", action="append", default=[], help="skip these rule ids")
+    group.addoption(
+        "--acp-strict",
+        action="store_true",
+        default=False,
+        help="SHOULD findings fail their item (without it they pass with a warning)",
+    )
+    group.addoption(
+        "--acp-expected-failures",
+        default=None,
+        metavar="FILE",
+        help="TOML baseline of accepted findings: their items xfail; a stale entry fails",
+    )
+    group.addoption(
+        "--acp-scenarios",
+        default=None,
+        metavar="FILE",
+        help="TOML file of prompts that make the agent do each behaviour the rules need",
+    )
+    group.addoption(
+        "--acp-discovery",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="try the agent's advertised commands to learn stimuli (auto: unless a model "
+        "server drives the turns)",
+    )
 
 
 def _wanted(config: pytest.Config) -> bool:
@@ -133,6 +165,22 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = tls_of(config).usage_problem(secure, prefix="--acp-tls-")
     if problem is not None:
         raise pytest.UsageError(problem)
+    baseline = config.getoption("--acp-expected-failures")
+    if baseline:
+        from acpkit.conformance.baseline import BaselineError, load_baseline
+
+        try:
+            load_baseline(baseline)
+        except BaselineError as e:
+            raise pytest.UsageError(f"--acp-expected-failures: {e}") from None
+    scenarios = config.getoption("--acp-scenarios")
+    if scenarios:
+        from acpkit.conformance.scenarios import ScenarioError, load_scenarios
+
+        try:
+            load_scenarios(scenarios)
+        except ScenarioError as e:
+            raise pytest.UsageError(f"--acp-scenarios: {e}") from None
 
 
 def pytest_collection_modifyitems(
@@ -147,8 +195,23 @@ def pytest_collection_modifyitems(
     items.extend(conformance_items(session))
 
 
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """After a run that tested an agent: the coverage (how many rules were judged, what was
+    not exercised and what would exercise it), as the text report's first lines say it."""
+    if not _wanted(config):
+        return
+    from acpkit.conformance.pytest_items import suite_result
+
+    result = suite_result(config)
+    if result is None or result.error is not None:
+        return
+    terminalreporter.section("acp conformance coverage")
+    for line in result.coverage.lines():
+        terminalreporter.write_line(line)
+
+
 def __getattr__(name: str) -> Any:
-    # ConformanceItem stays importable from here, loaded on first use.
-    if name == "ConformanceItem":
-        return importlib.import_module("acpkit.conformance.pytest_items").ConformanceItem
+    # ConformanceItem and ConformanceWarning stay importable from here, loaded on first use.
+    if name in ("ConformanceItem", "ConformanceWarning"):
+        return getattr(importlib.import_module("acpkit.conformance.pytest_items"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

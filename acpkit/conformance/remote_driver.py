@@ -23,7 +23,6 @@ connection stream before looking elsewhere (`read_session_streams` off).
 from __future__ import annotations
 
 import http.client
-import json
 import queue
 import socket
 import threading
@@ -31,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from acpkit import jsonbytes
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.observer import Observer, id_key
 from acpkit.conformance.tls import SYSTEM_TLS, TLSSettings
@@ -241,7 +241,7 @@ class RemoteDriver(AgentDriver):
 
     def _post(self, body: bytes) -> None:
         try:
-            message = json.loads(body)
+            message = jsonbytes.loads(body)
         except ValueError:
             message = None
         single = isinstance(message, dict) and message.get("jsonrpc") == "2.0"
@@ -273,6 +273,8 @@ class RemoteDriver(AgentDriver):
             self.last_refusal = Refused(answer.status, answer.body, what)
             if isinstance(message, dict) and "method" in message and "id" in message:
                 self._refused[id_key(message["id"])] = self.last_refusal
+                # the transport's refusal is its answer: not an unanswered request
+                self.observer.judged_unanswered(message["id"])
         if answer.status == 202:
             if single:
                 self.accepted += 1
@@ -382,6 +384,11 @@ class RemoteDriver(AgentDriver):
         self.observer.note(f"session-scoped GET of {session!r} open: read like the other")
         reader = threading.Thread(target=self._read_stream, args=(response, session), daemon=True)
         reader.start()
+
+    @property
+    def session_streams_used(self) -> bool:
+        """A session-scoped GET was opened: the server routes a session's messages there."""
+        return any(connection is not None for connection in self._session_streams.values())
 
     def _open_stream(self) -> None:
         assert self.connection_id is not None
@@ -577,7 +584,7 @@ def jsonrpc_body(body: bytes) -> bytes | None:
 
 def _parse(data: bytes) -> Any:
     try:
-        return json.loads(data)
+        return jsonbytes.loads(data)
     except ValueError:
         return None
 

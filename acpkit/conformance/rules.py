@@ -163,9 +163,13 @@ RULES: tuple[Rule, ...] = (
         TRANSPORTS,
         "stdio",
         "Messages are delimited by newlines (\\n), and MUST NOT contain embedded newlines.",
-        "Stimulus: the tester writes one request in several chunks (one cut inside a multi-byte "
-        "character). Violated when that request gets no answer, a -32700, or the agent exits. "
-        "Derived: since only the newline delimits a message, read boundaries must not.",
+        "Stimulus: the tester writes one request, an unknown _acpkit.dev method whose string id "
+        "holds 2-, 3- and 4-byte characters, in pieces 50 ms apart, one cut inside a character "
+        "of the id. Any answer with the id intact holds (the method needs no session and no "
+        "login). Violated by an id-null error (a piece was parsed), -32700 or -32600, the id "
+        "echoed with other characters (each read decoded on its own), or no answer while the "
+        "next request is answered; the agent exiting is filed here too. Derived: since only the "
+        "newline delimits a message, read boundaries must not.",
     ),
     _r(
         "FRAME-005",
@@ -212,14 +216,30 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "FRAME-009",
-        "After stdin is closed (EOF, even mid-turn) the agent exits within the timeout",
+        "After stdin is closed (EOF, at any point) the agent exits within the timeout",
         "SHOULD",
         TRANSPORTS,
         "stdio",
         "The client launches the agent as a subprocess.",
-        "Stimulus: the tester closes the agent's stdin (idle, and during a turn). Violated when "
-        "the process is still alive after the timeout. No spec sentence requires it (the "
+        "Stimulus: the tester closes the agent's stdin before initialize (waiting three step "
+        "timeouts: the agent may still be starting), and during a turn (or, when session/new "
+        "fails, right after an unknown request: process lifetime needs no session). Violated "
+        "when the process is still alive after the timeout. No spec sentence requires it (the "
         "transport diagram only shows 'Close stdin, terminate subprocess'); SHOULD.",
+    ),
+    _r(
+        "FRAME-010",
+        "Requests written before stdin closed are answered before the agent exits",
+        "MUST",
+        OVERVIEW,
+        "Communication Model",
+        "Methods: Request-response pairs that expect a result or error",
+        "Stimulus: a session/prompt (or, without a session, an unknown _acpkit.dev request) "
+        "written just before the tester closes the agent's stdin. Violated when the agent exits "
+        "without having answered it (the client still reads stdout after closing stdin). Not "
+        "judged when the agent does not exit (FRAME-009). No keyword; the page says 'The "
+        "protocol follows the JSON-RPC 2.0 specification', whose 'The Server MUST reply with a "
+        "Response, except for in the case of Notifications' makes it a MUST.",
     ),
     # -- JSON-RPC envelope --------------------------------------------------------------
     _r(
@@ -304,8 +324,9 @@ RULES: tuple[Rule, ...] = (
         "Upon receiving a custom request, implementations MUST respond accordingly with the "
         "provided id",
         "Stimulus: a _vendor/... request the agent does not know. Violated when no response "
-        "with that id arrives within the timeout. The -32601 code is only a 'should' (RPC-005); "
-        "a different error code must not be reported under this MUST.",
+        "with that id ever arrives while the agent answers requests the client sent after it "
+        "(judged when the agent is stopped; a late answer passes). The -32601 code is only a "
+        "'should' (RPC-005); a different error code must not be reported under this MUST.",
     ),
     _r(
         "RPC-009",
@@ -328,10 +349,11 @@ RULES: tuple[Rule, ...] = (
         "$/cancel_request Notification",
         "When a $/cancel_request notification is received by a supporting implementation, the "
         "implementation: … MUST send one of these responses for the original request",
-        "Stimulus: $/cancel_request for a pending request, and one for an answered id. Violated "
-        "when the pending request gets no response, two responses, or an error other than "
-        "-32800; or when the late cancel gets any reply. An agent that does not support "
-        "$/cancel_request and answers normally passes.",
+        "Stimulus: $/cancel_request for a pending session/prompt, then one for the answered id. "
+        "Violated when the cancelled request is answered twice, or never while the agent "
+        "answers requests the client sent after it (judged when the agent is stopped). Any one "
+        "answer holds: an implementation may ignore $/ notifications and answer as it would "
+        "have. A reply to the late cancel (a notification) is RPC-002's.",
     ),
     _r(
         "RPC-011",
@@ -353,6 +375,34 @@ RULES: tuple[Rule, ...] = (
         "The message should be limited to a concise single sentence.",
         "An error response from the agent whose message is empty, contains a newline, or is "
         "longer than 300 characters (details belong in error.data).",
+    ),
+    _r(
+        "RPC-013",
+        "Every request is answered, with a result or an error",
+        "MUST",
+        OVERVIEW,
+        "Communication Model",
+        "Methods: Request-response pairs that expect a result or error",
+        "A request of the client (one the spec defines, other than a prompt or a custom _ "
+        "request, which TURN-001, CANCEL-001 and RPC-008 cover) that is never answered, while "
+        "the agent answers requests the client sent after it: dropped, not slow. Judged when "
+        "the agent is stopped, after waiting a little more for a late answer; a request with "
+        "nothing answered after it could not be judged (slow). authenticate is not judged (it "
+        "may wait for a person). No keyword; the page says 'The protocol follows the JSON-RPC "
+        "2.0 specification', whose 'The Server MUST reply with a Response, except for in the "
+        "case of Notifications' makes it a MUST.",
+    ),
+    _r(
+        "RPC-014",
+        "A request for a session that does not exist is refused with -32002 (or -32602)",
+        "SHOULD",
+        _schema("ErrorCode"),
+        "Resource not found",
+        "Resource not found: A given resource, such as a session or file, was not found.",
+        "Stimulus: session/prompt naming a session id never created. When the agent answers "
+        "it with an error (it may also succeed: SESSION-003), violated when the code is neither "
+        "-32002, the code the schema gives a session not found, nor -32602 (invalid params, "
+        "the sessionId being one). No keyword; the code's meaning is the schema's; SHOULD.",
     ),
     # -- schema -------------------------------------------------------------------------
     _r(
@@ -679,6 +729,23 @@ RULES: tuple[Rule, ...] = (
     ),
     # -- notices and compaction ---------------------------------------------------------
     _r(
+        "ELICIT-008",
+        "A form elicitation does not ask for a secret (password, token, API key...)",
+        "MUST",
+        ELICITATION,
+        "Form mode",
+        "Form mode MUST NOT be used to request secrets or credentials that grant access or "
+        "authorize transactions, such as passwords, API keys, access or refresh tokens, private "
+        "keys, recovery codes, or payment credentials.",
+        "A form-mode elicitation/create with a property whose name is exactly one of the "
+        "secrets the sentence lists (password, passwd, api_key / apikey / api-key, token, "
+        "access_token, refresh_token, secret, client_secret, private_key, recovery_code(s), "
+        "card_number, cvv, cvc, pin), ignoring case. A narrower check than the sentence (what "
+        "else a field asks for needs a person), with no false finding on a field named "
+        "otherwise.",
+        "elicitation.form",
+    ),
+    _r(
         "NOTICE-001",
         "A notice update has a severity and a non-empty title",
         "MUST",
@@ -725,15 +792,15 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "SESSION-003",
-        "A request for an unknown session id gets an error (not a success, not a crash)",
+        "A request for an unknown session id is answered (an error or not), without a crash",
         "SHOULD",
         SESSION_SETUP,
         "Closing a Session",
         "Agents MAY return an error if the session does not exist or is not currently active.",
-        "Stimulus: session/prompt (and set_mode, etc.) naming a session id never created. "
-        "Violated when the agent exits or does not answer; a success is a SHOULD-level finding "
-        "only. The spec has no MUST or SHOULD here: the only sentence is this MAY (for "
-        "session/close). Consider reporting only the crash / no answer.",
+        "Stimulus: session/prompt naming a session id never created. Violated when the agent "
+        "exits on it (an answer that never comes while later requests are answered is RPC-013's "
+        "or TURN-001's). Either answer holds: the only sentence is this MAY (for session/close), "
+        "so an error is allowed, not required; hence SHOULD, for not crashing.",
     ),
     _r(
         "SESSION-004",
@@ -784,9 +851,11 @@ RULES: tuple[Rule, ...] = (
         "The Agent MUST cancel any ongoing work for that session as if session/cancel had been "
         "called, then free the resources associated with the session.",
         "Needs a turn in progress when the client sends session/close for its session. "
-        "Violated when that session/prompt is not answered (stopReason cancelled expected, as "
-        "for session/cancel) by the time session/close is answered plus the timeout, or when "
-        "session/update notifications for the session arrive after the close response.",
+        "Violated when that session/prompt is answered with a stop reason other than cancelled "
+        "(as for session/cancel) more than a second after the close's answer, or when "
+        "session/update notifications for the session arrive after the close's answer once "
+        "the turn ended (or, while it runs on, more than a second after the close's answer: "
+        "what was on its way may arrive). A turn that neither ends nor streams is slow.",
         "sessionCapabilities.close",
     ),
     _r(
@@ -1004,8 +1073,11 @@ RULES: tuple[Rule, ...] = (
         "4. Check for Completion",
         "If there are no pending tool calls, the turn ends and the Agent MUST respond to the "
         "original session/prompt request with a StopReason:",
-        "A session/prompt answered with an error or a result without stopReason, or not "
-        "answered within the timeout.",
+        "A session/prompt answered with a result without stopReason, or never answered while "
+        "the agent answers requests the client sent after it (judged when the agent is "
+        "stopped; a late answer is judged when it comes, a prompt with nothing answered after "
+        "it is slow). An error answer is not a stop reason, but the turn rules are then not "
+        "applicable (the agent may need a model or a login).",
     ),
     _r(
         "TURN-002",
@@ -1027,11 +1099,12 @@ RULES: tuple[Rule, ...] = (
         TOOL_CALLS,
         "Creating",
         "A unique identifier for this tool call within the session",
-        "A tool_call whose toolCallId an earlier tool_call of the session used, or a tool call "
-        "of the turn whose last status is pending or in_progress when the session/prompt "
-        "response arrives (except a cancelled turn). The quote is the toolCallId field text; no "
-        "sentence requires a final status (prompt-turn: the turn ends when there are no pending "
-        "tool calls), hence SHOULD.",
+        "A tool_call whose toolCallId an earlier tool_call of the same session used, in any "
+        "turn (a session/load replay repeats the session's calls: its own stream), or a tool "
+        "call announced in the turn whose last status is pending or in_progress when the "
+        "session/prompt response arrives (except a cancelled turn). The quote is the toolCallId "
+        "field text; no sentence requires a final status (prompt-turn: the turn ends when there "
+        "are no pending tool calls), hence SHOULD.",
     ),
     _r(
         "TURN-004",
@@ -1041,9 +1114,10 @@ RULES: tuple[Rule, ...] = (
         "Updating Plans",
         "The Agent MUST send a complete list of all plan entries in each update and their "
         "current status.",
-        "A plan update whose entries lack content, priority or status, or that drops an entry "
-        "of the previous plan whose status was not completed without the turn having ended "
-        "(heuristic: the agent may rewrite the plan). Same rule in schema.json: Plan.entries.",
+        "A plan update whose entries lack content, priority or status, or in which an entry (by "
+        "its content) is back after the previous plan update of the session left it out: the "
+        "update that left it out was not the complete list. An entry dropped for good is not "
+        "judged (the agent may rewrite its plan). Same rule in schema.json: Plan.entries.",
     ),
     _r(
         "TURN-005",
@@ -1091,7 +1165,45 @@ RULES: tuple[Rule, ...] = (
         "allow_always option. Violated when the turn ends without any tool_call_update for that "
         "toolCallId with status in_progress, completed or failed.",
     ),
+    _r(
+        "TOOL-002",
+        "Tool call updates name a tool call the session announced",
+        "SHOULD",
+        _schema("ToolCallUpdate"),
+        DESCRIPTION,
+        "An update to an existing tool call.",
+        "A tool_call_update, or the toolCall of a session/request_permission (also a "
+        "ToolCallUpdate), whose toolCallId no earlier tool_call of the session announced (in a "
+        "session/load replay: announced live or earlier in the replay). Judged once per id. No "
+        "keyword and the schema cannot require it; SHOULD. (tool-calls.mdx shows the tool_call "
+        "first, then its updates and its permission request.)",
+    ),
+    _r(
+        "TOOL-003",
+        "A tool call's status only moves forward",
+        "SHOULD",
+        TOOL_CALLS,
+        "Status",
+        "Tool calls progress through different statuses during their lifecycle:",
+        "A tool_call or tool_call_update that moves a tool call's status back (in_progress to "
+        "pending) or changes it once it is completed or failed. No keyword; SHOULD (the "
+        "statuses are listed in the order pending, in_progress, completed / failed).",
+    ),
     # -- cancellation -------------------------------------------------------------------
+    _r(
+        "TOOL-004",
+        "A tool call the model asks for is reported to the client",
+        "SHOULD",
+        TOOL_CALLS,
+        "Creating",
+        "When the language model requests a tool invocation, the Agent SHOULD report it to the "
+        "Client:",
+        "Needs --model-server: the conformance model knows the tool calls it asked for in each "
+        "turn (its directive's token). Violated when the model asked for at least one tool call "
+        "in a turn that ended end_turn and the agent sent no tool_call update in that turn. "
+        "(Counting them one for one would blame agents for the model requests of their side "
+        "tasks, which carry the same conversation.)",
+    ),
     _r(
         "CANCEL-001",
         "session/cancel during a turn ends it with stopReason cancelled",
@@ -1102,7 +1214,9 @@ RULES: tuple[Rule, ...] = (
         "been sent, the Agent MUST respond to the original session/prompt request with the "
         "cancelled stop reason.",
         "Needs a turn where the client sent session/cancel. Violated when that session/prompt "
-        "is answered with another stop reason or not answered within the timeout. Same rule in "
+        "is answered with another stop reason more than a second after the cancel (sooner, "
+        "the answer may have crossed the cancel), or never answered while the agent answers "
+        "requests the client sent after it (judged when the agent is stopped). Same rule in "
         "schema.json: StopReason (cancelled).",
     ),
     _r(
@@ -1153,6 +1267,20 @@ RULES: tuple[Rule, ...] = (
         "The initialize result's agentCapabilities.mcpCapabilities.http is absent or false.",
     ),
     _r(
+        "MCP-002",
+        "The agent connects to the stdio MCP servers the client gives",
+        "SHOULD",
+        SESSION_SETUP,
+        "Checking Transport Support",
+        "Agents SHOULD connect to all MCP servers specified by the Client.",
+        "Stimulus: session/new with one stdio MCP server (acpkit.conformance.mcp_probe_server, "
+        "which records what it receives), then a text turn. Violated when the server was never "
+        "started, or never received initialize, a step timeout after the turn. A session/new "
+        "refused with the server is not judged. Also the evidence for the MUST 'All Agents "
+        "MUST support connecting to MCP servers via stdio' (Stdio Transport), which cannot "
+        "tell an agent that does not support it from one that connects later: SHOULD.",
+    ),
+    _r(
         "AUTH-001",
         "No terminal auth method unless the client advertised auth.terminal",
         "MUST",
@@ -1173,6 +1301,19 @@ RULES: tuple[Rule, ...] = (
         "an auth_required error for authentication-gated requests.",
         "Needs an authenticate that succeeds (an agent-type method that needs no user). "
         "Violated when a later session/new is answered with error -32000. No keyword; SHOULD.",
+    ),
+    _r(
+        "AUTH-003",
+        "A request refused for want of authentication is answered -32000 (auth_required)",
+        "SHOULD",
+        _schema("ErrorCode"),
+        "Authentication required",
+        "Authentication required: Authentication is required before this operation can be "
+        "performed.",
+        "Stimulus: session/new before authenticate, then authenticate with an auth method the "
+        "agent handles itself, then session/new again. Violated when the first session/new is "
+        "refused with a code other than -32000 and the second (after a successful "
+        "authenticate) succeeds: the refusal was about authentication. No keyword; SHOULD.",
     ),
     _r(
         "EXT-001",
@@ -1429,7 +1570,11 @@ def _u(page: str, section: str, quote: str, level: str, reason: str) -> Unchecka
 
 
 _MAY_NOTE = "MAY: a permission; either choice conforms, nothing to check."
-_MCP_NOTE = "Needs a real MCP server to connect to; the tester provides none."
+_MCP_NOTE = (
+    "Judged through MCP-002 (SHOULD): the tester hands the agent a stdio MCP server of its own "
+    "and sees whether it connects; not connecting cannot tell an agent without stdio support "
+    "from one that connects later, so no MUST finding is made of it."
+)
 
 UNCHECKABLE: tuple[Uncheckable, ...] = (
     _u(
@@ -1437,7 +1582,9 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         TOP,
         "Agents and clients SHOULD support stdio whenever possible.",
         "SHOULD",
-        "The tester only talks stdio: an agent without it cannot be run at all.",
+        "The tester runs an agent as a command over stdio, or reaches it by URL: whether an "
+        "agent reached by URL also has stdio is not visible, and one started as a command has "
+        "it.",
     ),
     _u(
         TRANSPORTS,
@@ -1452,7 +1599,9 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Implementers who choose to support custom transports MUST ensure they preserve the "
         "JSON-RPC message format and lifecycle requirements defined by ACP.",
         "MUST",
-        "About transports other than stdio, which the tester does not use.",
+        "About custom transports: the tester speaks stdio and the RFD's Streamable HTTP and "
+        "WebSocket (whose rules are HTTP-… and WS-…); a transport of one's own has no spec to "
+        "judge it against.",
     ),
     _u(
         TRANSPORTS,
@@ -1510,14 +1659,6 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "All Agents MUST support connecting to MCP servers via stdio (standard input/output).",
         "MUST",
         _MCP_NOTE + " (Same in schema.json: McpServer, stdio variant.)",
-    ),
-    _u(
-        SESSION_SETUP,
-        "Checking Transport Support",
-        "Agents SHOULD connect to all MCP servers specified by the Client.",
-        "SHOULD",
-        _MCP_NOTE + " (Same in schema.json: NewSessionRequest.mcpServers and the "
-        "NewSessionRequest / LoadSessionRequest 'The agent should:' lists.)",
     ),
     _u(
         SESSION_SETUP,
@@ -1632,14 +1773,6 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "usage_update:",
         "MAY",
         _MAY_NOTE + " (TURN-006 judges the updates that are sent.)",
-    ),
-    _u(
-        TOOL_CALLS,
-        "Creating",
-        "When the language model requests a tool invocation, the Agent SHOULD report it to the "
-        "Client:",
-        "SHOULD",
-        "Internal: the tester cannot see what the model requested.",
     ),
     _u(
         AGENT_PLAN,
@@ -1758,15 +1891,6 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "validate them again.",
         "SHOULD",
         "The agent's validation is internal; how it treats bad content is not visible.",
-    ),
-    _u(
-        ELICITATION,
-        "Form mode",
-        "Form mode MUST NOT be used to request secrets or credentials that grant access or "
-        "authorize transactions, such as passwords, API keys, access or refresh tokens, private "
-        "keys, recovery codes, or payment credentials.",
-        "MUST",
-        "Needs a human to judge what a field asks for (a heuristic on field names would be noisy).",
     ),
     _u(
         ELICITATION,

@@ -1,0 +1,284 @@
+"""
+The content checks, family by family (issue 23, items 5, 6 and 9): each family judges only
+its own rules; the checks widened to what their quoted sentence says (tool call ids unique
+per session, a plan entry that vanishes and comes back, a compaction id reused, usage
+costs); the tool-call lifecycle rules (TOOL-002, TOOL-003); EXT-001 on a variant the schema
+does not define. Raw lines fed to an `Observer`, no process.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from acpkit.conformance import checks
+from acpkit.conformance.observer import Observer
+from acpkit.conformance.rules import RULES_BY_ID
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode("utf-8")
+
+
+def _update(body: dict[str, Any], session: str = "s") -> bytes:
+    return _line(
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {"sessionId": session, "update": body},
+        }
+    )
+
+
+def _observer(capabilities: dict[str, Any] | None = None, **result: Any) -> Observer:
+    """An observer after initialize (with ``capabilities``) and session/new of ``s`` in /w."""
+    observer = Observer()
+    params = {"protocolVersion": 1, "clientCapabilities": capabilities or {}}
+    observer.sent({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+    answer = {"protocolVersion": 1, "agentCapabilities": {}, **result}
+    observer.received(_line({"jsonrpc": "2.0", "id": 0, "result": answer}))
+    observer.sent(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "session/new",
+            "params": {"cwd": "/w", "mcpServers": []},
+        }
+    )
+    observer.received(_line({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}}))
+    return observer
+
+
+def _prompt(observer: Observer, rid: int) -> None:
+    observer.sent(
+        {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": "session/prompt",
+            "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]},
+        }
+    )
+
+
+def _end(observer: Observer, rid: int, stop: str = "end_turn") -> None:
+    observer.received(_line({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}}))
+
+
+def _findings(observer: Observer) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for finding in observer.verdicts.findings:
+        found.setdefault(finding.rule_id, []).append(finding.message)
+    return found
+
+
+def _call(call_id: str, status: str | None = None, kind: str = "tool_call") -> bytes:
+    body: dict[str, Any] = {"sessionUpdate": kind, "toolCallId": call_id}
+    if kind == "tool_call":
+        body["title"] = "work"
+    if status is not None:
+        body["status"] = status
+    return _update(body)
+
+
+# -- one home per rule ------------------------------------------------------------------------
+
+
+def test_every_family_judges_catalogue_rules_and_no_rule_has_two_homes() -> None:
+    """Each family lists the catalogue rules it judges; no rule is judged by two families."""
+    families = checks.Checks(Observer()).families
+    seen: dict[str, str] = {}
+    for family in families:
+        name = type(family).__name__
+        assert family.rules, name
+        for rule_id in family.rules:
+            assert rule_id in RULES_BY_ID, (name, rule_id)
+            assert rule_id not in seen, (rule_id, seen.get(rule_id), name)
+            seen[rule_id] = name
+
+
+def test_the_checks_package_does_not_import_the_observer() -> None:
+    """The checks see the observer only through their Judge protocol: no import cycle."""
+    import ast
+    import pathlib
+
+    package = pathlib.Path(checks.__file__).parent
+    for module in package.glob("*.py"):
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "acpkit.conformance.observer", module.name
+
+
+# -- turns and tool calls ----------------------------------------------------------------------
+
+
+def test_a_tool_call_id_is_unique_within_the_session_not_only_the_turn() -> None:
+    """A tool_call reusing the id of a tool call of an earlier turn is TURN-003."""
+    observer = _observer()
+    _prompt(observer, 2)
+    observer.received(_call("t1", "completed"))
+    _end(observer, 2)
+    _prompt(observer, 3)
+    observer.received(_call("t1", "completed"))
+    _end(observer, 3)
+    (message,) = _findings(observer)["TURN-003"]
+    assert "reuses toolCallId 't1'" in message and "within the session" in message
+
+
+def test_an_update_of_a_tool_call_never_announced_is_tool_002() -> None:
+    """A tool_call_update (or a permission's toolCall) for an unknown id is TOOL-002, once."""
+    observer = _observer()
+    _prompt(observer, 2)
+    observer.received(_call("ghost", "in_progress", kind="tool_call_update"))
+    observer.received(_call("ghost", "completed", kind="tool_call_update"))
+    observer.received(
+        _line(
+            {
+                "jsonrpc": "2.0",
+                "id": "p1",
+                "method": "session/request_permission",
+                "params": {
+                    "sessionId": "s",
+                    "toolCall": {"toolCallId": "phantom"},
+                    "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}],
+                },
+            }
+        )
+    )
+    found = _findings(observer)["TOOL-002"]
+    assert len(found) == 2
+    assert "'ghost'" in found[0] and "'phantom'" in found[1]
+
+
+def test_statuses_only_move_forward() -> None:
+    """completed -> in_progress and in_progress -> pending are TOOL-003; forward is fine."""
+    observer = _observer()
+    _prompt(observer, 2)
+    for call_id, steps in (
+        ("ok", ["pending", "in_progress", "completed"]),
+        ("back", ["in_progress", "completed", "in_progress"]),
+        ("down", ["in_progress", "pending"]),
+    ):
+        observer.received(_call(call_id, steps[0]))
+        for status in steps[1:]:
+            observer.received(_call(call_id, status, kind="tool_call_update"))
+    found = _findings(observer)["TOOL-003"]
+    assert len(found) == 2
+    assert "'back' from completed back to in_progress" in found[0]
+    assert "'down' from in_progress back to pending" in found[1]
+
+
+def test_a_plan_entry_that_vanishes_and_comes_back_is_turn_004() -> None:
+    """Plans [a, b], [a], [a, b]: the middle update was not the complete list."""
+    observer = _observer()
+    _prompt(observer, 2)
+
+    def plan(*names: str) -> bytes:
+        entries = [{"content": n, "priority": "high", "status": "pending"} for n in names]
+        return _update({"sessionUpdate": "plan", "entries": entries})
+
+    observer.received(plan("a", "b"))
+    observer.received(plan("a"))
+    observer.received(plan("a", "c"))  # b dropped for good: a rewrite, not judged
+    assert "TURN-004" not in _findings(observer)
+    observer.received(plan("a"))
+    observer.received(plan("a", "c"))
+    (message,) = _findings(observer)["TURN-004"]
+    assert "'c' was left out of the previous plan update" in message
+
+
+def test_usage_counts_and_cost_are_judged() -> None:
+    """used and size must be non-negative integers; a cost needs amount and currency."""
+    observer = _observer()
+    observer.received(_update({"sessionUpdate": "usage_update", "used": 1, "size": 10}))
+    observer.received(_update({"sessionUpdate": "usage_update", "used": -1, "size": 10}))
+    observer.received(
+        _update({"sessionUpdate": "usage_update", "used": 1, "size": 10, "cost": {"amount": 1}})
+    )
+    found = _findings(observer)["TURN-006"]
+    assert len(found) == 2
+    assert "used" in found[0] and "cost" in found[1]
+
+
+def test_a_result_without_stop_reason_is_turn_001() -> None:
+    """A session/prompt answered {} breaks TURN-001 (not only the schema)."""
+    observer = _observer()
+    _prompt(observer, 2)
+    observer.received(_line({"jsonrpc": "2.0", "id": 2, "result": {}}))
+    assert "without a stopReason" in _findings(observer)["TURN-001"][0]
+
+
+# -- capabilities and services -----------------------------------------------------------------
+
+
+def test_a_compaction_id_reused_for_a_new_compaction_is_notice_002() -> None:
+    """A compaction that ended, started again under its id (in_progress), breaks NOTICE-002."""
+    observer = _observer({"session": {"compaction": {}}})
+    for status in ("in_progress", "completed", "in_progress"):
+        observer.received(
+            _update({"sessionUpdate": "compaction_update", "compactionId": "c1", "status": status})
+        )
+    (message,) = _findings(observer)["NOTICE-002"]
+    assert "again (in_progress) after it ended completed" in message
+
+
+# -- extensibility -------------------------------------------------------------------------------
+
+
+def test_an_auth_method_of_a_variant_the_schema_lacks_is_not_a_custom_field() -> None:
+    """
+    An authMethods entry with type 'env_var' (a draft variant) is not judged by EXT-001 (its
+    type and vars are that variant's, not custom fields of the agent method): a note says so.
+    A real custom key on a known variant still is.
+    """
+    observer = Observer()
+    observer.sent({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {}})
+    methods: list[dict[str, Any]] = [
+        {"id": "login", "name": "Log in"},
+        {"id": "key", "name": "API key", "type": "env_var", "vars": [{"name": "KEY"}]},
+    ]
+    result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": methods}
+    observer.received(_line({"jsonrpc": "2.0", "id": 0, "result": result}))
+    assert "EXT-001" not in _findings(observer)
+    notes = b"".join(
+        line for _, direction, line in observer.transcript.records if direction == "!!"
+    )
+    assert b"type='env_var'" in notes and b"neither bundled schema" in notes
+    observer.sent({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    methods[0]["region"] = "eu"
+    observer.received(_line({"jsonrpc": "2.0", "id": 1, "result": result}))
+    assert "authMethods[0].region" in _findings(observer)["EXT-001"][0]
+
+
+# -- the model's tool calls ------------------------------------------------------------------
+
+
+def test_a_tool_call_the_model_asked_for_and_the_agent_did_not_report_is_tool_004() -> None:
+    """
+    With the conformance model, a turn in which the model asked for tool calls (its
+    directive's token counts them) must report at least one tool_call; without a directive,
+    or when the model asked for none, TOOL-004 is not judged.
+    """
+    from typing import cast
+
+    from acpkit.conformance.driver import AgentDriver
+    from acpkit.conformance.harness import Agent, TurnOutcome, judge_reported_tools
+    from acpkit.conformance.model import directive
+
+    asked = {"p1": 2, "p2": 0}
+    observer = Observer()
+    agent = Agent(
+        cast(AgentDriver, None), observer, {}, "/tmp", model_tool_calls=lambda t: asked.get(t, 0)
+    )
+
+    def prompt(token: str) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": "Run it.\n\n" + directive("shell", "/w", token)}]
+
+    judge_reported_tools(agent, prompt("p1"), TurnOutcome(None, kinds=["agent_message_chunk"]))
+    (message,) = _findings(observer)["TOOL-004"]
+    assert "asked for 2 tool call(s)" in message
+    judge_reported_tools(agent, prompt("p1"), TurnOutcome(None, kinds=["tool_call"]))
+    judge_reported_tools(agent, prompt("p2"), TurnOutcome(None, kinds=[]))
+    judge_reported_tools(agent, [{"type": "text", "text": "hi"}], TurnOutcome(None))
+    assert observer.verdicts.exercised["TOOL-004"] == 2
+    assert len(_findings(observer)["TOOL-004"]) == 1
