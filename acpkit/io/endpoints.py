@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail
-from twisted.internet.endpoints import clientFromString, connectProtocol, serverFromString
 from twisted.internet.interfaces import (
     IListeningPort,
     IProtocol,
@@ -21,7 +20,6 @@ from twisted.internet.interfaces import (
 
 from acpkit.io.admission import Admission, AdmissionLimits, AdmittedFactory
 from acpkit.io.bind_policy import BindAuthentication, check_bind
-from acpkit.io.tls_server import server_endpoint
 
 __all__ = ["connect", "serve"]
 
@@ -47,6 +45,12 @@ def serve(
     has not sent a first line within ``pending_timeout`` is closed, and so are the
     oldest silent ones when caps are reached.
     """
+    # twisted.internet.endpoints loads OpenSSL: imported when a listener is made, not at
+    # the import of acpkit.io (an agent on stdio never needs it).
+    from twisted.internet.endpoints import serverFromString
+
+    from acpkit.io.tls_server import server_endpoint
+
     auth = BindAuthentication(client_certificate=client_ca is not None, no_token=no_token)
     try:
         description = check_bind(description, auth, raw=True)
@@ -62,6 +66,8 @@ def serve(
 
 def connect(reactor: Any, description: str, protocol: IProtocol) -> Deferred[IProtocol]:
     """Connect ``protocol`` to a client endpoint string; fires with the protocol."""
+    from twisted.internet.endpoints import clientFromString, connectProtocol
+
     endpoint: IStreamClientEndpoint = clientFromString(reactor, description)
     connected: Deferred[IProtocol] = connectProtocol(endpoint, protocol)
     return connected
