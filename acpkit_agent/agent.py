@@ -255,7 +255,8 @@ class BobAgent(Agent):
         catalog = self.skills.catalog(params.cwd)
         session = Session.create(session_id, params.cwd, self.system_prompt)
         session.config = config
-        session.history[0]["content"] += skills_prompt(catalog)
+        system = session.history[0]
+        session.history[0] = {**system, "content": system["content"] + skills_prompt(catalog)}
         self.sessions.add(session)
         self._save(session)
         _log.info(
