@@ -16,8 +16,11 @@ Each round runs every agent once per size and way, in a rotating order.  Printed
 per second (median and min-max over the rounds), the agent's CPU share of the wall time,
 and each agent's per-round throughput ratio to the floor (median, min-max).
 
-Run: ``python benchmarks/bench_pipelining.py [--sizes 1000,10000,100000] [--rounds 3]
-[--agents floor,acpkit,sdk]``.
+``--baseline DIR`` adds ``acpkit-before``: acpkit's agent with ``PYTHONPATH=DIR``, a
+checkout of another commit, in the same rounds.
+
+Run: ``python benchmarks/bench_pipelining.py [--baseline DIR] [--sizes 1000,10000,100000]
+[--rounds 3] [--agents floor,acpkit,sdk]``.
 """
 
 from __future__ import annotations
@@ -37,10 +40,14 @@ ROOT = HERE.parent
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def child_env() -> dict[str, str]:
+def child_env(root: Path = ROOT) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH", "")]))
     return env
+
+
+#: Where ``acpkit-before`` imports acpkit from (``--baseline``).
+BASELINE: list[Path] = []
 
 
 def cpu_seconds(pid: int) -> float:
@@ -57,9 +64,11 @@ def request(number: int) -> bytes:
 
 def run_once(agent: str, n: int, way: str) -> tuple[float, float]:
     """(requests per second, agent CPU share of the wall time) for one run."""
+    env = child_env(BASELINE[0]) if agent == "acpkit-before" else child_env()
+    kind = "acpkit" if agent == "acpkit-before" else agent
     process = subprocess.Popen(
-        [sys.executable, str(HERE / "pipes_agents.py"), agent],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=child_env(), bufsize=0,
+        [sys.executable, str(HERE / "pipes_agents.py"), kind],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, bufsize=0,
     )  # fmt: skip
     assert process.stdin is not None and process.stdout is not None
     stdin, stdout = process.stdin, process.stdout
@@ -106,9 +115,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--agents", default="floor,acpkit,sdk")
     parser.add_argument("--ways", default="burst,lines")
+    parser.add_argument("--baseline", type=Path, default=None)
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     agents = args.agents.split(",")
+    if args.baseline is not None:
+        BASELINE.append(args.baseline.resolve())
+        agents.append("acpkit-before")
     ways = args.ways.split(",")
     runs: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
     for round_ in range(args.rounds):
@@ -117,7 +130,7 @@ def main() -> None:
                 order = agents[round_ % len(agents) :] + agents[: round_ % len(agents)]
                 for agent in order:
                     runs.setdefault((agent, n, way), []).append(run_once(agent, n, way))
-    print(f"{'agent':<8}{'N':>8} {'way':<7}{'requests/s: median (min-max)':>32}{'CPU':>7}"
+    print(f"{'agent':<14}{'N':>8} {'way':<7}{'requests/s: median (min-max)':>32}{'CPU':>7}"
           f"{'/ floor':>22}")  # fmt: skip
     for n in sizes:
         for way in ways:
@@ -129,7 +142,7 @@ def main() -> None:
                 if "floor" in agents:
                     floor = [rate for rate, _ in runs[("floor", n, way)]]
                     ratio = spread([a / f for a, f in zip(rates, floor, strict=True)], 2)
-                print(f"{agent:<8}{n:>8} {way:<7}{spread(rates):>32}{share:>6.0%}{ratio:>22}")
+                print(f"{agent:<14}{n:>8} {way:<7}{spread(rates):>32}{share:>6.0%}{ratio:>22}")
 
 
 if __name__ == "__main__":

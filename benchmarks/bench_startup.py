@@ -13,7 +13,10 @@ with its spread.
 - ``sdk``: the official SDK's agent of ``pipes_agents.py`` (``agent-client-protocol``,
   ``pip install '.[bench]'``).
 
-Run: ``python benchmarks/bench_startup.py [--rounds 15]``.
+``--baseline DIR`` adds ``bob-before``: the same bob command with ``PYTHONPATH=DIR``, a
+checkout of another commit (``git worktree add DIR <commit>``), in the same rounds.
+
+Run: ``python benchmarks/bench_startup.py [--rounds 15] [--baseline DIR]``.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def spread(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--baseline", type=Path, default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
@@ -84,20 +88,26 @@ def main() -> None:
         config.write_text("", encoding="utf-8")
         env = child_env(home)
         argvs = commands(config)
+        envs = {name: env for name in argvs}
+        if args.baseline is not None:
+            argvs["bob-before"] = argvs["bob"]
+            envs["bob-before"] = {**env, "PYTHONPATH": str(args.baseline.resolve())}
         names = list(argvs)
         for name in names:  # warm the file cache and the bytecode
-            spawn_to_initialize(argvs[name], env, home)
+            spawn_to_initialize(argvs[name], envs[name], home)
         times: dict[str, list[float]] = {name: [] for name in names}
         for round_ in range(args.rounds):
-            order = names[round_ % 3 :] + names[: round_ % 3]
+            order = names[round_ % len(names) :] + names[: round_ % len(names)]
             for name in order:
-                times[name].append(spawn_to_initialize(argvs[name], env, home))
+                times[name].append(spawn_to_initialize(argvs[name], envs[name], home))
     print(f"{'agent':<10}{'spawn → initialize, s: median (min-max)':>44}")
     for name in names:
         print(f"{name:<10}{spread(times[name]):>44}")
-    for peer in ("minimal", "sdk"):
-        ratios = [b / p for b, p in zip(times["bob"], times[peer], strict=True)]
-        print(f"bob / {peer:<8} {spread(ratios)}  (per-round ratio, median (min-max))")
+    bobs = [name for name in ("bob-before", "bob") if name in times]
+    for bob in bobs:
+        for peer in ("minimal", "sdk"):
+            ratios = [b / p for b, p in zip(times[bob], times[peer], strict=True)]
+            print(f"{bob + ' / ' + peer:<22} {spread(ratios)}  (per-round ratio, median (min-max))")
 
 
 if __name__ == "__main__":
