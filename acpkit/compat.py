@@ -89,7 +89,9 @@ def flush_writer(writer: Any) -> None:
     Nothing happens while the writer is closing (the reactor finishes that itself), or
     when this Twisted's ``FileDescriptor`` lacks the private ``_tempDataLen`` (the reactor
     then writes it on its next turn, as usual). An error is left for the reactor to find
-    on its own next write attempt (``doWrite`` returns it rather than raising).
+    on its own next write attempt (``doWrite`` returns it rather than raising).  A writer
+    whose last write left bytes unsent (the peer is not keeping up) is left to the
+    reactor too.
     """
     if writer is None or writer.disconnected or writer.disconnecting:
         return
@@ -98,7 +100,12 @@ def flush_writer(writer: Any) -> None:
     pending = getattr(writer, "_tempDataLen", None)
     if pending is None:
         return
-    if writer.dataBuffer or pending:
+    if len(writer.dataBuffer) - getattr(writer, "offset", 0) > 0:
+        # The last write left bytes unsent: the pipe was full, and the reactor writes
+        # when it drains.  Trying now would fail again, after copying the unsent bytes
+        # and the new ones into one buffer (up to SEND_LIMIT, 128 KiB, per message).
+        return
+    if pending:
         writer.doWrite()
 
 

@@ -42,14 +42,14 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from twisted.internet.defer import Deferred, ensureDeferred
 from twisted.logger import Logger
 from zope.interface import implementer
 
-from acpkit import schema, unstable
+from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
 from acpkit.errors import InternalError, InvalidParams, MethodNotFound, clip
 from acpkit.interfaces import IAgent
@@ -76,6 +76,11 @@ from acpkit_agent.session import (
 from acpkit_agent.skills import rewrite_skill_command, skills_prompt
 from acpkit_agent.store import DiskSessionStore, SessionFileError, session_store_for
 from acpkit_agent.turn import AgentRuntime, TurnRunner, send_update
+
+if TYPE_CHECKING:
+    # The unstable models (a second generated schema module) are needed for the first
+    # prompt's answer only, not to answer initialize: imported there.
+    from acpkit import unstable
 
 __all__ = ["AGENT_VERSION", "BobAgent", "CommandRegistry", "SlashCommand"]
 
@@ -205,7 +210,8 @@ class BobAgent(Agent):
         catalog = self.skills.catalog(params.cwd)
         session = Session.create(session_id, params.cwd, self.system_prompt)
         session.config = config
-        session.history[0]["content"] += skills_prompt(catalog)
+        system = session.history[0]
+        session.history[0] = {**system, "content": system["content"] + skills_prompt(catalog)}
         self.sessions.add(session)
         self._save(session)
         _log.info(
@@ -637,6 +643,8 @@ class BobAgent(Agent):
             self._save(session)
         finally:
             lock.release()
+        from acpkit import unstable
+
         return unstable.PromptResponse(
             stop_reason=unstable.StopReason(stop_reason), usage=self._usage(session)
         )
@@ -646,6 +654,8 @@ class BobAgent(Agent):
         totals = session.totals
         if not totals.reported:
             return None
+        from acpkit import unstable
+
         return unstable.Usage(
             total_tokens=totals.total_tokens,
             input_tokens=totals.input_tokens,

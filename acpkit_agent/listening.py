@@ -48,7 +48,6 @@ from typing import Any
 
 import attrs
 from twisted.internet.defer import Deferred
-from twisted.internet.endpoints import serverFromString
 from twisted.python.failure import Failure
 
 from acpkit.io.admission import Admission, AdmissionLimits, AdmittedFactory
@@ -157,6 +156,9 @@ def plan_listener(
     the raw listener's caps and deadlines (None: the defaults).  :class:`ListenError`
     for a refused listener.
     """
+    # twisted.internet.endpoints loads OpenSSL: only an agent that listens pays for it.
+    from twisted.internet.endpoints import serverFromString
+
     listen = options["listen"]
     remote = listen.startswith(REMOTE_PREFIX)
     endpoint = listen[len(REMOTE_PREFIX) :] if remote else listen
@@ -195,6 +197,8 @@ def start_listening(reactor: Any, listener: Listener) -> Deferred[Any]:
     endpoint string or a port that cannot be had.  The Deferred fires with the port
     (at once for TCP and unix endpoints).
     """
+    from twisted.internet.endpoints import serverFromString
+
     listen = listener.listen
     raise_descriptor_limit()
     try:

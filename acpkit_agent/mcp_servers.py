@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from twisted.internet.defer import (
     CancelledError,
@@ -55,7 +55,6 @@ from twisted.python.failure import Failure
 from acpkit import schema
 from acpkit.errors import clip
 from acpkit.io.process_groups import child_groups
-from acpkit.mcp import schema as mcp
 from acpkit_agent.mcp_config import (
     DEFAULT_CALL_TIMEOUT,
     McpHttpServer,
@@ -64,6 +63,10 @@ from acpkit_agent.mcp_config import (
 )
 from acpkit_agent.mcp_tools import McpTool, tools_of
 from acpkit_agent.tools.base import Tool
+
+if TYPE_CHECKING:
+    # the MCP models load with the first MCP server, not at bob's start
+    from acpkit.mcp import schema as mcp
 
 __all__ = [
     "STARTUP_TIMEOUT",

@@ -52,7 +52,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, succeed
@@ -60,8 +60,11 @@ from twisted.python.failure import Failure
 
 from acpkit import schema
 from acpkit.errors import RPCError, clip
-from acpkit.mcp import schema as mcp
 from acpkit_agent.tools.base import ToolContext, ToolResult, cancellable
+
+if TYPE_CHECKING:
+    # the MCP models load with the first MCP server, not at bob's start
+    from acpkit.mcp import schema as mcp
 
 __all__ = [
     "MAX_CLIENT_MEDIA",
@@ -196,6 +199,8 @@ def convert_result(
     What the model reads (``output``) and what the client sees (``content``) of one
     ``tools/call`` result; ``isError`` makes it a failed result.  See the module table.
     """
+    from acpkit.mcp import schema as mcp
+
     model: list[str] = []
     client: list[Any] = []
     has_text = False
@@ -266,6 +271,8 @@ def convert_result(
 def _resource(
     resource: mcp.TextResourceContents | mcp.BlobResourceContents, limit: int
 ) -> tuple[str, schema.ContentToolCallContent]:
+    from acpkit.mcp import schema as mcp
+
     if isinstance(resource, mcp.TextResourceContents):
         text = _cut(resource.text, limit)
         shown = schema.EmbeddedResourceContentBlock(

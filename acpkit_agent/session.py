@@ -27,6 +27,7 @@ import attrs
 
 from acpkit_agent.config import AgentConfig
 from acpkit_agent.engines.base import Usage
+from acpkit_agent.history_encoding import HistoryEncoding
 from acpkit_agent.tools.plan import PlanState
 
 __all__ = [
@@ -122,6 +123,9 @@ class Session:
     config: AgentConfig | None = None
     """The session's configuration (:func:`acpkit_agent.config.session_config`); None:
     the process's."""
+    encoding: HistoryEncoding = attrs.field(factory=HistoryEncoding, eq=False, repr=False)
+    """Each history message's JSON, encoded once (:mod:`acpkit_agent.history_encoding`):
+    the messages of ``history`` are replaced, never changed in place."""
 
     @classmethod
     def create(cls, session_id: str, cwd: str, system_prompt: str = SYSTEM_PROMPT) -> Session:
@@ -140,23 +144,28 @@ class Session:
         was announced to the client as ``live_id`` (its first call with that id not yet
         given one: a model may reuse ids), with ``title`` and ``kind`` when given.
         """
-        for message in reversed(self.history):
+        # The message is replaced, not changed in place (see ``encoding``).
+        for index in range(len(self.history) - 1, -1, -1):
+            message = self.history[index]
             if message.get("role") != "assistant":
                 continue
-            for call in message.get("tool_calls") or []:
+            calls = list(message.get("tool_calls") or [])
+            for position, call in enumerate(calls):
                 if isinstance(call, dict) and call.get("id") == model_id:
                     if LIVE_ID_KEY not in call:
-                        call[LIVE_ID_KEY] = live_id
+                        extra = {LIVE_ID_KEY: live_id}
                         if title is not None:
-                            call[LIVE_TITLE_KEY] = title
+                            extra[LIVE_TITLE_KEY] = title
                         if kind is not None:
-                            call[LIVE_KIND_KEY] = kind
+                            extra[LIVE_KIND_KEY] = kind
+                        calls[position] = {**call, **extra}
+                        self.history[index] = {**message, "tool_calls": calls}
                         return
             return
 
     def used_tokens(self) -> int:
         """Tokens in context now: the larger of the last measure and the history estimate."""
-        return max(self.last_measure, estimate_tokens(self.history))
+        return max(self.last_measure, self.encoding.compact_length(self.history) // 4)
 
 
 def tool_results_of(history: list[dict[str, Any]], index: int) -> list[dict[str, Any]]:

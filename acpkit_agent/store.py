@@ -18,6 +18,12 @@ The file is a JSON object::
                 "cachedReadTokens": null, "reported": false},
      "lastMeasure": 0}
 
+The file is written from each history message's text encoded once
+(:mod:`acpkit_agent.history_encoding`, :func:`session_file_chunks`): a turn encodes only
+its own messages, whatever the length of the history; the bytes are those
+``json.dumps(session_to_document(session), ensure_ascii=False, indent=1)`` and a newline
+give.
+
 The remembered permission answers are not saved (a loaded session starts with an empty
 "always allow" set).  A file of another format version fails to load with a clear
 :class:`SessionFileError` (never a traceback).
@@ -35,7 +41,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from twisted.logger import Logger
@@ -56,6 +62,7 @@ __all__ = [
     "SessionFileError",
     "atomic_write",
     "remove_stale_temporaries",
+    "session_file_chunks",
     "session_from_document",
     "session_store_for",
     "session_to_document",
@@ -111,11 +118,15 @@ class SessionFileError(Exception):
 
 
 def atomic_write(
-    path: str, data: bytes, *, replace: Callable[[str, str], None] = os.replace
+    path: str,
+    data: bytes | Iterable[bytes],
+    *,
+    replace: Callable[[str, str], None] = os.replace,
 ) -> None:
     """
-    Write ``data`` to ``path`` atomically: temporary file in the same directory, fsync,
-    ``replace`` (rename) over ``path``, fsync of the directory.  Creates the directory.
+    Write ``data`` (bytes, or chunks written one after the other) to ``path`` atomically:
+    temporary file in the same directory, fsync, ``replace`` (rename) over ``path``, fsync
+    of the directory.  Creates the directory.
     On any failure the temporary file is removed and ``path`` is untouched.
     """
     directory = os.path.dirname(path) or "."
@@ -125,7 +136,7 @@ def atomic_write(
     )
     try:
         with os.fdopen(fd, "wb") as stream:
-            stream.write(data)
+            stream.writelines((data,) if isinstance(data, bytes) else data)
             stream.flush()
             os.fsync(stream.fileno())
         replace(temporary, path)
@@ -147,16 +158,24 @@ def atomic_write(
         os.close(dir_fd)
 
 
-def session_to_document(session: Session) -> dict[str, Any]:
-    """The JSON document of a session file."""
+def _now() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def session_to_document(session: Session, *, updated: str | None = None) -> dict[str, Any]:
+    """The JSON document of a session file (``updated``: the time it says; default now)."""
+    return _document(session, session.history, updated)
+
+
+def _document(session: Session, history: Any, updated: str | None) -> dict[str, Any]:
     totals = session.totals
     return {
         "format": FILE_FORMAT,
         "version": FORMAT_VERSION,
         "id": session.id,
         "cwd": session.cwd,
-        "updated": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "history": session.history,
+        "updated": updated if updated is not None else _now(),
+        "history": history,
         "totals": {
             "inputTokens": totals.input_tokens,
             "outputTokens": totals.output_tokens,
@@ -166,6 +185,34 @@ def session_to_document(session: Session) -> dict[str, Any]:
         },
         "lastMeasure": session.last_measure,
     }
+
+
+#: Stands for the history in the document :func:`session_file_chunks` encodes around it
+#: (a string no session id, path or time holds).
+_HISTORY_MARK = "\x00acpkit-history\x00"
+_HISTORY_MARK_JSON = json.dumps(_HISTORY_MARK)
+
+
+def session_file_chunks(session: Session, *, updated: str | None = None) -> list[bytes]:
+    """
+    The session file's bytes, in chunks: the bytes of
+    ``json.dumps(session_to_document(session), ensure_ascii=False, indent=1)`` and a
+    newline, with each history message's text encoded once per message, not once per save
+    (:class:`~acpkit_agent.history_encoding.HistoryEncoding`).  ``TypeError``/``ValueError``
+    for a history ``json`` cannot encode.
+    """
+    document = _document(session, _HISTORY_MARK, updated)
+    head, tail = json.dumps(document, ensure_ascii=False, indent=1).split(_HISTORY_MARK_JSON)
+    entries = session.encoding.file_entries(session.history)
+    if not entries:
+        return [(head + "[]" + tail + "\n").encode("utf-8")]
+    # each entry is "\n  <json>,": the last one loses its comma before the list's end
+    return [
+        (head + "[").encode("utf-8"),
+        *entries[:-1],
+        entries[-1][:-1],
+        ("\n ]" + tail + "\n").encode("utf-8"),
+    ]
 
 
 def _optional_int(value: Any, key: str) -> int | None:
@@ -293,8 +340,7 @@ class DiskSessionStore:
         """Write the session's file now; False (logged) when it could not be written."""
         path = self.path_for(session.id, session.cwd)
         try:
-            data = json.dumps(session_to_document(session), ensure_ascii=False, indent=1)
-            atomic_write(path, data.encode("utf-8") + b"\n", replace=self._replace)
+            atomic_write(path, session_file_chunks(session), replace=self._replace)
         except (OSError, TypeError, ValueError) as error:
             why = _describe(error)
             _log.warn(

@@ -60,7 +60,6 @@ from acpkit_agent.listening import (
     start_listening,
 )
 from acpkit_agent.log_filter import bob_log_filter
-from acpkit_agent.lsp import LanguageServers
 from acpkit_agent.mcp_servers import (
     McpServerSet,
     McpToolbox,
@@ -285,8 +284,13 @@ def build_runtime(config: AgentConfig, reactor: Any) -> AgentRuntime:
     except ValueError as error:
         where = config.path or "the configuration"
         raise ConfigError(f"{where}: engine: {error}") from None
-    # The lsp tool is offered when [lsp.servers] names a server (started on first use).
-    language_servers = LanguageServers(config.lsp_servers, reactor) if config.lsp_servers else None
+    # The lsp tool is offered when [lsp.servers] names a server (started on first use);
+    # without one, neither the language-server client nor lsprotocol is imported.
+    language_servers = None
+    if config.lsp_servers:
+        from acpkit_agent.lsp import LanguageServers
+
+        language_servers = LanguageServers(config.lsp_servers, reactor)
     tools = builtin_tools(SkillLibrary(extra_dirs=tuple(config.skills_dirs)), language_servers)
     # bob's MCP servers (started by AgentService.startService): their tools follow the
     # built-in ones in the toolbox
@@ -602,6 +606,10 @@ def stop_language_servers(runtime: AgentRuntime) -> Deferred[None]:
     process group: :meth:`LanguageServers.shutdown_all`); fires at once without any.
     """
     servers = getattr(runtime.tools.get("lsp"), "servers", None)
+    if servers is None:
+        return succeed(None)
+    from acpkit_agent.lsp import LanguageServers
+
     if isinstance(servers, LanguageServers):
         return servers.shutdown_all()
     return succeed(None)

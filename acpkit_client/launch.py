@@ -36,8 +36,11 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterable
-from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 __all__ = [
     "CLASH_EXIT_STATUS",
@@ -98,6 +101,8 @@ def _foreign_owners(package: Path) -> list[tuple[str, str]] | None:
     ``None`` when the package directory ``package`` is ours; otherwise the other
     distributions that own it (an empty list when none does).
     """
+    from importlib import metadata  # only the clash check reads distributions
+
     ours = _normalize(DISTRIBUTION)
     beside = _owners(metadata.distributions(path=[str(package.parent)]))
     if beside:

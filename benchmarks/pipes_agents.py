@@ -1,7 +1,10 @@
 """
-The two agents ``bench_pipes.py`` runs as child processes: ``acpkit`` or ``sdk``.
+The agents ``bench_pipes.py`` and ``bench_pipelining.py`` run as child processes:
+``acpkit``, ``sdk`` or ``floor``.
 
-Both answer ``session/new`` at once and, for a prompt ``stream N``, send N
+``floor`` is the raw floor: a blocking loop that reads a line, ``json.loads`` it and writes
+the ``json.dumps`` of its answer (flushed), with no framework.  All three answer
+``session/new`` at once; ``acpkit`` and ``sdk``, for a prompt ``stream N``, send N
 ``agent_message_chunk`` notifications before answering ``end_turn``.
 """
 
@@ -72,5 +75,25 @@ def run_sdk() -> None:
     asyncio.run(run_agent(cast(Agent, BenchAgent())))
 
 
+def run_floor() -> None:
+    import json
+
+    out = sys.stdout.buffer
+    count = 0
+    for line in sys.stdin.buffer:
+        message = json.loads(line)
+        if "method" not in message or "id" not in message:
+            continue
+        result: dict[str, Any]
+        if message["method"] == "initialize":
+            result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+        else:
+            count += 1
+            result = {"sessionId": f"s{count}"}
+        answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+        out.write(json.dumps(answer).encode() + b"\n")
+        out.flush()
+
+
 if __name__ == "__main__":
-    {"acpkit": run_acpkit, "sdk": run_sdk}[sys.argv[1]]()
+    {"acpkit": run_acpkit, "sdk": run_sdk, "floor": run_floor}[sys.argv[1]]()

@@ -34,6 +34,7 @@ class _Writer:
 
     def __init__(self, buffered: bytes = b"", temp: int = 0) -> None:
         self.dataBuffer = buffered
+        self.offset = 0
         self._tempDataLen = temp
         self.writes = 0
 
@@ -100,11 +101,28 @@ def test_file_descriptor_has_the_buffer_internals() -> None:
 
 
 def test_flush_writer_writes_what_is_buffered() -> None:
-    """A writer with buffered data is written now; an empty one is left alone."""
-    full, temp, empty = _Writer(b"data"), _Writer(temp=3), _Writer()
-    for writer in (full, temp, empty):
+    """
+    A writer with new data (its list buffer) and nothing left unsent is written now, also
+    when its last buffer was sent whole; an empty one is left alone.
+    """
+    sent, temp, empty = _Writer(b"data", temp=3), _Writer(temp=3), _Writer()
+    sent.offset = 4  # the last write sent the whole buffer
+    for writer in (sent, temp, empty):
         compat.flush_writer(writer)
-    assert (full.writes, temp.writes, empty.writes) == (1, 1, 0)
+    assert (sent.writes, temp.writes, empty.writes) == (1, 1, 0)
+
+
+def test_flush_writer_leaves_a_writer_with_unsent_bytes_to_the_reactor() -> None:
+    """
+    A writer whose last write left bytes unsent (the pipe was full) is not written now:
+    the reactor writes when the pipe drains, instead of a failed write per message, each
+    after copying the unsent bytes and the new message into one buffer.
+    """
+    blocked, partly = _Writer(b"data", temp=3), _Writer(b"data", temp=3)
+    partly.offset = 2
+    for writer in (blocked, partly):
+        compat.flush_writer(writer)
+    assert (blocked.writes, partly.writes) == (0, 0)
 
 
 def test_flush_writer_leaves_a_closing_writer_to_the_reactor() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from twisted.internet.testing import StringTransport
 
 from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
+from acpkit.jsonrpc.engine import FLUSH_WHILE_RECEIVING
 from tests.helpers import connected
 
 
@@ -56,3 +57,27 @@ def test_transports_without_flush_are_left_alone() -> None:
     proto.makeConnection(transport)
     proto.notify("x", {})
     assert transport.value().endswith(b"\n")
+
+
+def test_a_large_burst_inside_one_read_is_flushed_as_it_grows() -> None:
+    """
+    Messages written while one read is processed are flushed each
+    ``FLUSH_WHILE_RECEIVING`` bytes, not only after the read: a handler (or a client
+    resumed by an answer) that writes thousands of messages lets the peer start on the
+    first ones before the last is made.
+    """
+    registry = MethodRegistry()
+    line = b'{"jsonrpc":"2.0","method":"tick","params":{"pad":"' + b"x" * 60 + b'"}}'
+    count = 3 * FLUSH_WHILE_RECEIVING // len(line)
+    proto, transport = flushing_engine(registry)
+
+    def burst(request: object) -> dict[str, int]:
+        for _ in range(count):
+            proto.write(line)
+        return {"sent": count}
+
+    registry.add_request("burst", burst)
+    proto.dataReceived(b'{"jsonrpc":"2.0","id":1,"method":"burst","params":{}}\n')
+    per_flush = FLUSH_WHILE_RECEIVING // (len(line) + 1) + 1
+    assert transport.flushes[:3] == [per_flush, 2 * per_flush, 3 * per_flush]
+    assert transport.flushes[-1] == count + 1  # the rest, and the answer, after the read

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred, fail
-from twisted.internet.endpoints import clientFromString, connectProtocol
 from twisted.internet.interfaces import (
     IListeningPort,
     IProtocol,
@@ -22,7 +21,6 @@ from twisted.internet.protocol import Protocol
 
 from acpkit.io.admission import Admission, AdmissionLimits, AdmittedFactory
 from acpkit.io.bind_policy import BindAuthentication, check_bind, speaks_proxy_protocol
-from acpkit.io.tls_server import server_endpoint
 
 __all__ = ["connect", "serve"]
 
@@ -48,6 +46,11 @@ def serve(
     has not sent a first line within ``pending_timeout`` is closed, and so are the
     oldest silent ones when caps are reached.
     """
+    # acpkit.io.tls_server loads twisted.internet.endpoints, which loads OpenSSL: imported
+    # when a listener is made, not at the import of acpkit.io (an agent on stdio never
+    # needs it).
+    from acpkit.io.tls_server import server_endpoint
+
     auth = BindAuthentication(client_certificate=client_ca is not None, no_token=no_token)
     try:
         description = check_bind(description, auth, raw=True)
@@ -64,6 +67,8 @@ def serve(
 
 def connect(reactor: Any, description: str, protocol: IProtocol | Protocol) -> Deferred[IProtocol]:
     """Connect ``protocol`` to a client endpoint string; fires with the protocol."""
+    from twisted.internet.endpoints import clientFromString, connectProtocol
+
     endpoint: IStreamClientEndpoint = clientFromString(reactor, description)
     connected: Deferred[IProtocol] = connectProtocol(endpoint, protocol)
     return connected

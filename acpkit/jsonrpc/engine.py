@@ -229,6 +229,12 @@ __all__ = ["DEFAULT_MAX_BUFFERED_OUTPUT", "JUNK_LINE_KEPT", "JSONRPCEngine"]
 #: reading our output before new inbound requests stop being started (Back-pressure).
 DEFAULT_MAX_BUFFERED_OUTPUT = 16 * 1024 * 1024
 
+#: Bytes written while a read is processed after which they are flushed at once rather
+#: than after the whole read: a burst of messages written from inside one read (a client
+#: resumed by an answer that sends thousands of requests) starts reaching the peer before
+#: the last one is made.
+FLUSH_WHILE_RECEIVING = 64 * 1024
+
 
 @implementer(IPushProducer, IHalfCloseableProtocol, IFramedMessageReceiver, IMessageSender, ITraced)
 class JSONRPCEngine(Protocol):
@@ -285,6 +291,8 @@ class JSONRPCEngine(Protocol):
 
     #: How deep we are in ``dataReceived`` (writes made meanwhile are flushed after it).
     _receiving = 0
+    #: Bytes written since the last flush.
+    _unflushed = 0
 
     def __init__(
         self,
@@ -640,7 +648,8 @@ class JSONRPCEngine(Protocol):
         if self._write_paused:
             self._written_while_paused += size + 1
         self._send_message(line)
-        if not self._receiving:
+        self._unflushed += size + 1
+        if not self._receiving or self._unflushed >= FLUSH_WHILE_RECEIVING:
             self._flush()
         return True
 
@@ -648,8 +657,10 @@ class JSONRPCEngine(Protocol):
         """
         Ask the transport to write now, when it can (``flushNow``, offered by the
         transports of ``acpkit.io``).  Replies written while a read is being
-        processed are flushed once, after the whole read: one write for a batch.
+        processed are flushed once, after the whole read: one write for a batch (or
+        each :data:`FLUSH_WHILE_RECEIVING` bytes of it).
         """
+        self._unflushed = 0
         flush = getattr(self.transport, "flushNow", None)
         if flush is not None:
             flush()

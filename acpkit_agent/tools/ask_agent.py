@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, succeed
@@ -34,8 +34,9 @@ from acpkit.errors import RPCError
 from acpkit.interfaces import IClient
 from acpkit_agent.elicitation import UserAsker
 from acpkit_agent.tools.base import ArgumentError, ToolContext, ToolResult, text_arg
-from acpkit_client.agents import AgentRun, AgentStartError
-from acpkit_client.config import load_agents
+
+if TYPE_CHECKING:
+    from acpkit_client.agents import AgentRun
 
 __all__ = ["AskAgentTool", "AskingClient"]
 
@@ -164,6 +165,10 @@ class AskAgentTool:
     async def _ask(
         self, ctx: ToolContext, asker: UserAsker | None, name: str, question: str
     ) -> ToolResult:
+        # The client's agent launcher loads on the first ask, not at bob's start.
+        from acpkit_client.agents import AgentRun, AgentStartError
+        from acpkit_client.config import load_agents
+
         environ = self.environ if self.environ is not None else os.environ
         agents = load_agents(ctx.cwd, environ)
         try:

@@ -13,18 +13,15 @@ from __future__ import annotations
 import codecs
 from collections.abc import Mapping
 from email.message import Message
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import attrs
-from treq.client import HTTPClient
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.internet.interfaces import IDelayedCall, IPushProducer
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from twisted.web.client import Agent, ResponseDone
-from twisted.web.http import PotentialDataLoss
 
 from acpkit.compat import quiet_http_pool
 from acpkit_agent.tools.base import (
@@ -37,6 +34,10 @@ from acpkit_agent.tools.base import (
     text_arg,
     title_text,
 )
+
+if TYPE_CHECKING:
+    # treq and twisted.web load on the first fetch, not at bob's start.
+    from treq.client import HTTPClient
 
 __all__ = ["FetchContentTool", "decode_body", "is_binary_type"]
 
@@ -109,6 +110,9 @@ class _CappedBody(Protocol):
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         if self.finished.called:
             return
+        from twisted.web.client import ResponseDone
+        from twisted.web.http import PotentialDataLoss
+
         if isinstance(reason.value, ResponseDone | PotentialDataLoss):
             self._finish()
         else:
@@ -268,6 +272,9 @@ class FetchContentTool:
 
     def _client(self, reactor: Any) -> HTTPClient:
         """A treq client on ``reactor`` without persistent connections."""
+        from treq.client import HTTPClient
+        from twisted.web.client import Agent
+
         pool = quiet_http_pool(reactor, persistent=False)  # no factory lines per fetch
         agent = Agent(reactor, connectTimeout=self.timeout, pool=pool)
         return HTTPClient(agent)

@@ -1,0 +1,114 @@
+"""
+Startup: spawn → ``initialize`` answered, for bob, a minimal acpkit agent and an SDK agent.
+
+Each round spawns the three agents one after the other (in a rotating order, so that the
+machine's load falls on all three alike), sends ``initialize`` at once and times until its
+answer line is read.  Printed: each agent's median and spread (min-max) over the rounds,
+then the ratios (bob / minimal acpkit, bob / SDK), each the median of the per-round ratios
+with its spread.
+
+- ``bob``: ``twistd -n acp-agent --engine echo`` (an empty configuration: no language
+  server, no MCP server);
+- ``minimal``: the acpkit agent of ``pipes_agents.py``;
+- ``sdk``: the official SDK's agent of ``pipes_agents.py`` (``agent-client-protocol``,
+  ``pip install '.[bench]'``).
+
+``--baseline DIR`` adds ``bob-before``: the same bob command with ``PYTHONPATH=DIR``, a
+checkout of another commit (``git worktree add DIR <commit>``), in the same rounds.
+
+Run: ``python benchmarks/bench_startup.py [--rounds 15] [--baseline DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+
+INITIALIZE = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+
+
+def child_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    env["HOME"] = str(home)
+    env["XDG_CONFIG_HOME"] = str(home / "config")
+    env["XDG_RUNTIME_DIR"] = str(home)
+    return env
+
+
+def commands(config: Path) -> dict[str, list[str]]:
+    twistd = ["-c", "from twisted.scripts.twistd import run; run()", "-n", "acp-agent"]
+    return {
+        "bob": [sys.executable, *twistd, "--config", str(config), "--engine", "echo"],
+        "minimal": [sys.executable, str(HERE / "pipes_agents.py"), "acpkit"],
+        "sdk": [sys.executable, str(HERE / "pipes_agents.py"), "sdk"],
+    }
+
+
+def spawn_to_initialize(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    """Seconds from spawn to the ``initialize`` answer line read."""
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        cwd=cwd, env=env,
+    )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(INITIALIZE)
+    process.stdin.flush()
+    line = process.stdout.readline()
+    elapsed = time.perf_counter() - start
+    process.stdin.close()
+    process.wait(30)
+    if b'"result"' not in line:
+        raise SystemExit(f"{argv}: no initialize answer: {line!r}")
+    return elapsed
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--baseline", type=Path, default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        config = home / "agent.toml"
+        config.write_text("", encoding="utf-8")
+        env = child_env(home)
+        argvs = commands(config)
+        envs = {name: env for name in argvs}
+        if args.baseline is not None:
+            argvs["bob-before"] = argvs["bob"]
+            envs["bob-before"] = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+        names = list(argvs)
+        for name in names:  # warm the file cache and the bytecode
+            spawn_to_initialize(argvs[name], envs[name], home)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for round_ in range(args.rounds):
+            order = names[round_ % len(names) :] + names[: round_ % len(names)]
+            for name in order:
+                times[name].append(spawn_to_initialize(argvs[name], envs[name], home))
+    print(f"{'agent':<10}{'spawn → initialize, s: median (min-max)':>44}")
+    for name in names:
+        print(f"{name:<10}{spread(times[name]):>44}")
+    bobs = [name for name in ("bob-before", "bob") if name in times]
+    for bob in bobs:
+        for peer in ("minimal", "sdk"):
+            ratios = [b / p for b, p in zip(times[bob], times[peer], strict=True)]
+            print(f"{bob + ' / ' + peer:<22} {spread(ratios)}  (per-round ratio, median (min-max))")
+
+
+if __name__ == "__main__":
+    main()
