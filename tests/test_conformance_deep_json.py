@@ -1,6 +1,6 @@
 """
 A peer's line nested 100,000 levels deep is a finding, never a crash of the tester: every
-place the conformance tester reads a peer's JSON parses it with `acpkit.jsonbytes.loads`,
+place the conformance tester reads a peer's JSON parses it with `acpkit.jsonrpc.jsonbytes.loads`,
 which refuses text nested deeper than 254 levels (the standard library's ``json.loads``
 raises ``RecursionError`` on it).
 """

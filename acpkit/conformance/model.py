@@ -44,7 +44,7 @@ from typing import Any
 
 import attrs
 
-from acpkit import jsonbytes
+from acpkit.jsonrpc import jsonbytes
 from acpkit.testing.modelapi import (
     Answer,
     AnswerToolCall,

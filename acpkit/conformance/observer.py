@@ -35,8 +35,8 @@ import attrs
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
-from acpkit import jsonbytes
 from acpkit.conformance.checks import Checks, form_schema_problem
+from acpkit.jsonrpc import jsonbytes
 from acpkit.testing.jsonschema import load_schema
 from acpkit.trace import format_record
 
@@ -73,7 +73,7 @@ def _short(line: bytes) -> bytes:
 
 def _parse(line: bytes) -> Any:
     """The JSON value of ``line``; ``_TOO_DEEP`` when it nests deeper than
-    `acpkit.jsonbytes.MAX_NESTING_DEPTH` (never a ``RecursionError``), else ``_INVALID``."""
+    `acpkit.jsonrpc.jsonbytes.MAX_NESTING_DEPTH` (never a ``RecursionError``), else ``_INVALID``."""
     try:
         return jsonbytes.loads(line)
     except jsonbytes.NestingTooDeep:

@@ -38,7 +38,6 @@ from typing import Any
 
 import attrs
 
-from acpkit import jsonbytes
 from acpkit.conformance.driver import AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.harness import (
     CANCELLED,
@@ -51,6 +50,7 @@ from acpkit.conformance.harness import (
     running_agent,
 )
 from acpkit.conformance.observer import Verdicts
+from acpkit.jsonrpc import jsonbytes
 
 __all__ = [
     "EVERY_CAPABILITY",

@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from acpkit import jsonbytes
 from acpkit.conformance.driver import AgentDriver, AgentGone, ClientPolicy, StepTimeout
 from acpkit.conformance.observer import Observer, id_key
 from acpkit.conformance.tls import SYSTEM_TLS, TLSSettings
@@ -45,6 +44,7 @@ from acpkit.conformance.wire import (
     open_stream,
 )
 from acpkit.http.sse import SSEEventTooLarge, SSEParser
+from acpkit.jsonrpc import jsonbytes
 
 __all__ = ["CONNECTION_ID", "SESSION_ID", "Refused", "RemoteDriver", "jsonrpc_body"]
 
