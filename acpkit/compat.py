@@ -2,7 +2,7 @@
 Every use acpkit makes of another library's private internals, in one place.
 
 Each one has a test that the internal still exists on the installed release
-(``tests/test_compat.py``; CI runs it on the lowest and the newest Twisted supported), and
+(``tests/io/test_compat.py``; CI runs it on the lowest and the newest Twisted supported), and
 a fallback or a clear error when it does not:
 
 - ``StandardIO._writer`` (`stdio_writer`): closing stdio when stdout was lost first, and

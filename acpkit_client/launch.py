@@ -63,7 +63,7 @@ CLASH_EXIT_STATUS = 2
 #: The exit status of a console script whose extra is not installed.
 MISSING_EXTRA_EXIT_STATUS = 2
 #: Each extra a command may need, and the top-level modules its distributions provide
-#: (setup.cfg's ``[options.extras_require]``; tests/test_extras.py keeps them in step).
+#: (setup.cfg's ``[options.extras_require]``; tests/project/test_extras.py keeps them in step).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "agent": ("treq", "yaml", "lsprotocol"),
     "client": ("urwid", "pygments", "pathspec", "treq", "h2"),

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings
 from twisted.trial.unittest import SynchronousTestCase
 
 # A test that starts a child process must carry @pytest.mark.process (tests/spawn_guard.py);
-# pytester runs small test files (tests/test_spawn_guard.py).
+# pytester runs small test files (tests/project/test_spawn_guard.py).
 pytest_plugins = ("tests.spawn_guard", "pytester")
 
 # default: `python -m pytest` (the README's command) runs what CI runs.

@@ -13,7 +13,7 @@ subprocesses use), ``multiprocessing``'s spawn, and through those ``reactor.spaw
 started as asked; the test then fails, naming the call and where in the test code it
 came from, unless it carries ``process`` (or a marker that implies it).
 
-tests/conftest.py loads it (``pytest_plugins``); tests/test_spawn_guard.py tests it.
+tests/conftest.py loads it (``pytest_plugins``); tests/project/test_spawn_guard.py tests it.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ slots directly (``constructor``: attrs' frozen ``__init__`` goes through
 (a ``res`` dict, then ``cls(..., **res)``) and the slot setters were three quarters of
 decode()'s time, and kept the three-block prompt at 1.5x the ``json.loads`` floor;
 fused, it is below the floor. Both fast-path pieces are checked against the detailed
-converters (tests/test_codec_fast_checks.py). The three converters are made on first
+converters (tests/codec/test_codec_fast_checks.py). The three converters are made on first
 use.
 
 Rules, and the small hooks cattrs cannot express by itself (each is a cattrs hook or an
@@ -127,8 +127,8 @@ __all__ = [
     "wire_tag",
 ]
 
-# Reached by the fast path's own tests (tests/test_codec_fast_checks.py,
-# tests/test_codec_cattrs.py) under the names they had when the codec was one module.
+# Reached by the fast path's own tests (tests/codec/test_codec_fast_checks.py,
+# tests/codec/test_codec_cattrs.py) under the names they had when the codec was one module.
 _hooks = hooks
 _twin = slot_twin
 _constructor = constructor

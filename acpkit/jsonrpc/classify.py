@@ -24,7 +24,7 @@ event                           when
                                 a malformed response, the id it carried
 ==============================  ====================================================
 
-:func:`classify` never raises, whatever the value (see ``tests/test_rpc_classify.py``).
+:func:`classify` never raises, whatever the value (see ``tests/jsonrpc/test_rpc_classify.py``).
 The engine (:mod:`acpkit.jsonrpc`) adds what needs state: registered methods, ids in
 progress, pending outgoing requests.
 """

@@ -1,0 +1,1 @@
+"""Tests of bob, the reference agent (acpkit_agent)."""

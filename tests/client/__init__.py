@@ -1,0 +1,1 @@
+"""Tests of the reference client and its terminal UI (acpkit_client)."""

@@ -1,0 +1,1 @@
+"""Tests of the models and their codec (acpkit/schema, acpkit/codec)."""

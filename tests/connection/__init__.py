@@ -1,0 +1,1 @@
+"""Tests of typed connections, runners, asyncio handlers, SDK interop (acpkit/connection)."""

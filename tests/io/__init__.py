@@ -1,0 +1,1 @@
+"""Tests of stdio, endpoints, the bind policy, admission, compat (acpkit/io)."""

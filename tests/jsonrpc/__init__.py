@@ -1,0 +1,1 @@
+"""Tests of the JSON-RPC engine, classify, dispatch, cancel, deep JSON (acpkit/jsonrpc)."""

@@ -1,0 +1,1 @@
+"""Tests of tracing and replay (acpkit/trace)."""
