@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 __all__ = [
+    "HTTP_TRANSPORT_ERROR",
     "AgentExited",
     "AuthRequired",
     "CapabilityError",
@@ -41,6 +42,12 @@ __all__ = [
 
 #: Longest piece of peer-provided text put into an error message or its data.
 CLIP_LENGTH = 200
+
+#: Error code of a request that failed in an HTTP transport (JSON-RPC's range for
+#: implementation-defined errors); ``data`` holds ``reason`` and, for an HTTP error
+#: status, ``status``.  Here, beside the other errors, so that code judging a failure
+#: (a reconnecting client) need not load the HTTP machinery to name it.
+HTTP_TRANSPORT_ERROR = -32080
 
 _E = TypeVar("_E", bound="RPCError")
 

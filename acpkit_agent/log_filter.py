@@ -25,6 +25,7 @@ Each line of a child's stderr is logged once as it arrives, named by what the ch
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from twisted.logger import (
@@ -37,8 +38,6 @@ from twisted.logger import (
 )
 from zope.interface import implementer
 
-from acpkit.mcp.client import ServerClosed
-
 __all__ = ["bob_log_filter", "bob_log_predicates"]
 
 
@@ -47,7 +46,10 @@ class _ReportedByBob:
     """Leaves out the library's events that bob reports in its own words."""
 
     def __call__(self, event: dict[str, Any]) -> Any:  # a PredicateResult (constantly has no types)
-        if isinstance(event.get("closed"), ServerClosed):
+        # Looked up, not imported: a bob without MCP servers never loads the MCP client,
+        # and then no event can carry one of its ServerClosed.
+        client = sys.modules.get("acpkit.mcp.client")
+        if client is not None and isinstance(event.get("closed"), client.ServerClosed):
             return PredicateResult.no
         return PredicateResult.maybe
 

@@ -62,6 +62,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from acpkit.errors import HTTP_TRANSPORT_ERROR as _HTTP_TRANSPORT_ERROR
 from acpkit.errors import clip
 from acpkit.http.responses import BodyReader, body_ended_cleanly, failure_text, shown_url
 from acpkit.http.sse import SSEEventTooLarge, SSEParser
@@ -85,10 +86,9 @@ __all__ = [
     "status_line",
 ]
 
-#: Error code of a request that failed in an HTTP transport (JSON-RPC's range for
-#: implementation-defined errors); ``data`` holds ``reason`` and, for an HTTP error
-#: status, ``status``.
-HTTP_TRANSPORT_ERROR = -32080
+#: Error code of a request that failed in an HTTP transport (defined in
+#: :mod:`acpkit.errors`, named here too).
+HTTP_TRANSPORT_ERROR = _HTTP_TRANSPORT_ERROR
 
 #: How much of an error body is read to explain an HTTP error status.
 ERROR_BODY_KEPT = 4096

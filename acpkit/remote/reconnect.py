@@ -66,8 +66,13 @@ from zope.interface import Interface, implementer
 
 from acpkit import schema
 from acpkit.connection import ClientConnection, ProtocolVersionError
-from acpkit.errors import ConnectionLost, NotDelivered, ResourceNotFound, RPCError
-from acpkit.http.transport import HTTP_TRANSPORT_ERROR
+from acpkit.errors import (
+    HTTP_TRANSPORT_ERROR,
+    ConnectionLost,
+    NotDelivered,
+    ResourceNotFound,
+    RPCError,
+)
 
 __all__ = [
     "IReconnectObserver",
