@@ -290,14 +290,29 @@ def _progress(line: str) -> None:
 
 
 def _tool_calls_of(model: ModelServer) -> Callable[[str], int]:
-    """How many tool calls the model asked for under a directive token (TOOL-004)."""
+    """
+    How many of the tool calls the model asked for under a directive token the agent ran
+    (TOOL-004): their results came back to the model in a later request.  A call the
+    model answered to a side task of the agent (a title, a summary: the same conversation,
+    its answer ignored) is asked for but never run, and not counted.
+    """
+    from acpkit.conformance.model import CALL_ID_PREFIX
 
     def count(token: str) -> int:
-        return sum(
-            1 for r in model.requests() if r.get("token") == token and r.get("tool") is not None
-        )
+        prefix = f"{CALL_ID_PREFIX}{token}_"
+        ran = {
+            str(call_id)
+            for r in model.requests()
+            for call_id in _list(r.get("results"))
+            if str(call_id).startswith(prefix)
+        }
+        return len(ran)
 
     return count
+
+
+def _list(value: object) -> list[object]:
+    return list(value) if isinstance(value, list) else []
 
 
 def _model_summary(requests: Sequence[Mapping[str, object]]) -> str:

@@ -594,8 +594,9 @@ def judge_reported_tools(agent: Agent, prompt: Sequence[Any], outcome: TurnOutco
     else:
         agent.observer.violation(
             "TOOL-004",
-            f"the conformance model asked for {asked} tool call(s) in this turn, which ended "
-            "end_turn without any tool_call update",
+            f"the agent ran {asked} tool call(s) the conformance model asked for in this turn "
+            "(their results came back to the model), and the turn ended end_turn without any "
+            "tool_call update",
         )
 
 

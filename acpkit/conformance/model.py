@@ -56,6 +56,7 @@ from acpkit.testing.modelapi import (
 )
 
 __all__ = [
+    "CALL_ID_PREFIX",
     "CONTENT",
     "EDITED_CONTENT",
     "MODEL",
@@ -77,6 +78,9 @@ __all__ = [
     "serve_conformance_model",
 ]
 
+#: The ids of the tool calls the model asks for: this, the directive's token, ``_`` and
+#: the step (``call_acpkit_<token>_<n>``).
+CALL_ID_PREFIX = "call_acpkit_"
 #: The model id the server reports (any model name is accepted in requests).
 MODEL = "acpkit-conformance"
 SCENARIOS = ("text", "write", "edit", "read", "shell", "tools", "slow", "ask")
@@ -575,7 +579,7 @@ class ConformanceModel:
             chosen = steps[step]
             text = json.dumps(chosen.arguments, ensure_ascii=False)
             pieces = tuple(split_text(text, 3))
-            call_id = f"call_acpkit_{current.token or 'x'}_{step + 1}"
+            call_id = f"{CALL_ID_PREFIX}{current.token or 'x'}_{step + 1}"
             answer = Answer(
                 chunks=(f"Step {step + 1}: {chosen.label}.",),
                 tool_calls=(AnswerToolCall(call_id, chosen.tool.name, pieces),),
@@ -764,6 +768,10 @@ def record_of(request: ModelRequest, answer: Answer) -> dict[str, Any]:
         "roles": info.get("roles", {}),
         "tool": info.get("tool"),
         "token": info.get("token"),
+        # the tool calls whose results the agent sent back: the ones it ran (TOOL-004)
+        "results": sorted(
+            {m.tool_call_id for m in request.messages if m.role == "tool" and m.tool_call_id}
+        ),
     }
 
 

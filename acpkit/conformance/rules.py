@@ -1199,10 +1199,11 @@ RULES: tuple[Rule, ...] = (
         "When the language model requests a tool invocation, the Agent SHOULD report it to the "
         "Client:",
         "Needs --model-server: the conformance model knows the tool calls it asked for in each "
-        "turn (its directive's token). Violated when the model asked for at least one tool call "
-        "in a turn that ended end_turn and the agent sent no tool_call update in that turn. "
-        "(Counting them one for one would blame agents for the model requests of their side "
-        "tasks, which carry the same conversation.)",
+        "turn (its directive's token in their ids) and which of them the agent ran (their "
+        "results came back to the model). Violated when the agent ran at least one in a turn "
+        "that ended end_turn and sent no tool_call update in that turn. (A call the model "
+        "answered to a side task of the agent, which carries the same conversation and ignores "
+        "the answer, is never run and not counted; counting one for one would blame those.)",
     ),
     _r(
         "CANCEL-001",

@@ -255,9 +255,9 @@ def test_an_auth_method_of_a_variant_the_schema_lacks_is_not_a_custom_field() ->
 
 def test_a_tool_call_the_model_asked_for_and_the_agent_did_not_report_is_tool_004() -> None:
     """
-    With the conformance model, a turn in which the model asked for tool calls (its
-    directive's token counts them) must report at least one tool_call; without a directive,
-    or when the model asked for none, TOOL-004 is not judged.
+    With the conformance model, a turn in which the agent ran tool calls the model asked for
+    (their results came back under the directive's token) must report at least one
+    tool_call; without a directive, or when it ran none, TOOL-004 is not judged.
     """
     from typing import cast
 
@@ -276,9 +276,53 @@ def test_a_tool_call_the_model_asked_for_and_the_agent_did_not_report_is_tool_00
 
     judge_reported_tools(agent, prompt("p1"), TurnOutcome(None, kinds=["agent_message_chunk"]))
     (message,) = _findings(observer)["TOOL-004"]
-    assert "asked for 2 tool call(s)" in message
+    assert "ran 2 tool call(s)" in message
     judge_reported_tools(agent, prompt("p1"), TurnOutcome(None, kinds=["tool_call"]))
     judge_reported_tools(agent, prompt("p2"), TurnOutcome(None, kinds=[]))
     judge_reported_tools(agent, [{"type": "text", "text": "hi"}], TurnOutcome(None))
     assert observer.verdicts.exercised["TOOL-004"] == 2
     assert len(_findings(observer)["TOOL-004"]) == 1
+
+
+def test_tool_004_counts_the_calls_the_agent_ran_not_those_a_side_task_ignored() -> None:
+    """
+    TOOL-004 counts a tool call the model asked for only once its result came back to the
+    model (the agent ran it): a side task of the agent (a title, a summary) that carries
+    the same conversation gets a tool call in answer and ignores it, which is not a call to
+    report. The model's records name the results each request carried.
+    """
+    from acpkit.conformance.cli import _tool_calls_of
+    from acpkit.conformance.model import CALL_ID_PREFIX, record_of
+    from acpkit.testing.modelapi import Answer, Message, ModelRequest
+
+    def request(*messages: Message) -> ModelRequest:
+        return ModelRequest(api="openai-chat", model="m", messages=messages, tools=())
+
+    ran = f"{CALL_ID_PREFIX}tok_1"
+    records = [
+        # the side task and the turn's first request are both answered a tool call
+        record_of(request(Message("user", "go")), Answer(info={"tool": "sh", "token": "tok"})),
+        record_of(request(Message("user", "go")), Answer(info={"tool": "sh", "token": "tok"})),
+        # the turn's next request carries the result of the one the agent ran
+        record_of(
+            request(Message("user", "go"), Message("tool", "ok", tool_call_id=ran)),
+            Answer(info={"token": "tok"}),
+        ),
+    ]
+    assert records[2]["results"] == [ran]
+
+    class Server:
+        def requests(self) -> list[dict[str, Any]]:
+            return records
+
+        def env(self) -> dict[str, str]:
+            return {}
+
+        def placeholders(self) -> dict[str, str]:
+            return {}
+
+    count = _tool_calls_of(Server())
+    assert count("tok") == 1
+    assert count("other") == 0
+    records.pop()
+    assert count("tok") == 0
