@@ -184,6 +184,13 @@ FINDINGS: dict[str, dict[str, str]] = {
         ),
     },
     "codex-acp": {
+        "TOOL-004": (
+            "SHOULD. tool-calls.mdx (Creating): 'When the language model requests a tool "
+            "invocation, the Agent SHOULD report it to the Client'. In some runs (2 of 3 "
+            "here) the model's shell call ('echo acpkit-conformance') runs, its result goes "
+            "back to the model, and the turn ends end_turn with no tool_call update: the "
+            "client never learns a command ran."
+        ),
         "FRAME-008": (
             "SHOULD. schema.json ErrorCode: 'Parse error: Invalid JSON was received by the "
             "server.' The line b'\\xff\\xfe\\xfd not utf-8' ends the process ('Error: ACP "
