@@ -29,6 +29,7 @@ def test_the_page_includes_the_configuration_file() -> None:
     "directive",
     [
         "cookie ACPSRV insert indirect nocache",
+        "option http-no-delay",
         "option persist",
         "option httpchk",
         "GET /healthz",
