@@ -138,6 +138,9 @@ def _wrong(tp: Any, names: dict[str, Any], label: str) -> str | None:
     if len(classes) == 1:
         names[f"_class_{label}"] = classes[0]
         return f"v.__class__ is not _class_{label} and not isinstance(v, _class_{label})"
+    if bool not in classes and (int in classes or float in classes):
+        # bool is an int to isinstance, not to JSON's readers: True is no request id
+        return f"not isinstance(v, _classes_{label}) or v.__class__ is bool"
     return f"not isinstance(v, _classes_{label})"
 
 

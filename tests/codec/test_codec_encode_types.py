@@ -199,3 +199,19 @@ def test_a_request_with_a_wrong_type_fails_before_it_is_sent() -> None:
     with pytest.raises(EncodeError, match=r"NewSessionRequest\.cwd"):
         p.result(p.client.new_session(schema.NewSessionRequest(cwd=5, mcp_servers=[])))  # type: ignore[arg-type]
     assert p.client_transport.value() == sent
+
+
+def test_a_bool_is_not_a_request_id() -> None:
+    """A field typed ``int | str`` (a request id) refuses ``True``: bool is an int only to
+    Python's isinstance (Hypothesis found it)."""
+    from acpkit import schema
+    from acpkit.codec import EncodeError, encode
+
+    message = schema.CreateElicitationRequestForm(
+        message="",
+        requested_schema=schema.ElicitationSchema(properties={}),
+        request_id=True,
+    )
+    with pytest.raises(EncodeError) as caught:
+        encode(message)
+    assert "request_id" in str(caught.value)
