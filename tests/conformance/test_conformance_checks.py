@@ -8,45 +8,12 @@ does not define. Raw lines fed to an `Observer`, no process.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from acpkit.conformance import checks
 from acpkit.conformance.observer import Observer
 from acpkit.conformance.rules import RULES_BY_ID
-
-
-def _line(message: dict[str, Any]) -> bytes:
-    return json.dumps(message).encode("utf-8")
-
-
-def _update(body: dict[str, Any], session: str = "s") -> bytes:
-    return _line(
-        {
-            "jsonrpc": "2.0",
-            "method": "session/update",
-            "params": {"sessionId": session, "update": body},
-        }
-    )
-
-
-def _observer(capabilities: dict[str, Any] | None = None, **result: Any) -> Observer:
-    """An observer after initialize (with ``capabilities``) and session/new of ``s`` in /w."""
-    observer = Observer()
-    params = {"protocolVersion": 1, "clientCapabilities": capabilities or {}}
-    observer.sent({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
-    answer = {"protocolVersion": 1, "agentCapabilities": {}, **result}
-    observer.received(_line({"jsonrpc": "2.0", "id": 0, "result": answer}))
-    observer.sent(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "session/new",
-            "params": {"cwd": "/w", "mcpServers": []},
-        }
-    )
-    observer.received(_line({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}}))
-    return observer
+from tests.conformance.traffic import json_line, observer_with_session, update
 
 
 def _prompt(observer: Observer, rid: int) -> None:
@@ -61,7 +28,7 @@ def _prompt(observer: Observer, rid: int) -> None:
 
 
 def _end(observer: Observer, rid: int, stop: str = "end_turn") -> None:
-    observer.received(_line({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop}}))
 
 
 def _findings(observer: Observer) -> dict[str, list[str]]:
@@ -77,7 +44,7 @@ def _call(call_id: str, status: str | None = None, kind: str = "tool_call") -> b
         body["title"] = "work"
     if status is not None:
         body["status"] = status
-    return _update(body)
+    return update(body)
 
 
 # -- one home per rule ------------------------------------------------------------------------
@@ -114,7 +81,7 @@ def test_the_checks_package_does_not_import_the_observer() -> None:
 
 def test_a_tool_call_id_is_unique_within_the_session_not_only_the_turn() -> None:
     """A tool_call reusing the id of a tool call of an earlier turn is TURN-003."""
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer, 2)
     observer.received(_call("t1", "completed"))
     _end(observer, 2)
@@ -127,12 +94,12 @@ def test_a_tool_call_id_is_unique_within_the_session_not_only_the_turn() -> None
 
 def test_an_update_of_a_tool_call_never_announced_is_tool_002() -> None:
     """A tool_call_update (or a permission's toolCall) for an unknown id is TOOL-002, once."""
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer, 2)
     observer.received(_call("ghost", "in_progress", kind="tool_call_update"))
     observer.received(_call("ghost", "completed", kind="tool_call_update"))
     observer.received(
-        _line(
+        json_line(
             {
                 "jsonrpc": "2.0",
                 "id": "p1",
@@ -152,7 +119,7 @@ def test_an_update_of_a_tool_call_never_announced_is_tool_002() -> None:
 
 def test_statuses_only_move_forward() -> None:
     """completed -> in_progress and in_progress -> pending are TOOL-003; forward is fine."""
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer, 2)
     for call_id, steps in (
         ("ok", ["pending", "in_progress", "completed"]),
@@ -170,12 +137,12 @@ def test_statuses_only_move_forward() -> None:
 
 def test_a_plan_entry_that_vanishes_and_comes_back_is_turn_004() -> None:
     """Plans [a, b], [a], [a, b]: the middle update was not the complete list."""
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer, 2)
 
     def plan(*names: str) -> bytes:
         entries = [{"content": n, "priority": "high", "status": "pending"} for n in names]
-        return _update({"sessionUpdate": "plan", "entries": entries})
+        return update({"sessionUpdate": "plan", "entries": entries})
 
     observer.received(plan("a", "b"))
     observer.received(plan("a"))
@@ -189,11 +156,11 @@ def test_a_plan_entry_that_vanishes_and_comes_back_is_turn_004() -> None:
 
 def test_usage_counts_and_cost_are_judged() -> None:
     """used and size must be non-negative integers; a cost needs amount and currency."""
-    observer = _observer()
-    observer.received(_update({"sessionUpdate": "usage_update", "used": 1, "size": 10}))
-    observer.received(_update({"sessionUpdate": "usage_update", "used": -1, "size": 10}))
+    observer = observer_with_session()
+    observer.received(update({"sessionUpdate": "usage_update", "used": 1, "size": 10}))
+    observer.received(update({"sessionUpdate": "usage_update", "used": -1, "size": 10}))
     observer.received(
-        _update({"sessionUpdate": "usage_update", "used": 1, "size": 10, "cost": {"amount": 1}})
+        update({"sessionUpdate": "usage_update", "used": 1, "size": 10, "cost": {"amount": 1}})
     )
     found = _findings(observer)["TURN-006"]
     assert len(found) == 2
@@ -202,9 +169,9 @@ def test_usage_counts_and_cost_are_judged() -> None:
 
 def test_a_result_without_stop_reason_is_turn_001() -> None:
     """A session/prompt answered {} breaks TURN-001 (not only the schema)."""
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer, 2)
-    observer.received(_line({"jsonrpc": "2.0", "id": 2, "result": {}}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 2, "result": {}}))
     assert "without a stopReason" in _findings(observer)["TURN-001"][0]
 
 
@@ -213,10 +180,10 @@ def test_a_result_without_stop_reason_is_turn_001() -> None:
 
 def test_a_compaction_id_reused_for_a_new_compaction_is_notice_002() -> None:
     """A compaction that ended, started again under its id (in_progress), breaks NOTICE-002."""
-    observer = _observer({"session": {"compaction": {}}})
+    observer = observer_with_session({"session": {"compaction": {}}})
     for status in ("in_progress", "completed", "in_progress"):
         observer.received(
-            _update({"sessionUpdate": "compaction_update", "compactionId": "c1", "status": status})
+            update({"sessionUpdate": "compaction_update", "compactionId": "c1", "status": status})
         )
     (message,) = _findings(observer)["NOTICE-002"]
     assert "again (in_progress) after it ended completed" in message
@@ -238,7 +205,7 @@ def test_an_auth_method_of_a_variant_the_schema_lacks_is_not_a_custom_field() ->
         {"id": "key", "name": "API key", "type": "env_var", "vars": [{"name": "KEY"}]},
     ]
     result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": methods}
-    observer.received(_line({"jsonrpc": "2.0", "id": 0, "result": result}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 0, "result": result}))
     assert "EXT-001" not in _findings(observer)
     notes = b"".join(
         line for _, direction, line in observer.transcript.records if direction == "!!"
@@ -246,7 +213,7 @@ def test_an_auth_method_of_a_variant_the_schema_lacks_is_not_a_custom_field() ->
     assert b"type='env_var'" in notes and b"neither bundled schema" in notes
     observer.sent({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
     methods[0]["region"] = "eu"
-    observer.received(_line({"jsonrpc": "2.0", "id": 1, "result": result}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 1, "result": result}))
     assert "authMethods[0].region" in _findings(observer)["EXT-001"][0]
 
 

@@ -6,7 +6,6 @@ raw agent passes them all, and the traffic checks judge raw lines fed to an `Obs
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ import pytest
 from acpkit.conformance import checks
 from acpkit.conformance.cli import run_suite
 from acpkit.conformance.observer import Observer
+from tests.conformance.traffic import json_line, observer_with_session, update
 
 RAW_AGENT = str(Path(__file__).parent.parent / "fixtures" / "broken_agents" / "raw_agent.py")
 
@@ -120,39 +120,6 @@ def test_broken_agent_is_reported_under_its_rule(fault: str) -> None:
 # -- the traffic checks on raw lines ----------------------------------------------------------
 
 
-def _line(message: dict[str, Any]) -> bytes:
-    return json.dumps(message).encode("utf-8")
-
-
-def _update(body: dict[str, Any], session: str = "s") -> bytes:
-    return _line(
-        {
-            "jsonrpc": "2.0",
-            "method": "session/update",
-            "params": {"sessionId": session, "update": body},
-        }
-    )
-
-
-def _observer(capabilities: dict[str, Any] | None = None, **result: Any) -> Observer:
-    """An observer after initialize (with ``capabilities``) and session/new of ``s`` in /w."""
-    observer = Observer()
-    params = {"protocolVersion": 1, "clientCapabilities": capabilities or {}}
-    observer.sent({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
-    answer = {"protocolVersion": 1, "agentCapabilities": {}, **result}
-    observer.received(_line({"jsonrpc": "2.0", "id": 0, "result": answer}))
-    observer.sent(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "session/new",
-            "params": {"cwd": "/w", "mcpServers": []},
-        }
-    )
-    observer.received(_line({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s"}}))
-    return observer
-
-
 def _prompt(observer: Observer, rid: int = 2) -> None:
     observer.sent(
         {
@@ -173,11 +140,13 @@ def _findings(observer: Observer) -> dict[str, list[str]]:
 
 def test_relative_paths_and_line_zero_are_findings() -> None:
     """A relative fs path and line 0 break PATH-001 / FS-001; absolute and 1 pass."""
-    observer = _observer({"fs": {"readTextFile": True}})
+    observer = observer_with_session({"fs": {"readTextFile": True}})
     for rid, path, line in (("a", "notes.txt", 0), ("b", "/w/notes.txt", 1)):
         params = {"sessionId": "s", "path": path, "line": line}
         observer.received(
-            _line({"jsonrpc": "2.0", "id": rid, "method": "fs/read_text_file", "params": params})
+            json_line(
+                {"jsonrpc": "2.0", "id": rid, "method": "fs/read_text_file", "params": params}
+            )
         )
     found = _findings(observer)
     assert found["PATH-001"] == ["fs/read_text_file params.path is the relative path 'notes.txt'"]
@@ -187,10 +156,10 @@ def test_relative_paths_and_line_zero_are_findings() -> None:
 
 def test_tool_call_locations_diffs_and_terminals_are_judged() -> None:
     """A relative diff path, a location line 0 and an unknown embedded terminal are findings."""
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer)
     observer.received(
-        _update(
+        update(
             {
                 "sessionUpdate": "tool_call",
                 "toolCallId": "t",
@@ -208,11 +177,13 @@ def test_tool_call_locations_diffs_and_terminals_are_judged() -> None:
 
 def test_fs_path_outside_the_session_roots_is_a_session_010_finding() -> None:
     """An fs path outside cwd and additionalDirectories breaks SESSION-010 (SHOULD)."""
-    observer = _observer({"fs": {"readTextFile": True}})
+    observer = observer_with_session({"fs": {"readTextFile": True}})
     for rid, path in (("a", "/w/sub/ok.txt"), ("b", "/etc/passwd")):
         params = {"sessionId": "s", "path": path}
         observer.received(
-            _line({"jsonrpc": "2.0", "id": rid, "method": "fs/read_text_file", "params": params})
+            json_line(
+                {"jsonrpc": "2.0", "id": rid, "method": "fs/read_text_file", "params": params}
+            )
         )
     assert _findings(observer)["SESSION-010"] == [
         "fs/read_text_file params.path '/etc/passwd' is outside the session's roots (/w)"
@@ -221,14 +192,14 @@ def test_fs_path_outside_the_session_roots_is_a_session_010_finding() -> None:
 
 def test_null_request_ids_and_long_error_messages_are_findings() -> None:
     """A request with id null (RPC-011) and a multi-line error message (RPC-012)."""
-    observer = _observer({"fs": {"readTextFile": True}})
+    observer = observer_with_session({"fs": {"readTextFile": True}})
     params = {"sessionId": "s", "path": "/w/a"}
     observer.received(
-        _line({"jsonrpc": "2.0", "id": None, "method": "fs/read_text_file", "params": params})
+        json_line({"jsonrpc": "2.0", "id": None, "method": "fs/read_text_file", "params": params})
     )
     observer.sent({"jsonrpc": "2.0", "id": 9, "method": "_x/y", "params": {}})
     error = {"code": -32601, "message": "Method not found\nTraceback: ..."}
-    observer.received(_line({"jsonrpc": "2.0", "id": 9, "error": error}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 9, "error": error}))
     assert {"RPC-011", "RPC-012"} <= set(_findings(observer))
 
 
@@ -237,10 +208,10 @@ def test_custom_root_fields_are_ext_001_findings_but_meta_and_unstable_keys_are_
     A key no schema type defines is EXT-001; keys inside _meta are free, and a key only the
     unstable schema defines (PromptResponse.usage) is noted in the transcript, not a finding.
     """
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer)
     observer.received(
-        _update(
+        update(
             {
                 "sessionUpdate": "agent_message_chunk",
                 "content": {"type": "text", "text": "hi", "_meta": {"anything": 1}},
@@ -250,7 +221,7 @@ def test_custom_root_fields_are_ext_001_findings_but_meta_and_unstable_keys_are_
     )
     usage = {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}
     result = {"stopReason": "end_turn", "usage": usage}
-    observer.received(_line({"jsonrpc": "2.0", "id": 2, "result": result}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 2, "result": result}))
     found = _findings(observer)
     assert len(found["EXT-001"]) == 1
     assert "params.update.vendorField" in found["EXT-001"][0]
@@ -260,9 +231,9 @@ def test_custom_root_fields_are_ext_001_findings_but_meta_and_unstable_keys_are_
 def test_trace_context_and_extension_methods() -> None:
     """A bad traceparent (EXT-002), an unadvertised _method (EXT-003), an unprefixed one
     (EXT-004)."""
-    observer = _observer()
+    observer = observer_with_session()
     observer.received(
-        _update(
+        update(
             {
                 "sessionUpdate": "agent_message_chunk",
                 "content": {"type": "text", "text": "x"},
@@ -270,19 +241,19 @@ def test_trace_context_and_extension_methods() -> None:
             }
         )
     )
-    observer.received(_line({"jsonrpc": "2.0", "method": "_vendor/ping", "params": {}}))
-    observer.received(_line({"jsonrpc": "2.0", "method": "vendor/ping", "params": {}}))
+    observer.received(json_line({"jsonrpc": "2.0", "method": "_vendor/ping", "params": {}}))
+    observer.received(json_line({"jsonrpc": "2.0", "method": "vendor/ping", "params": {}}))
     assert {"EXT-002", "EXT-003", "EXT-004"} <= set(_findings(observer))
 
 
 def test_cancelled_stop_reason_needs_a_cancel() -> None:
     """stopReason cancelled without session/cancel is TURN-007; after a cancel it passes."""
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer, 2)
-    observer.received(_line({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}))
     _prompt(observer, 3)
     observer.sent({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}})
-    observer.received(_line({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "cancelled"}}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "cancelled"}}))
     assert len(_findings(observer)["TURN-007"]) == 1
     assert observer.verdicts.exercised["TURN-007"] == 2
 
@@ -296,25 +267,25 @@ def test_cancelled_turn_error_and_new_tool_work_after_the_race_margin(
     """
     clock = [100.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])  # the checks' clock
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer, 2)
     observer.sent({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}})
     clock[0] += 0.5
     error = {"code": -32603, "message": "Aborted."}
-    observer.received(_line({"jsonrpc": "2.0", "id": 2, "error": error}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 2, "error": error}))
     assert "CANCEL-003" not in _findings(observer)
     _prompt(observer, 3)
     observer.sent({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}})
     clock[0] += 2.0
-    observer.received(_update({"sessionUpdate": "tool_call", "toolCallId": "n", "title": "x"}))
-    observer.received(_line({"jsonrpc": "2.0", "id": 3, "error": error}))
+    observer.received(update({"sessionUpdate": "tool_call", "toolCallId": "n", "title": "x"}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 3, "error": error}))
     found = _findings(observer)
     assert len(found["CANCEL-003"]) == 1 and len(found["CANCEL-004"]) == 1
 
 
 def test_allowed_tool_call_must_be_reported_running() -> None:
     """A tool call the client allowed, with no later status update, is TOOL-001 (SHOULD)."""
-    observer = _observer()
+    observer = observer_with_session()
     _prompt(observer)
     params = {
         "sessionId": "s",
@@ -322,20 +293,20 @@ def test_allowed_tool_call_must_be_reported_running() -> None:
         "options": [{"optionId": "y", "name": "Yes", "kind": "allow_once"}],
     }
     observer.received(
-        _line(
+        json_line(
             {"jsonrpc": "2.0", "id": "p", "method": "session/request_permission", "params": params}
         )
     )
     outcome = {"outcome": {"outcome": "selected", "optionId": "y"}}
     observer.sent({"jsonrpc": "2.0", "id": "p", "result": outcome})
-    observer.received(_line({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}))
     assert "TOOL-001" in _findings(observer)
 
 
 def test_url_and_form_elicitations_are_judged() -> None:
     """A clickable link in a form (ELICIT-004), a token and plain http in a url (005, 006), a
     reused outstanding elicitationId (003); https to a host without secrets passes."""
-    observer = _observer({"elicitation": {"form": {}, "url": {}}})
+    observer = observer_with_session({"elicitation": {"form": {}, "url": {}}})
     form = {
         "sessionId": "s",
         "mode": "form",
@@ -349,7 +320,7 @@ def test_url_and_form_elicitations_are_judged() -> None:
         )
     for number, params in enumerate(requests):
         message = {"jsonrpc": "2.0", "id": f"e{number}", "method": "elicitation/create"}
-        observer.received(_line({**message, "params": params}))
+        observer.received(json_line({**message, "params": params}))
     found = _findings(observer)
     assert {"ELICIT-003", "ELICIT-004", "ELICIT-005", "ELICIT-006"} <= set(found)
     assert len(found["ELICIT-006"]) == 2
@@ -361,7 +332,7 @@ def test_session_results_modes_and_config_options_are_judged() -> None:
     """An unknown currentModeId (MODE-002), a select value outside its options (CONFIG-002),
     a boolean the client did not accept (CONFIG-001), a reserved category (CONFIG-007), modes
     out of sync with the mode option (CONFIG-006)."""
-    observer = _observer()
+    observer = observer_with_session()
     options = [
         {
             "id": "mode",
@@ -394,8 +365,8 @@ def test_session_results_modes_and_config_options_are_judged() -> None:
         }
     )
     result = {"sessionId": "s2", "modes": modes, "configOptions": options}
-    observer.received(_line({"jsonrpc": "2.0", "id": 5, "result": result}))
-    observer.received(_update({"sessionUpdate": "current_mode_update", "currentModeId": "q"}, "s2"))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 5, "result": result}))
+    observer.received(update({"sessionUpdate": "current_mode_update", "currentModeId": "q"}, "s2"))
     found = _findings(observer)
     assert {"CONFIG-001", "CONFIG-002", "CONFIG-006", "CONFIG-007", "MODE-002"} <= set(found)
     assert "CONFIG-005" not in found
@@ -404,7 +375,7 @@ def test_session_results_modes_and_config_options_are_judged() -> None:
 def test_partial_config_update_and_session_info_keys() -> None:
     """A config_option_update dropping an option while nothing changed (CONFIG-004), and a
     session_info_update carrying cwd (LIST-004)."""
-    observer = _observer()
+    observer = observer_with_session()
     option = {
         "id": "m",
         "name": "Model",
@@ -414,22 +385,22 @@ def test_partial_config_update_and_session_info_keys() -> None:
     }
     other = {**option, "id": "n", "name": "Other"}
     observer.received(
-        _update({"sessionUpdate": "config_option_update", "configOptions": [option, other]})
+        update({"sessionUpdate": "config_option_update", "configOptions": [option, other]})
     )
-    observer.received(_update({"sessionUpdate": "config_option_update", "configOptions": [option]}))
-    observer.received(_update({"sessionUpdate": "session_info_update", "title": "t", "cwd": "/w"}))
+    observer.received(update({"sessionUpdate": "config_option_update", "configOptions": [option]}))
+    observer.received(update({"sessionUpdate": "session_info_update", "title": "t", "cwd": "/w"}))
     assert {"CONFIG-004", "LIST-004"} <= set(_findings(observer))
 
 
 def test_replayed_message_ids_are_unique() -> None:
     """During a session/load replay, a messageId reused by a later message is SESSION-008."""
-    observer = _observer()
+    observer = observer_with_session()
     params = {"sessionId": "s", "cwd": "/w", "mcpServers": []}
     observer.sent({"jsonrpc": "2.0", "id": 7, "method": "session/load", "params": params})
     text = {"type": "text", "text": "x"}
     for kind in ("user_message_chunk", "agent_message_chunk", "user_message_chunk"):
-        observer.received(_update({"sessionUpdate": kind, "content": text, "messageId": "m1"}))
-    observer.received(_line({"jsonrpc": "2.0", "id": 7, "result": {}}))
+        observer.received(update({"sessionUpdate": kind, "content": text, "messageId": "m1"}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 7, "result": {}}))
     found = _findings(observer)
     assert "SESSION-008" in found and "TURN-005" not in found
 
@@ -437,16 +408,16 @@ def test_replayed_message_ids_are_unique() -> None:
 def test_initialize_terminal_auth_method_needs_the_client_capability() -> None:
     """A terminal auth method while the client did not set auth.terminal is AUTH-001."""
     methods = [{"id": "t", "name": "T", "type": "terminal", "args": []}]
-    observer = _observer(authMethods=methods)
+    observer = observer_with_session(authMethods=methods)
     assert "AUTH-001" in _findings(observer)
-    allowed = _observer({"auth": {"terminal": True}}, authMethods=methods)
+    allowed = observer_with_session({"auth": {"terminal": True}}, authMethods=methods)
     assert "AUTH-001" not in _findings(allowed)
 
 
 def _session_result(
     modes: Mapping[str, object], options: Sequence[Mapping[str, object]]
 ) -> list[str]:
-    observer = _observer()
+    observer = observer_with_session()
     observer.sent(
         {
             "jsonrpc": "2.0",
@@ -456,7 +427,7 @@ def _session_result(
         }
     )
     result = {"sessionId": "s2", "modes": modes, "configOptions": options}
-    observer.received(_line({"jsonrpc": "2.0", "id": 5, "result": result}))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 5, "result": result}))
     return list(_findings(observer))
 
 
