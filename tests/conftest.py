@@ -128,20 +128,14 @@ def _trial_mktemp_under_tmp_path(request: pytest.FixtureRequest) -> Iterator[Non
 @pytest.fixture(autouse=True)
 def _no_autobahn_timer_left_for_the_next_test() -> Iterator[None]:
     """
-    After each test, cancel the calls Autobahn left on txaio's batched timer (its ping and
-    close-handshake timeouts, batched per bucket): once a WebSocket's socket is gone a
-    bucket call can stay scheduled for up to 20 s, finds nothing to do when it fires, and a
-    trial test that runs next on the same worker would see it as its own dirty reactor.
-    Only those calls: anything else a test leaves is still that test's fault.
+    After each test, cancel the calls Autobahn left on txaio's batched timer
+    (``tests.helpers.cancel_autobahn_timers``): a trial test that runs next on the same
+    worker would otherwise see them as its own dirty reactor.
     """
     yield
     import sys
 
-    if "txaio" not in sys.modules:
-        return
-    from twisted.internet import reactor
+    if "txaio" in sys.modules:
+        from tests.helpers import cancel_autobahn_timers
 
-    for call in reactor.getDelayedCalls():
-        func = getattr(call, "func", None)
-        if "_BatchedTimer" in getattr(func, "__qualname__", "") and call.active():
-            call.cancel()
+        cancel_autobahn_timers()

@@ -390,3 +390,18 @@ class MemoryAgentReactor(Clock):
         self.deliver()
         super().advance(amount)
         self.deliver()
+
+
+def cancel_autobahn_timers() -> None:
+    """
+    Cancel the calls Autobahn left on txaio's batched timer (its ping and close-handshake
+    timeouts, batched per bucket): once a WebSocket's socket is gone a bucket call can stay
+    scheduled for up to 20 s and finds nothing to do when it fires, but trial would count
+    it as a dirty reactor. Only those calls: anything else a test leaves is its own fault.
+    """
+    from twisted.internet import reactor
+
+    for call in reactor.getDelayedCalls():
+        func = getattr(call, "func", None)
+        if "_BatchedTimer" in getattr(func, "__qualname__", "") and call.active():
+            call.cancel()

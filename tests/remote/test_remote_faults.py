@@ -39,6 +39,7 @@ from zope.interface import implementer
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, Client, negotiate_version
 from acpkit.remote.server import ACPResource, RemoteLimits, RemoteSite
+from tests.helpers import cancel_autobahn_timers
 
 pytest.importorskip("autobahn")
 
@@ -302,12 +303,7 @@ class FaultTests(TestCase):
             lambda: open_fds() <= self.fds_before + 1,
             f"fds back to {self.fds_before + 1} (now {open_fds()}: {fd_links()})",
         )
-        # Autobahn's batched timer can keep a bucket call for a socket now gone (it
-        # would find nothing to do): cancelled so trial sees a clean reactor.
-        for call in reactor.getDelayedCalls():
-            func = getattr(call, "func", None)
-            if "_BatchedTimer" in getattr(func, "__qualname__", "") and call.active():
-                call.cancel()
+        cancel_autobahn_timers()
 
     async def test_http_socket_cut_mid_turn(self) -> None:
         """

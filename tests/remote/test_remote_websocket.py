@@ -42,7 +42,7 @@ from acpkit.remote.websocket import (
     set_cookies,
     websocket_resource,
 )
-from tests.helpers import InteropClient, child_env, start_port_server
+from tests.helpers import InteropClient, cancel_autobahn_timers, child_env, start_port_server
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "remote_ws"
 ROOT = Path(__file__).parent.parent.parent
@@ -157,19 +157,7 @@ class _WsBase(TestCase):
     async def _settle(self) -> None:
         """After each test: every server socket closed, then no Autobahn timer left."""
         await until(lambda: not any(r.connections for r in self.resources), "the sockets to close")
-        self._cancel_ping_buckets()
-
-    def _cancel_ping_buckets(self) -> None:
-        """
-        Autobahn schedules its timers (pings, close handshake) on txaio's batched
-        timer; after a ping timeout or a failed socket a bucket call can stay scheduled
-        once the socket is gone (it then finds nothing to do): cancel it so trial sees a
-        clean reactor.  Only once every socket is closed.
-        """
-        for call in reactor.getDelayedCalls():
-            func = getattr(call, "func", None)
-            if "_BatchedTimer" in getattr(func, "__qualname__", "") and call.active():
-                call.cancel()
+        cancel_autobahn_timers()
 
     def serve(self, **options: Any) -> tuple[str, ACPWebSocketResource]:
         """Mount the WebSocket resource at /acp on a loopback site; returns the URL."""
@@ -682,7 +670,7 @@ class LoopbackTests(_WsBase):
             await connect_websocket(reactor, url, WsClient(), open_timeout=1.0)
         self.assertIn("opening handshake timeout", str(caught.exception))
         await until(lambda: not cast(Any, accepted[0].transport).connected, "the socket to close")
-        self._cancel_ping_buckets()
+        cancel_autobahn_timers()
 
     def test_server_that_never_answers_the_handshake(self) -> Deferred[None]:
         """
@@ -699,7 +687,7 @@ class LoopbackTests(_WsBase):
         with self.assertRaises(CancelledError):
             await connecting
         await until(lambda: not cast(Any, accepted[0].transport).connected, "the socket to close")
-        self._cancel_ping_buckets()
+        cancel_autobahn_timers()
 
     def test_cancelling_connect_drops_the_socket(self) -> Deferred[None]:
         """Cancelling connect_websocket's Deferred mid-handshake closes the socket."""
