@@ -28,7 +28,7 @@ from twisted.logger import Logger, globalLogBeginner, textFileLogObserver
 from acpkit.conformance.baseline import BaselineError, load_baseline
 from acpkit.conformance.discovery import discover
 from acpkit.conformance.harness import PROFILES, CannotTest, SuiteConfig
-from acpkit.conformance.machine import run_machine
+from acpkit.conformance.machine import ExplorationRun, start_machine
 from acpkit.conformance.observer import Verdicts
 from acpkit.conformance.probes import run_probes
 from acpkit.conformance.probes_transport import check_tls
@@ -239,18 +239,32 @@ def run_suite(
                     say(f"discovery: {len(learned.behaviours)} command(s) tried ({spent:.1f}s)")
                 if after.scenarios or after.discovered:
                     notes.append("stimuli: " + after.scenarios.merged(after.discovered).describe())
+                if explore:
+                    # the examples run beside the probes, on agents of their own; their
+                    # verdicts are merged after the probes' (finish), as if run after them
+                    examples = chosen_profile.examples
+                    say(f"exploration: up to {examples} example(s), beside the probes")
+                    exploring.append(start_machine(after))
                 return after
 
             probes_started = time.monotonic()
+            exploring: list[ExplorationRun] = []
             say("fixed probes: three lanes")
-            _, config = run_probes(config, verdicts, prepare=prepare, progress=say)
-            notes.append(f"fixed probes took {time.monotonic() - probes_started:.1f}s")
+            try:
+                _, config = run_probes(config, verdicts, prepare=prepare, progress=say)
+            except BaseException:
+                for run in exploring:  # its agents end with its examples
+                    run.wait()
+                raise
+            probes_done = time.monotonic()
+            notes.append(f"fixed probes took {probes_done - probes_started:.1f}s")
             if explore:
-                explore_started = time.monotonic()
-                say(f"exploration: up to {chosen_profile.examples} example(s)")
-                exploration = run_machine(config, verdicts)
+                if not exploring:  # no lane prepared (a selection without probe groups)
+                    exploring.append(start_machine(config))
+                exploration = exploring[0].finish(verdicts)
                 notes.append(
-                    f"exploration took {time.monotonic() - explore_started:.1f}s "
+                    f"exploration ran beside the probes and ended "
+                    f"{max(0.0, time.monotonic() - probes_done):.1f}s after them "
                     f"({exploration.examples} example(s))"
                 )
                 explored = exploration.failures

@@ -588,13 +588,17 @@ def run_machine(
     agent would not start again). Raises `RuntimeError` with the traceback when the tester
     itself failed.
     """
+    return start_machine(config, workers).finish(verdicts, log)
+
+
+def start_machine(config: SuiteConfig, workers: int = EXAMPLE_WORKERS) -> ExplorationRun:
+    """
+    Draw the examples and start running them in the background (see `run_machine`): the
+    caller runs the fixed probes meanwhile and calls `ExplorationRun.finish`, which merges
+    the examples' verdicts after the probes' and shrinks, exactly as if exploration had
+    run after them.
+    """
     profile = config.profile
-    collector = _Collector(verdicts)
-    started = time.monotonic()
-
-    def out_of_time() -> bool:
-        return time.monotonic() - started >= profile.explore_seconds
-
     drawn: list[Example] = []
 
     @settings(
@@ -619,45 +623,83 @@ def run_machine(
         drawn.append(Example(capabilities, steps))
 
     hypothesis_seed(config.seed)(explore)()
-    outcomes = _run_examples(config, drawn, out_of_time, workers)
-    for outcome in outcomes:
-        if outcome is None:
-            continue
-        if isinstance(outcome, str):
-            collector.error = collector.error or outcome
-            continue
-        collector.examples += 1
-        example, example_verdicts, transcript = outcome
-        collector.add(example, example_verdicts, transcript)
-    note = ""
-    if collector.error is not None:
-        if collector.error.startswith("cannot test: "):
-            # the probes' verdicts stand; exploration stops where the agent would not start
-            verdicts.skip("SESSION-001", collector.error)
-            note = f"exploration stopped after {collector.examples} example(s): {collector.error}"
-        else:
-            raise RuntimeError(f"the explorer failed:\n{collector.error}")
-    if not collector.failing:
-        return Exploration(note=note, examples=collector.examples)
-    budget = ShrinkBudget.of(config)
-    failures = []
-    for rule_id, (example, transcript, message) in collector.failing.items():
-        report: ShrinkReport | None = None
-        if profile.shrink_replays and example.steps and not budget.exhausted():
-            smaller, smaller_transcript, report = shrink(config, example, rule_id, budget)
-            if smaller_transcript is not None:
-                example, transcript = smaller, smaller_transcript
-            if log is not None:
-                log(report.describe())
-        shrunk = report.describe() if report is not None else "not shrunk (budget spent)"
-        if not profile.shrink_replays:
-            shrunk = "not shrunk (the profile does not shrink)"
-        failures.append(
-            ExploredFailure(
-                rule_id=rule_id,
-                steps=example.describe() + f"\nfailed: {rule_id}: {message}",
-                transcript=transcript.render(),
-                shrink=shrunk,
+    run = ExplorationRun(config)
+    started = time.monotonic()
+
+    def out_of_time() -> bool:
+        return time.monotonic() - started >= profile.explore_seconds
+
+    def work() -> None:
+        try:
+            run.outcomes = _run_examples(config, drawn, out_of_time, workers)
+        except BaseException:  # the tester's own failure: reported by finish
+            run.outcomes = [traceback.format_exc()]
+
+    run.thread = threading.Thread(target=work, daemon=True, name="explore")
+    run.thread.start()
+    return run
+
+
+@attrs.define
+class ExplorationRun:
+    """Examples running in the background (`start_machine`)."""
+
+    config: SuiteConfig
+    thread: threading.Thread | None = None
+    outcomes: list[_Outcome] = attrs.field(factory=list)
+
+    def wait(self) -> None:
+        """Wait until every example has run (and its agent process ended)."""
+        if self.thread is not None:
+            self.thread.join()
+
+    def finish(self, verdicts: Verdicts, log: Callable[[str], None] | None = None) -> Exploration:
+        """Wait for the examples, merge their verdicts into ``verdicts`` and shrink (see
+        `run_machine`)."""
+        self.wait()
+        config = self.config
+        profile = config.profile
+        collector = _Collector(verdicts)
+        for outcome in self.outcomes:
+            if outcome is None:
+                continue
+            if isinstance(outcome, str):
+                collector.error = collector.error or outcome
+                continue
+            collector.examples += 1
+            example, example_verdicts, transcript = outcome
+            collector.add(example, example_verdicts, transcript)
+        note = ""
+        if collector.error is not None:
+            if collector.error.startswith("cannot test: "):
+                # the probes' verdicts stand; exploration stops where the agent would not start
+                verdicts.skip("SESSION-001", collector.error)
+                note = (
+                    f"exploration stopped after {collector.examples} example(s): {collector.error}"
+                )
+            else:
+                raise RuntimeError(f"the explorer failed:\n{collector.error}")
+        if not collector.failing:
+            return Exploration(note=note, examples=collector.examples)
+        budget = ShrinkBudget.of(config)
+        failures = []
+        for rule_id, (example, transcript, message) in collector.failing.items():
+            report: ShrinkReport | None = None
+            if profile.shrink_replays and example.steps and not budget.exhausted():
+                smaller, smaller_transcript, report = shrink(config, example, rule_id, budget)
+                if smaller_transcript is not None:
+                    example, transcript = smaller, smaller_transcript
+                if log is not None:
+                    log(report.describe())
+            shrunk = report.describe() if report is not None else "not shrunk (budget spent)"
+            if not profile.shrink_replays:
+                shrunk = "not shrunk (the profile does not shrink)"
+            failures.append(
+                ExploredFailure(
+                    rule_id=rule_id,
+                    steps=example.describe() + f"\nfailed: {rule_id}: {message}",
+                    transcript=transcript.render(),
+                    shrink=shrunk,
+                )
             )
-        )
-    return Exploration(failures=tuple(failures), note=note, examples=collector.examples)
+        return Exploration(failures=tuple(failures), note=note, examples=collector.examples)

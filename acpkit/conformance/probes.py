@@ -18,6 +18,7 @@ looks at what the answer *is* (its code, its result), not only at whether one ar
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -37,7 +38,7 @@ from acpkit.conformance.harness import (
     explain_services,
     run_turn,
 )
-from acpkit.conformance.observer import BATCH_ANSWER, Observer, Transcript, Verdicts
+from acpkit.conformance.observer import BATCH_ANSWER, Observer, Transcript, Verdicts, id_key
 from acpkit.conformance.remote_driver import Refused, RemoteDriver
 from acpkit.conformance.schedule import Group, Lane, run_lanes
 
@@ -235,23 +236,71 @@ def _null_or(
         return None, e
 
 
-def _dropped(agent: Agent, rule_id: str, name: str, what: str, codes: Sequence[int]) -> bool:
+#: How long an answer to a malformed line may trail the answer to the request written after
+#: it: at least this many seconds, and at least `GRACE_ROUND_TRIPS` of that request's round
+#: trip (never more than the step timeout).
+GRACE_SECONDS = 1.0
+GRACE_ROUND_TRIPS = 10
+
+
+def _answer_or_sentinel(
+    agent: Agent, fault_id: Any, name: str, what: str, start: int
+) -> tuple[dict[str, Any] | None, StepTimeout | None, bool]:
     """
-    After ``what`` went unanswered for a whole step: a request sent next is answered, so
-    the agent is alive and dropped the line silently (a violation of ``rule_id``, RPC-003
-    or RPC-004, as in `acpkit.conformance.faults.probe_junk`). False (could not judge) when
-    it is not answered either.
+    The error for the malformed line ``what`` just written (as `_null_or`), with a
+    *sentinel* request written right after it: an agent that drops the line silently answers
+    the sentinel and never the line, so the wait for the line's error ends a grace after
+    the sentinel's answer (`GRACE_SECONDS`, `GRACE_ROUND_TRIPS`) instead of at the step
+    timeout. Returns the error (or None), the timeout, and whether the sentinel was
+    answered while the line was not (the line was dropped).
     """
-    response, _ = request(agent, f"_acpkit.dev/after_{name}", {})
-    if response is None:
-        return False
+    driver = agent.driver
+    sentinel = driver.next_id()
+    sent_at = time.monotonic()
+    driver.send({"jsonrpc": "2.0", "id": sentinel, "method": f"_acpkit.dev/after_{name}"})
+    sentinel_key = id_key(sentinel)
+
+    def error_for_line(message: Mapping[str, Any]) -> bool:
+        if "method" in message:
+            return False
+        if fault_id is not None and message.get("id") == fault_id:
+            return True
+        return message.get("id") is None and ("error" in message or BATCH_ANSWER in message)
+
+    def either(message: Mapping[str, Any]) -> bool:
+        if error_for_line(message):
+            return True
+        return "method" not in message and id_key(message.get("id")) == sentinel_key
+
+    try:
+        first = driver.wait_for(either, f"waiting for the error for {what}", start=start)
+    except StepTimeout as e:
+        return None, e, False
+    if error_for_line(first):
+        return first, None, False
+    # the sentinel was answered first: give the line's error a grace to follow
+    round_trip = time.monotonic() - sent_at
+    grace = min(driver.timeout, max(GRACE_SECONDS, GRACE_ROUND_TRIPS * round_trip))
+    try:
+        late_error = driver.wait_for(
+            error_for_line, f"waiting for the error for {what}", timeout=grace, start=start
+        )
+    except StepTimeout:
+        agent.observer.note(f"{what}: no answer within {grace:.1f}s of the next request's")
+        return None, None, True
+    return late_error, None, False
+
+
+def _dropped(agent: Agent, rule_id: str, what: str, codes: Sequence[int], grace: str) -> None:
+    """``what`` was dropped silently: the request written after it was answered, it never
+    was (a violation of ``rule_id``, RPC-003 or RPC-004, as in
+    `acpkit.conformance.faults.probe_junk`)."""
     wanted = "/".join(map(str, codes))
     agent.observer.violation(
         rule_id,
-        f"{what} got no answer within {agent.driver.timeout:g}s while the request sent after "
-        f"it was answered: it was dropped silently (expected {wanted})",
+        f"{what} got no answer, while the request written right after it was answered "
+        f"({grace}): it was dropped silently (expected {wanted})",
     )
-    return True
 
 
 def probe_envelope(agent: Agent) -> None:
@@ -306,13 +355,23 @@ def probe_envelope(agent: Agent) -> None:
             driver.drain(0.05)
             start = len(driver.inbox)
             driver.write(fault.line + b"\n")
-            response, late = _null_or(agent, fault.request_id, fault.what, start)
+            if isinstance(driver, RemoteDriver) and driver.last_refusal is not None:
+                response, late, dropped = None, driver.last_refusal, False
+            elif isinstance(driver, RemoteDriver) and not driver.url.websocket:
+                # one POST per line: its own answer, no sentinel needed
+                response, late = _null_or(agent, fault.request_id, fault.what, start)
+                dropped = False
+            else:
+                response, late, dropped = _answer_or_sentinel(
+                    agent, fault.request_id, fault.name, fault.what, start
+                )
             observer.arrays_expected = 0
+            if dropped:
+                grace = f"{GRACE_SECONDS:g}s or {GRACE_ROUND_TRIPS} of its round trips later"
+                _dropped(agent, fault.rule_id, fault.what, fault.codes, grace)
+                continue
             if response is not None and BATCH_ANSWER in response:
                 continue  # judged by the observer (RPC-004)
-            if response is None and not isinstance(late, Refused):
-                if _dropped(agent, fault.rule_id, fault.name, fault.what, fault.codes):
-                    continue
             expect_error(agent, fault.rule_id, response, fault.codes, fault.what, timeout=late)
     with observer.probe("RPC-006", "session/new with invalid params (cwd 42)"):
         observer.fault("invalid-params", "RPC-006", "session/new with cwd 42, mcpServers 'none'")
@@ -708,24 +767,22 @@ def _lanes(remote: bool) -> tuple[Lane, ...]:
             Group("FRAME-007", "the long-line probe", "FRAME-007", _long_line),
             Group("FRAME-009", "the EOF probes", "FRAME-009 FRAME-010", _eof),
         ]
+    first.append(
+        # a turn and a cancelled turn: with the stimuli, after the stimuli-free groups
+        Group(
+            "INIT-005",
+            "the baseline-methods probe",
+            "INIT-003 INIT-004 INIT-005 MCP AUTH-001 RPC-011 RPC-012 EXT",
+            lambda fresh, verdicts, config: more.probe_baseline(config, verdicts, fresh),
+            needs_stimuli=True,
+        )
+    )
     second = [
         Group(
             "TURN-001",
             "the session and turn probes",
             "SESSION CONTENT TURN CANCEL CAP RPC-010 RPC-014 SCHEMA",
             _sessions_and_turns,
-        ),
-        Group(
-            "LIST-003",
-            "the session-lifecycle probe",
-            "LIST DELETE SESSION-006 SESSION-007 MODE CONFIG PATH TURN-007 EXT",
-            lambda fresh, verdicts, config: more.probe_lifecycle(config, verdicts, fresh),
-        ),
-        Group(
-            "INIT-005",
-            "the baseline-methods probe",
-            "INIT-003 INIT-004 INIT-005 MCP AUTH-001 RPC-011 RPC-012 EXT",
-            lambda fresh, verdicts, config: more.probe_baseline(config, verdicts, fresh),
         ),
         Group(
             "ELICIT-007",
@@ -735,6 +792,15 @@ def _lanes(remote: bool) -> tuple[Lane, ...]:
         ),
     ]
     third = [
+        # the longest group (turns waited on, cancelled, closed): beside the session and
+        # turn probes rather than after them
+        Group(
+            "LIST-003",
+            "the session-lifecycle probe",
+            "LIST DELETE SESSION-006 SESSION-007 MODE CONFIG PATH TURN-007 EXT",
+            lambda fresh, verdicts, config: more.probe_lifecycle(config, verdicts, fresh),
+            needs_stimuli=True,
+        ),
         Group(
             "TERMINAL-001",
             "the client services probe",

@@ -608,7 +608,10 @@ def _probe_modes(agent: Agent) -> None:
         response, late = _request(
             agent, "session/set_mode", {"sessionId": session_id, "modeId": target}
         )
-        _release_held(agent, allow=True)
+        # the rule is about set_mode's answer: the long turn is cancelled, not waited out
+        # (a `sleep 30` left running would hold an agent that runs one turn at a time)
+        agent.driver.notify("session/cancel", {"sessionId": session_id})
+        _release_held(agent, allow=False)
         _finish_turn(agent, turn, session_id, "MODE-001")
     if response is None:
         observer.verdicts.slow("MODE-001", f"session/set_mode during a turn: {late}")

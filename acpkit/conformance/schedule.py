@@ -10,12 +10,14 @@ the groups that do not end their agent share one process per set of client capab
 version gets a process of its own, and after a group that failed (the agent died, a step
 timed out) the lane starts afresh.
 
-- Lane 1 needs no stimuli: the transport probes (by URL), the envelope, framing,
-  initialization, authentication and MCP probes, then the long line and EOF.
-- Lane 2 learns the stimuli first (discovery, `prepare`), then runs the session, lifecycle,
-  baseline and client-answers probes.
-- Lane 3 waits for the stimuli, then runs the services probes, the capability extremes and
-  the spawn-directory probe.
+- Lane 1 starts without stimuli: the transport probes (by URL), the envelope, framing,
+  initialization, authentication and MCP probes, the long line and EOF; then, with the
+  stimuli, the baseline-methods probe.
+- Lane 2 learns the stimuli first (discovery, `prepare`), then runs the session and turn
+  and client-answers probes. Once the stimuli are known, the explorer's examples
+  start beside the lanes, on agents of their own (`acpkit.conformance.machine.start_machine`).
+- Lane 3 waits for the stimuli, then runs the session-lifecycle probe (the longest group),
+  the services probes, the capability extremes and the spawn-directory probe.
 """
 
 from __future__ import annotations
