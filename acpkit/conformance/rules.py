@@ -1115,9 +1115,11 @@ RULES: tuple[Rule, ...] = (
         "The Agent MUST send a complete list of all plan entries in each update and their "
         "current status.",
         "A plan update whose entries lack content, priority or status, or in which an entry (by "
-        "its content) is back after the previous plan update of the session left it out: the "
+        "its content) is back after one or more plan updates of the same turn left it out: an "
         "update that left it out was not the complete list. An entry dropped for good is not "
-        "judged (the agent may rewrite its plan). Same rule in schema.json: Plan.entries.",
+        "judged (the agent may rewrite its plan), nor one back in a later turn (a new prompt "
+        "may get a new plan; in a session/load replay, turns are told apart by the user's "
+        "message). Same rule in schema.json: Plan.entries.",
     ),
     _r(
         "TURN-005",
