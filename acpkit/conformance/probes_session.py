@@ -5,7 +5,8 @@ the client to do something before the agent's traffic can be judged.
 Groups (each called by `acpkit.conformance.probes.run_probes` inside its guard):
 
 - `probe_baseline`: the baseline methods (INIT-005), the initialize result (INIT-003 / 004,
-  MCP-001) and an error message (RPC-012);
+  MCP-001), an error message (RPC-012), and session/new and a prompt with unusual _meta
+  values (EXT-005);
 - `probe_capability_extremes`: initialize with ``clientCapabilities`` ``{}`` and with every
   capability, then ``session/new`` and a text prompt (INIT-006);
 - `probe_lifecycle`: ``session/list`` (LIST-001..003), ``session/delete`` (DELETE-001 / 002),
@@ -54,6 +55,7 @@ from acpkit.jsonrpc import jsonbytes
 
 __all__ = [
     "EVERY_CAPABILITY",
+    "UNUSUAL_META",
     "probe_authentication",
     "probe_baseline",
     "probe_capability_extremes",
@@ -76,6 +78,18 @@ EVERY_CAPABILITY["session"] = {**EVERY_CAPABILITY["session"], "configOptions": {
 _ANSWER_SERVICES = client_capabilities(
     True, True, terminal=True, elicitation=("form", "url"), notices=True, compaction=True
 )
+
+#: _meta values of every JSON type under keys nobody defines (EXT-005: an implementation makes
+#: no assumptions about values at _meta keys).
+UNUSUAL_META: dict[str, Any] = {
+    "acpkit.dev/null": None,
+    "acpkit.dev/number": -1.5e300,
+    "acpkit.dev/list": [1, "two", {"three": [None, False]}],
+    "acpkit.dev/object": {"nested": {"deeper": True}, "": 0},
+    "acpkit.dev/text": "\u00fcn\u00efc\u00f8d\u00e9 \u2028 \U0001f600",
+}
+
+_META_TEXT = jsonbytes.dumps(UNUSUAL_META).decode("utf-8")
 
 _INVALID_CURSOR = "acpkit-invalid-cursor"
 _MAX_PAGES = 20
@@ -200,15 +214,67 @@ def probe_baseline(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) -> Non
         observer = _started(agent).observer
         with observer.probe("INIT-005", "session/new"):
             session_id = agent.new_session()
-        if session_id is not None:
+        if session_id is None:
+            verdicts.skip("EXT-005", "session/new failed (without _meta)")
+        else:
             with observer.probe("INIT-005", "a text session/prompt"):
-                run_turn(agent, session_id, agent.prompt(session_id, "text"))
+                plain = run_turn(agent, session_id, agent.prompt(session_id, "text"))
+            prompted = plain.response is not None and "result" in plain.response
+            with observer.probe("EXT-005", "session/new and a prompt with unusual _meta values"):
+                _probe_unusual_meta(agent, prompted)
             with observer.probe("INIT-005", "session/cancel during a turn"):
                 run_turn(agent, session_id, agent.prompt(session_id, "slow"), cancel="first_update")
         with observer.probe("RPC-012", "an unknown method (its error message is judged)"):
             response, late = _request(agent, "_acpkit.dev/no_such_method", {})
             if response is None:
                 verdicts.slow("RPC-012", f"an unknown method: {late}")
+
+
+def _probe_unusual_meta(agent: Agent, prompted: bool) -> None:
+    """
+    EXT-005: ``session/new``, then a text ``session/prompt`` (``_meta`` on its params and on
+    its text block), each carrying `UNUSUAL_META`, are answered as they were without it: an
+    error for either, which the same request without ``_meta`` did not get, is a finding.
+    The prompt is judged only when the one without ``_meta`` got a result (``prompted``).
+    """
+    observer = agent.observer
+    cwd = agent.new_directory()
+    agent.driver.policy.roots.append(cwd)
+    params = {"cwd": cwd, "mcpServers": [], "_meta": UNUSUAL_META}
+    response, late = _request(agent, "session/new", params)
+    if response is None:
+        observer.verdicts.slow("EXT-005", f"session/new with unusual _meta values: {late}")
+        return
+    result = response.get("result")
+    if not (isinstance(result, dict) and isinstance(result.get("sessionId"), str)):
+        observer.violation(
+            "EXT-005",
+            f"session/new with _meta {_META_TEXT} was refused "
+            f"({_error_text(response)}), though session/new without _meta succeeded",
+        )
+        return
+    observer.verdicts.ok("EXT-005")
+    session_id = str(result["sessionId"])
+    agent.session_cwd[session_id] = cwd
+    agent.driver.drain(0.05)
+    if not prompted:
+        observer.note("EXT-005: the prompt without _meta failed; the one with it is not sent")
+        return
+    blocks = [{**block, "_meta": UNUSUAL_META} for block in agent.prompt(session_id, "text")]
+    params = {"sessionId": session_id, "prompt": blocks, "_meta": UNUSUAL_META}
+    response, late = _request(agent, "session/prompt", params)
+    if response is None:
+        observer.verdicts.slow("EXT-005", f"a prompt with unusual _meta values: {late}")
+        agent.driver.notify("session/cancel", {"sessionId": session_id})
+    elif "error" in response:
+        observer.violation(
+            "EXT-005",
+            f"a text session/prompt with _meta {_META_TEXT} (on its "
+            f"params and its text block) was answered with an error ({_error_text(response)}), "
+            "though the same prompt without _meta got a result",
+        )
+    else:
+        observer.verdicts.ok("EXT-005")
 
 
 # -- INIT-006 --------------------------------------------------------------------------------

@@ -69,6 +69,7 @@ BROKEN = {
     "bad_traceparent": "EXT-002",
     "unadvertised_extension": "EXT-003",
     "unprefixed_method": "EXT-004",
+    "meta_values_are_strings": "EXT-005",
     "drop_custom_request": "RPC-008",
     "drop_unknown_method": "RPC-013",
     "ignore_mcp_servers": "MCP-002",
