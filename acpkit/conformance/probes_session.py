@@ -11,8 +11,9 @@ Groups (each called by `acpkit.conformance.probes.run_probes` inside its guard):
   capability, then ``session/new`` and a text prompt (INIT-006);
 - `probe_lifecycle`: ``session/list`` (LIST-001..003), ``session/delete`` (DELETE-001 / 002),
   ``session/resume`` (SESSION-006), ``session/close`` mid-turn (SESSION-007), ``set_mode``
-  mid-turn (MODE-001) and ``set_config_option`` (CONFIG-003); the traffic checks judge the
-  modes and config options of every result;
+  mid-turn (MODE-001) and ``set_config_option`` (CONFIG-003); an advertised delete, resume
+  or close answered -32601 (CAP-005); the traffic checks judge the modes and config options
+  of every result;
 - `probe_authentication`: ``authenticate`` with a method the agent handles itself, then
   ``session/new`` (AUTH-002);
 - `probe_spawn_directory`: the agent spawned in a directory other than the session cwd
@@ -135,6 +136,24 @@ def _new_session(agent: Agent) -> tuple[str | None, dict[str, Any]]:
 
 def _error_text(response: Mapping[str, Any]) -> str:
     return str(response.get("error"))[:200]
+
+
+def _advertised_method_exists(agent: Agent, name: str, response: Mapping[str, Any]) -> bool:
+    """
+    CAP-005 ("respond with ... the capabilities it supports"): the method of an advertised
+    ``sessionCapabilities.<name>`` is not answered -32601 (Method not found); whether it is.
+    Any other answer is the method's own rules' to judge.
+    """
+    error = response.get("error")
+    if isinstance(error, dict) and error.get("code") == -32601:
+        agent.observer.violation(
+            "CAP-005",
+            f"sessionCapabilities.{name} is advertised but session/{name} is answered -32601 "
+            f"(method not found): {_error_text(response)}",
+        )
+        return False
+    agent.observer.verdicts.ok("CAP-005")
+    return True
 
 
 # -- mid-turn helpers ------------------------------------------------------------------------
@@ -261,8 +280,12 @@ def _probe_unusual_meta(agent: Agent, prompted: bool) -> None:
         observer.note("EXT-005: the prompt without _meta failed; the one with it is not sent")
         return
     blocks = [{**block, "_meta": UNUSUAL_META} for block in agent.prompt(session_id, "text")]
-    params = {"sessionId": session_id, "prompt": blocks, "_meta": UNUSUAL_META}
-    response, late = _request(agent, "session/prompt", params)
+    prompt_params: dict[str, Any] = {
+        "sessionId": session_id,
+        "prompt": blocks,
+        "_meta": UNUSUAL_META,
+    }
+    response, late = _request(agent, "session/prompt", prompt_params)
     if response is None:
         observer.verdicts.slow("EXT-005", f"a prompt with unusual _meta values: {late}")
         agent.driver.notify("session/cancel", {"sessionId": session_id})
@@ -456,6 +479,10 @@ def _probe_delete(agent: Agent) -> None:
         response, late = _request(agent, "session/delete", {"sessionId": "acpkit-never-created"})
     if response is None:
         observer.verdicts.slow("DELETE-001", f"session/delete of an unknown id: {late}")
+    elif not _advertised_method_exists(agent, "delete", response):
+        for rule_id in ("DELETE-001", "DELETE-002"):
+            observer.verdicts.skip(rule_id, "session/delete is not implemented (CAP-005)")
+        return
     elif "error" in response:
         observer.violation(
             "DELETE-001",
@@ -524,6 +551,8 @@ def _probe_resume(agent: Agent) -> None:
         )
     if response is None:
         observer.verdicts.slow("SESSION-006", f"session/resume: {late}")
+    elif not _advertised_method_exists(agent, "resume", response):
+        observer.verdicts.skip("SESSION-006", "session/resume is not implemented (CAP-005)")
     elif "error" in response:
         observer.note(f"session/resume failed: {_error_text(response)}")
         observer.verdicts.skip("SESSION-006", "session/resume of a session with a turn failed")
@@ -556,6 +585,10 @@ def _probe_close(agent: Agent) -> None:
         _release_held(agent, allow=False)
         if response is None:
             observer.verdicts.slow("SESSION-007", f"session/close: {late}")
+            _finish_turn(agent, turn, session_id, "SESSION-007")
+            return
+        if not _advertised_method_exists(agent, "close", response):
+            observer.verdicts.skip("SESSION-007", "session/close is not implemented (CAP-005)")
             _finish_turn(agent, turn, session_id, "SESSION-007")
             return
         if "error" in response:

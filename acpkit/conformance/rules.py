@@ -536,15 +536,20 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "CAP-005",
-        "An advertised loadSession works: session/load of a known session succeeds",
+        "Advertised session capabilities work: session/load succeeds, resume, close and delete "
+        "exist",
         "MUST",
         INITIALIZATION,
         TOP,
         "The Agent MUST respond with the chosen protocol version and the capabilities it supports.",
-        "Stimulus: a session with one turn, then session/load of it on a new connection. "
+        "Stimulus: a session with one turn, then session/load of it on a new connection; and "
+        "the session-lifecycle probe's session/delete, session/resume and session/close. "
         "Violated when the agent advertised loadSession: true and session/load fails or is "
-        "answered -32601 (an advertised capability is one it supports).",
-        "loadSession",
+        "answered -32601, or advertised sessionCapabilities.delete, resume or close and that "
+        "method is answered -32601 (method not found): an advertised capability is one it "
+        "supports. Another error of those methods is their own rules' (DELETE-001, SESSION-006, "
+        "SESSION-007). (sessionCapabilities.list is LIST-003's: any error fails it.)",
+        "loadSession or sessionCapabilities.delete / resume / close",
     ),
     _r(
         "CONTENT-001",

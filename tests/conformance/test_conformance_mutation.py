@@ -116,6 +116,7 @@ MUST_BE_KILLED: frozenset[str] = frozenset(
         "accept_relative_cwd",
         "load_without_replay",
         "resume_replays",
+        "resume_not_implemented",
         "list_ignores_cwd",
         "modes_out_of_sync",
         # prompts

@@ -40,6 +40,7 @@ BROKEN = {
     "http_url": "ELICIT-006",
     "die_on_declined_elicitation": "ELICIT-007",
     "replay_on_resume": "SESSION-006",
+    "resume_not_implemented": "CAP-005",
     "updates_after_close": "SESSION-007",
     "spawn_cwd": "SESSION-009",
     "read_outside_roots": "SESSION-010",
