@@ -335,3 +335,29 @@ def test_tool_004_counts_the_calls_the_agent_ran_not_those_a_side_task_ignored()
     assert count("other") == 0
     records.pop()
     assert count("tok") == 0
+
+
+def _chunk(kind: str, message_id: str | None) -> bytes:
+    body: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": "x"}}
+    if message_id is not None:
+        body["messageId"] = message_id
+    return update(body)
+
+
+def test_a_chunk_without_message_id_does_not_split_a_message() -> None:
+    """Agent chunks with messageId a, then none, then a again: the chunk without an id is
+    neither another id nor another kind, so a's return is no TURN-005 finding; a thought
+    chunk in between (another kind) still makes it one."""
+    observer = observer_with_session()
+    _prompt(observer, 2)
+    for kind, message_id in (
+        ("agent_message_chunk", "a"),
+        ("agent_message_chunk", None),
+        ("agent_message_chunk", "a"),
+    ):
+        observer.received(_chunk(kind, message_id))
+    assert "TURN-005" not in _findings(observer)
+    observer.received(_chunk("agent_thought_chunk", None))
+    observer.received(_chunk("agent_message_chunk", "a"))
+    (message,) = _findings(observer)["TURN-005"]
+    assert "'a' reappears after another message started" in message

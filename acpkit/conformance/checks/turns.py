@@ -291,7 +291,10 @@ class TurnChecks(Family):
         """TURN-005 (live) / SESSION-008 (a replay): one messageId per message."""
         ids = self._message_ids.setdefault(stream, _MessageIds())
         if not isinstance(message_id, str):
-            ids.last = None
+            # a chunk of another kind starts another message; one of the same kind without
+            # an id may be part of the current one (neither another id nor another kind)
+            if ids.last is not None and ids.kinds.get(ids.last) != kind:
+                ids.last = None
             return
         rule_id = "SESSION-008" if stream.startswith("replay-") else "TURN-005"
         during = " during a session/load replay" if rule_id == "SESSION-008" else ""
