@@ -797,7 +797,7 @@ def _lanes(remote: bool) -> tuple[Lane, ...]:
         Group(
             "LIST-003",
             "the session-lifecycle probe",
-            "LIST DELETE SESSION-006 SESSION-007 MODE CONFIG PATH TURN-007 EXT",
+            "LIST DELETE SESSION-006 SESSION-007 MODE CONFIG PATH TURN-007 EXT CAP-005",
             lambda fresh, verdicts, config: more.probe_lifecycle(config, verdicts, fresh),
             needs_stimuli=True,
         ),

@@ -5,13 +5,15 @@ the client to do something before the agent's traffic can be judged.
 Groups (each called by `acpkit.conformance.probes.run_probes` inside its guard):
 
 - `probe_baseline`: the baseline methods (INIT-005), the initialize result (INIT-003 / 004,
-  MCP-001) and an error message (RPC-012);
+  MCP-001), an error message (RPC-012), and session/new and a prompt with unusual _meta
+  values (EXT-005);
 - `probe_capability_extremes`: initialize with ``clientCapabilities`` ``{}`` and with every
   capability, then ``session/new`` and a text prompt (INIT-006);
 - `probe_lifecycle`: ``session/list`` (LIST-001..003), ``session/delete`` (DELETE-001 / 002),
   ``session/resume`` (SESSION-006), ``session/close`` mid-turn (SESSION-007), ``set_mode``
-  mid-turn (MODE-001) and ``set_config_option`` (CONFIG-003); the traffic checks judge the
-  modes and config options of every result;
+  mid-turn (MODE-001) and ``set_config_option`` (CONFIG-003); an advertised delete, resume
+  or close answered -32601 (CAP-005); the traffic checks judge the modes and config options
+  of every result;
 - `probe_authentication`: ``authenticate`` with a method the agent handles itself, then
   ``session/new`` (AUTH-002);
 - `probe_spawn_directory`: the agent spawned in a directory other than the session cwd
@@ -54,6 +56,7 @@ from acpkit.jsonrpc import jsonbytes
 
 __all__ = [
     "EVERY_CAPABILITY",
+    "UNUSUAL_META",
     "probe_authentication",
     "probe_baseline",
     "probe_capability_extremes",
@@ -76,6 +79,18 @@ EVERY_CAPABILITY["session"] = {**EVERY_CAPABILITY["session"], "configOptions": {
 _ANSWER_SERVICES = client_capabilities(
     True, True, terminal=True, elicitation=("form", "url"), notices=True, compaction=True
 )
+
+#: _meta values of every JSON type under keys nobody defines (EXT-005: an implementation makes
+#: no assumptions about values at _meta keys).
+UNUSUAL_META: dict[str, Any] = {
+    "acpkit.dev/null": None,
+    "acpkit.dev/number": -1.5e300,
+    "acpkit.dev/list": [1, "two", {"three": [None, False]}],
+    "acpkit.dev/object": {"nested": {"deeper": True}, "": 0},
+    "acpkit.dev/text": "\u00fcn\u00efc\u00f8d\u00e9 \u2028 \U0001f600",
+}
+
+_META_TEXT = jsonbytes.dumps(UNUSUAL_META).decode("utf-8")
 
 _INVALID_CURSOR = "acpkit-invalid-cursor"
 _MAX_PAGES = 20
@@ -121,6 +136,24 @@ def _new_session(agent: Agent) -> tuple[str | None, dict[str, Any]]:
 
 def _error_text(response: Mapping[str, Any]) -> str:
     return str(response.get("error"))[:200]
+
+
+def _advertised_method_exists(agent: Agent, name: str, response: Mapping[str, Any]) -> bool:
+    """
+    CAP-005 ("respond with ... the capabilities it supports"): the method of an advertised
+    ``sessionCapabilities.<name>`` is not answered -32601 (Method not found); whether it is.
+    Any other answer is the method's own rules' to judge.
+    """
+    error = response.get("error")
+    if isinstance(error, dict) and error.get("code") == -32601:
+        agent.observer.violation(
+            "CAP-005",
+            f"sessionCapabilities.{name} is advertised but session/{name} is answered -32601 "
+            f"(method not found): {_error_text(response)}",
+        )
+        return False
+    agent.observer.verdicts.ok("CAP-005")
+    return True
 
 
 # -- mid-turn helpers ------------------------------------------------------------------------
@@ -200,15 +233,71 @@ def probe_baseline(config: SuiteConfig, verdicts: Verdicts, fresh: Fresh) -> Non
         observer = _started(agent).observer
         with observer.probe("INIT-005", "session/new"):
             session_id = agent.new_session()
-        if session_id is not None:
+        if session_id is None:
+            verdicts.skip("EXT-005", "session/new failed (without _meta)")
+        else:
             with observer.probe("INIT-005", "a text session/prompt"):
-                run_turn(agent, session_id, agent.prompt(session_id, "text"))
+                plain = run_turn(agent, session_id, agent.prompt(session_id, "text"))
+            prompted = plain.response is not None and "result" in plain.response
+            with observer.probe("EXT-005", "session/new and a prompt with unusual _meta values"):
+                _probe_unusual_meta(agent, prompted)
             with observer.probe("INIT-005", "session/cancel during a turn"):
                 run_turn(agent, session_id, agent.prompt(session_id, "slow"), cancel="first_update")
         with observer.probe("RPC-012", "an unknown method (its error message is judged)"):
             response, late = _request(agent, "_acpkit.dev/no_such_method", {})
             if response is None:
                 verdicts.slow("RPC-012", f"an unknown method: {late}")
+
+
+def _probe_unusual_meta(agent: Agent, prompted: bool) -> None:
+    """
+    EXT-005: ``session/new``, then a text ``session/prompt`` (``_meta`` on its params and on
+    its text block), each carrying `UNUSUAL_META`, are answered as they were without it: an
+    error for either, which the same request without ``_meta`` did not get, is a finding.
+    The prompt is judged only when the one without ``_meta`` got a result (``prompted``).
+    """
+    observer = agent.observer
+    cwd = agent.new_directory()
+    agent.driver.policy.roots.append(cwd)
+    params = {"cwd": cwd, "mcpServers": [], "_meta": UNUSUAL_META}
+    response, late = _request(agent, "session/new", params)
+    if response is None:
+        observer.verdicts.slow("EXT-005", f"session/new with unusual _meta values: {late}")
+        return
+    result = response.get("result")
+    if not (isinstance(result, dict) and isinstance(result.get("sessionId"), str)):
+        observer.violation(
+            "EXT-005",
+            f"session/new with _meta {_META_TEXT} was refused "
+            f"({_error_text(response)}), though session/new without _meta succeeded",
+        )
+        return
+    observer.verdicts.ok("EXT-005")
+    session_id = str(result["sessionId"])
+    agent.session_cwd[session_id] = cwd
+    agent.driver.drain(0.05)
+    if not prompted:
+        observer.note("EXT-005: the prompt without _meta failed; the one with it is not sent")
+        return
+    blocks = [{**block, "_meta": UNUSUAL_META} for block in agent.prompt(session_id, "text")]
+    prompt_params: dict[str, Any] = {
+        "sessionId": session_id,
+        "prompt": blocks,
+        "_meta": UNUSUAL_META,
+    }
+    response, late = _request(agent, "session/prompt", prompt_params)
+    if response is None:
+        observer.verdicts.slow("EXT-005", f"a prompt with unusual _meta values: {late}")
+        agent.driver.notify("session/cancel", {"sessionId": session_id})
+    elif "error" in response:
+        observer.violation(
+            "EXT-005",
+            f"a text session/prompt with _meta {_META_TEXT} (on its "
+            f"params and its text block) was answered with an error ({_error_text(response)}), "
+            "though the same prompt without _meta got a result",
+        )
+    else:
+        observer.verdicts.ok("EXT-005")
 
 
 # -- INIT-006 --------------------------------------------------------------------------------
@@ -390,6 +479,10 @@ def _probe_delete(agent: Agent) -> None:
         response, late = _request(agent, "session/delete", {"sessionId": "acpkit-never-created"})
     if response is None:
         observer.verdicts.slow("DELETE-001", f"session/delete of an unknown id: {late}")
+    elif not _advertised_method_exists(agent, "delete", response):
+        for rule_id in ("DELETE-001", "DELETE-002"):
+            observer.verdicts.skip(rule_id, "session/delete is not implemented (CAP-005)")
+        return
     elif "error" in response:
         observer.violation(
             "DELETE-001",
@@ -458,6 +551,8 @@ def _probe_resume(agent: Agent) -> None:
         )
     if response is None:
         observer.verdicts.slow("SESSION-006", f"session/resume: {late}")
+    elif not _advertised_method_exists(agent, "resume", response):
+        observer.verdicts.skip("SESSION-006", "session/resume is not implemented (CAP-005)")
     elif "error" in response:
         observer.note(f"session/resume failed: {_error_text(response)}")
         observer.verdicts.skip("SESSION-006", "session/resume of a session with a turn failed")
@@ -490,6 +585,10 @@ def _probe_close(agent: Agent) -> None:
         _release_held(agent, allow=False)
         if response is None:
             observer.verdicts.slow("SESSION-007", f"session/close: {late}")
+            _finish_turn(agent, turn, session_id, "SESSION-007")
+            return
+        if not _advertised_method_exists(agent, "close", response):
+            observer.verdicts.skip("SESSION-007", "session/close is not implemented (CAP-005)")
             _finish_turn(agent, turn, session_id, "SESSION-007")
             return
         if "error" in response:

@@ -536,15 +536,20 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "CAP-005",
-        "An advertised loadSession works: session/load of a known session succeeds",
+        "Advertised session capabilities work: session/load succeeds, resume, close and delete "
+        "exist",
         "MUST",
         INITIALIZATION,
         TOP,
         "The Agent MUST respond with the chosen protocol version and the capabilities it supports.",
-        "Stimulus: a session with one turn, then session/load of it on a new connection. "
+        "Stimulus: a session with one turn, then session/load of it on a new connection; and "
+        "the session-lifecycle probe's session/delete, session/resume and session/close. "
         "Violated when the agent advertised loadSession: true and session/load fails or is "
-        "answered -32601 (an advertised capability is one it supports).",
-        "loadSession",
+        "answered -32601, or advertised sessionCapabilities.delete, resume or close and that "
+        "method is answered -32601 (method not found): an advertised capability is one it "
+        "supports. Another error of those methods is their own rules' (DELETE-001, SESSION-006, "
+        "SESSION-007). (sessionCapabilities.list is LIST-003's: any error fails it.)",
+        "loadSession or sessionCapabilities.delete / resume / close",
     ),
     _r(
         "CONTENT-001",
@@ -1115,9 +1120,11 @@ RULES: tuple[Rule, ...] = (
         "The Agent MUST send a complete list of all plan entries in each update and their "
         "current status.",
         "A plan update whose entries lack content, priority or status, or in which an entry (by "
-        "its content) is back after the previous plan update of the session left it out: the "
+        "its content) is back after one or more plan updates of the same turn left it out: an "
         "update that left it out was not the complete list. An entry dropped for good is not "
-        "judged (the agent may rewrite its plan). Same rule in schema.json: Plan.entries.",
+        "judged (the agent may rewrite its plan), nor one back in a later turn (a new prompt "
+        "may get a new plan; in a session/load replay, turns are told apart by the user's "
+        "message). Same rule in schema.json: Plan.entries.",
     ),
     _r(
         "TURN-005",
@@ -1363,6 +1370,20 @@ RULES: tuple[Rule, ...] = (
         "and does not start with _ (or $/). The spec's word is MAY; the condition it sets is "
         "what is checked, at SHOULD.",
     ),
+    _r(
+        "EXT-005",
+        "Unusual values at _meta keys change nothing",
+        "MUST",
+        _schema("PromptRequest._meta"),
+        DESCRIPTION,
+        "Implementations MUST NOT make assumptions about values at these keys.",
+        "Stimulus: after a session/new and a text session/prompt that succeed, the same two "
+        "with _meta holding a null, a huge number, a list, a nested object and non-ASCII text "
+        "under keys no one defines (on the prompt's params and on its text block). Violated "
+        "when either is answered with an error. The same sentence is on every _meta property "
+        "of the schema; an agent that refuses or fails on a value it did not expect assumed "
+        "what the value would be. A key the agent does define (its own extension) is not sent.",
+    ),
     # -- the remote transports (RFD "Streamable HTTP & WebSocket Transport") -------------
     _r(
         "HTTP-001",
@@ -1583,9 +1604,10 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         TOP,
         "Agents and clients SHOULD support stdio whenever possible.",
         "SHOULD",
-        "The tester runs an agent as a command over stdio, or reaches it by URL: whether an "
-        "agent reached by URL also has stdio is not visible, and one started as a command has "
-        "it.",
+        "To fail it the tester would have to see an agent without stdio. One started as a "
+        "command speaks stdio (that is how it is tested); one reached by URL may also have a "
+        "stdio entry point, which no message on the connection reveals. 'Whenever possible' is "
+        "the implementer's judgement too.",
     ),
     _u(
         TRANSPORTS,
@@ -1600,9 +1622,10 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Implementers who choose to support custom transports MUST ensure they preserve the "
         "JSON-RPC message format and lifecycle requirements defined by ACP.",
         "MUST",
-        "About custom transports: the tester speaks stdio and the RFD's Streamable HTTP and "
-        "WebSocket (whose rules are HTTP-… and WS-…); a transport of one's own has no spec to "
-        "judge it against.",
+        "It binds a transport other than stdio and the RFD's HTTP and WebSocket: such a "
+        "transport has no spec of its own for the tester to speak, so it cannot reach the agent"
+        " over it. Over the transports it speaks, the JSON-RPC format and lifecycle are the "
+        "FRAME-, RPC- and INIT- rules.",
     ),
     _u(
         TRANSPORTS,
@@ -1610,7 +1633,7 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Custom transports SHOULD document their specific connection establishment and "
         "message exchange patterns to aid interoperability.",
         "SHOULD",
-        "About documentation, not traffic.",
+        "About documentation written for people, not a message on any connection.",
     ),
     _u(
         OVERVIEW,
@@ -1618,9 +1641,9 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Unless explicitly defined otherwise in the schema, ACP-defined JSON object property "
         "keys use camelCase.",
         "(none)",
-        "No check of its own: ACP-defined keys are the schema's, so SCHEMA-001 fails a "
-        "mis-cased required key, and a mis-cased optional key looks like a custom field "
-        "(EXT-001).",
+        "No check of its own: ACP-defined keys are the schema's, so SCHEMA-001 fails a mis-"
+        "cased required key, and a mis-cased optional key is a custom root field (EXT-001). A "
+        "sentence about how the schema names keys adds no observation beyond those two.",
     ),
     _u(
         INITIALIZATION,
@@ -1628,23 +1651,28 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Therefore, Clients and Agents MUST treat all capabilities omitted in the initialize "
         "request as UNSUPPORTED.",
         "MUST",
-        "No check of its own: judged per capability by CAP-001 to CAP-004, CONFIG-001 and "
-        "AUTH-001.",
+        "No check of its own: its visible consequence is one per capability, each a rule: an fs"
+        " or terminal call (CAP-001, CAP-002), an elicitation mode (CAP-003), a notice or "
+        "compaction update (CAP-004), a boolean config option (CONFIG-001) and a terminal auth "
+        "method (AUTH-001) sent to a client whose initialize omitted it.",
     ),
     _u(
         SESSION_SETUP,
         "Working Directory",
         "MUST remain the base for relative-path resolution",
         "MUST",
-        "Internal: every path on the wire is absolute (PATH-001), so relative resolution "
-        "happens only inside the agent.",
+        "Visible only through a relative name the agent resolves, and every path on the wire is"
+        " absolute (PATH-001): the resolution happens inside the agent. Its one visible "
+        "symptom, a name resolved against the directory the agent was spawned in instead of the"
+        " session cwd, is SESSION-009 (the spawn-directory probe).",
     ),
     _u(
         SESSION_SETUP,
         "Working Directory",
         "MUST be part of the session's effective root set",
         "MUST",
-        "Internal definition of the root set; SESSION-010 checks the boundary it implies.",
+        "A definition of the root set (cwd plus additionalDirectories), not an act: the rules "
+        "that use it are SESSION-010 (tool operations inside the root set) and SESSION-009.",
     ),
     _u(
         SESSION_SETUP,
@@ -1674,14 +1702,20 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "LoadSessionRequest variant",
         "The agent should: … Restore the session context and conversation history",
         "SHOULD",
-        "Internal state; the visible part (streaming the history) is SESSION-005.",
+        "The restored history is visible as the replay (SESSION-005: the user's words and the "
+        "agent's answer come back). Whether the restored context reaches the model is visible "
+        "only to a model: with --model-server, the first turn after session/load would have to "
+        "carry the earlier turn's words to the conformance model; no rule does this yet (an "
+        "agent may also summarise or truncate its context, so the words need not be verbatim).",
     ),
     _u(
         SESSION_LIST,
         "Pagination",
         "Agents SHOULD enforce reasonable page sizes internally",
         "SHOULD",
-        "'Reasonable' is not defined, and judging it needs many stored sessions.",
+        "'Reasonable' has no number in the spec, and a page size is only visible with more "
+        "sessions stored than a page holds, which the tester would have to create by the "
+        "hundreds in the agent's store.",
     ),
     _u(
         SESSION_MODES,
@@ -1712,14 +1746,18 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Option Categories",
         "Categories are for UX purposes only and MUST NOT be required for correctness.",
         "MUST",
-        "About how categories are designed and used, not a message the agent sends.",
+        "It binds what an option means: nothing may depend on a client reading categories. The "
+        "client never sends a category back (session/set_config_option names the option by id),"
+        " so no agent behaviour can depend on the client's use of one; the id-only path is "
+        "CONFIG-003's stimulus. 'Clients MUST handle missing or unknown categories' binds the "
+        "client.",
     ),
     _u(
         CONFIG_OPTIONS,
         "Option Ordering",
         "Agents SHOULD place higher-priority options first in the list.",
         "SHOULD",
-        "Priority is the agent's own judgement; any order conforms from outside.",
+        "Priority is the agent's own judgement: any order conforms from outside.",
     ),
     _u(
         PROMPT_TURN,
@@ -1781,7 +1819,10 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "When the language model creates an execution plan, the Agent SHOULD report it to the "
         "Client:",
         "SHOULD",
-        "Internal: the tester cannot see whether the model made a plan.",
+        "What counts as the model's plan is the agent's own (a todo tool, a planning step, a "
+        "structured answer): the conformance model can send text and tool calls, but no model "
+        "output is one every agent must recognise as 'an execution plan', so a turn without a "
+        "plan update is never evidence. The plans that are sent are judged (TURN-004).",
     ),
     _u(
         AGENT_PLAN,
@@ -1789,7 +1830,8 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "As the Agent progresses through the plan, it SHOULD report updates by sending more "
         "session/update notifications with the same structure.",
         "SHOULD",
-        "Internal progress is invisible; the structure of each update is TURN-004 and SCHEMA-001.",
+        "Progress through a plan is internal: an update is due when the agent moves on, which "
+        "the tester cannot see. Each update's structure is TURN-004 and SCHEMA-001.",
     ),
     _u(
         AGENT_PLAN,
@@ -1806,14 +1848,6 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "available_commands_update session notification:",
         "MAY",
         _MAY_NOTE,
-    ),
-    _u(
-        _schema("PromptRequest._meta"),
-        DESCRIPTION,
-        "Implementations MUST NOT make assumptions about values at these keys.",
-        "MUST",
-        "Internal (how the agent reads _meta). The same sentence is on every _meta property "
-        "of the schema.",
     ),
     _u(
         CANCELLATION,
@@ -1836,8 +1870,10 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "When internal cancellation occurs, the executing party SHOULD: … Send the same -32800 "
         "(Cancelled) error response as if $/cancel_request was received",
         "SHOULD",
-        "The tester cannot tell an internal cancellation (limit, timeout) from any other "
-        "failure of the request.",
+        "To judge it the tester must cause an internal cancellation it can recognise (a limit "
+        "or timeout of the agent's own); none is defined by the spec, and from outside an "
+        "internally cancelled request looks like any failed one, so no error code can be "
+        "required of it.",
     ),
     _u(
         CANCELLATION,
@@ -1845,14 +1881,18 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "When internal cancellation occurs, the executing party SHOULD: … Ensure consistent "
         "behavior regardless of cancellation source",
         "SHOULD",
-        "Same: the cause of an internal cancellation is invisible.",
+        "Same: the tester cannot provoke an internal cancellation, so it cannot compare it with"
+        " a $/cancel_request one (RPC-010 judges the latter).",
     ),
     _u(
         AUTHENTICATION,
         "Terminal authentication",
         "Agents SHOULD provide arguments that enter a login-only flow and exit when it completes.",
         "SHOULD",
-        "Needs a user to log in through the interactive terminal process.",
+        "Running the advertised command with its arguments starts a real login (a browser, a "
+        "device code, credentials) on the tester's machine: only a user can complete it, and a "
+        "tester must not start one unattended. Whether the flow exits when done needs it "
+        "completed.",
     ),
     _u(
         AUTHENTICATION,
@@ -1860,7 +1900,8 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "After a successful logout, new sessions that require authentication will require the "
         "user to complete one of the advertised authentication flows again.",
         "(none)",
-        "Needs real credentials and a user to log in again.",
+        "Needs a real login (credentials and a user) before the logout and again after it; an "
+        "agent-type method that needs no user has nothing to 'require again'.",
     ),
     _u(
         AUTHENTICATION,
@@ -1875,7 +1916,10 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Checking support",
         "Agents SHOULD provide a graceful fallback when the required mode is unavailable.",
         "SHOULD",
-        "Which mode the agent 'required' is internal; an unadvertised mode itself is CAP-003.",
+        "Which mode an agent needed is internal. Its visible parts are rules: not using the "
+        "mode anyway (CAP-003), and the agent still working with no elicitation capability at "
+        "all (INIT-006 runs session/new and a prompt with clientCapabilities {}); whether what "
+        "it did instead was 'graceful' needs a person.",
     ),
     _u(
         ELICITATION,
@@ -1883,7 +1927,10 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Agents MUST bind each elicitation and related state to the receiving Client "
         "connection and, when authentication exists, the verified user identity.",
         "MUST",
-        "Needs several client connections and authenticated users; the tester has one of each.",
+        "The binding is agent state. Its one wire consequence, elicitation/complete only on the"
+        " connection that got the elicitation/create, is ELICIT-002. A second connection cannot"
+        " answer the first's elicitation (a JSON-RPC response answers a request that connection"
+        " received), and the identity part needs two authenticated users.",
     ),
     _u(
         ELICITATION,
@@ -1891,14 +1938,18 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Clients SHOULD validate submitted values before responding, and Agents SHOULD "
         "validate them again.",
         "SHOULD",
-        "The agent's validation is internal; how it treats bad content is not visible.",
+        "A value the client sends that breaks the schema (the tester could send one) may be "
+        "refused, re-asked, ignored or repaired: all conform, and an agent that validated and "
+        "one that did not can answer the same way, so no observation tells them apart.",
     ),
     _u(
         ELICITATION,
         "Form mode",
         "Agents MUST use URL mode for sensitive interactions.",
         "MUST",
-        "Needs a human to judge what is sensitive.",
+        "Which interactions are sensitive needs a person. The secrets the form-mode sentence "
+        "names (passwords, API keys, tokens, keys, recovery codes, payment data) are "
+        "ELICIT-008, by field name.",
     ),
     _u(
         ELICITATION,
@@ -1906,7 +1957,9 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "If the Client does not support URL mode, the Agent MUST NOT fall back to form mode; "
         "it must use another safe flow or fail the operation.",
         "MUST",
-        "Needs knowing that a form request replaces a URL flow, which is internal.",
+        "A form that replaces a URL flow looks like any form: which flow the agent would have "
+        "used is internal. A form asking for a named secret (what a URL flow is for) is "
+        "ELICIT-008 whatever the client supports.",
     ),
     _u(
         ELICITATION,
@@ -1914,15 +1967,16 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Agents MUST NOT send credentials or tokens obtained through URL mode back over ACP or "
         "place them in Client or model context.",
         "MUST",
-        "Needs a real external interaction that yields credentials.",
+        "Needs a real external interaction that yields credentials the tester could recognise "
+        "later on the wire; the tester has no such service.",
     ),
     _u(
         ELICITATION,
         "Responses",
         "Agents MUST NOT assume an elicitation succeeds.",
         "MUST",
-        "An assumption is internal; its visible consequence (handling decline / cancel / "
-        "failure) is ELICIT-007.",
+        "An assumption is internal; its visible consequence (decline, cancel and errors handled"
+        " without exiting or hanging the turn) is ELICIT-007.",
     ),
     _u(
         ELICITATION,
@@ -1937,29 +1991,31 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "The Agent MUST verify that the authenticated user who started the elicitation is the "
         "same user who completes the external interaction.",
         "MUST",
-        "Needs a real external interaction and users.",
+        "Needs two authenticated users and a real external interaction completed by one of them.",
     ),
     _u(
         _schema("CreateElicitationResponse"),
         "other",
         "They MUST NOT treat it as a known elicitation action.",
         "MUST",
-        "How the agent treats an unknown action is internal (it may still end the turn either "
-        "way).",
+        "The tester could answer an action no schema defines; ending the turn, falling back or "
+        "failing all conform afterwards, and treating it as accept (with no content) would show"
+        " only in what the agent later does with data it never got, which depends on the agent.",
     ),
     _u(
         _schema("Notice"),
         DESCRIPTION,
         "Agents must not rely on a notice being received, displayed, or seen by the user.",
         "MUST",
-        "Internal: a reliance on notices is not visible in traffic.",
+        "A reliance is internal: a notice the client drops or never shows produces no message "
+        "the agent could react to, so no traffic differs.",
     ),
     _u(
         _schema("ProtocolVersion"),
         DESCRIPTION,
         "Non-breaking changes should be introduced via capabilities.",
         "SHOULD",
-        "Binds the protocol's evolution, not a running agent.",
+        "Binds the protocol's evolution (its authors), not a running agent.",
     ),
     _u(
         REMOTE_RFD,
@@ -1976,7 +2032,10 @@ UNCHECKABLE: tuple[Uncheckable, ...] = (
         "Bidirectional Messaging",
         "On disconnect, the server cleans up the connection and any associated sessions.",
         "MUST",
-        "Internal to the server: not visible to a client that is gone.",
+        "Not observable, and contradicted: after a disconnect the client is gone, and the RFD's"
+        " 'Durability and reliability expectations' says sessions survive disconnects and can "
+        "be resumed with session/load, so a session still loadable afterwards is no evidence "
+        "either way. The connection id of a closed HTTP connection being unknown is HTTP-008.",
     ),
     _u(
         REMOTE_RFD,
@@ -2087,6 +2146,17 @@ def render_markdown(
         "Agent-binding sentences of the spec that no rule judges, and why: MAY sentences",
         "(permissions), and obligations about the agent's internals, the user, or a real MCP",
         "server or external service.",
+        "",
+        "Re-argued entry by entry (issue 23, item 6d): each sentence was read in its page and",
+        "asked what would have to be visible to judge it. One was turned into a rule (the _meta",
+        "sentence, now EXT-005: unusual values at unknown _meta keys are sent and the answers",
+        "compared); 51 are kept: 18 MAY sentences (a permission: either choice conforms), 12",
+        "whose visible part is already a rule named in the row, 20 that need what no",
+        "client-side tester has (a user, real credentials or an external service, the agent's",
+        "internal state or intent, another transport) or bind someone else (the client, the",
+        "spec's authors), and 1 that a rule could judge with --model-server but none does yet",
+        "(the context restored by session/load). The why column says, for each, what would",
+        "have to be visible and why it is not.",
         "",
         "| page | sentence | level | why |",
         "|---|---|---|---|",

@@ -151,7 +151,49 @@ def test_a_plan_entry_that_vanishes_and_comes_back_is_turn_004() -> None:
     observer.received(plan("a"))
     observer.received(plan("a", "c"))
     (message,) = _findings(observer)["TURN-004"]
-    assert "'c' was left out of the previous plan update" in message
+    assert "'c' was left out of an earlier plan update" in message
+
+
+def _plan(*names: str) -> bytes:
+    entries = [{"content": n, "priority": "high", "status": "pending"} for n in names]
+    return update({"sessionUpdate": "plan", "entries": entries})
+
+
+def test_a_plan_entry_back_after_several_updates_without_it_is_turn_004() -> None:
+    """Plans [a, b], [a], [a], [a, b] in one turn: b's absence was not the complete list,
+    however many updates left it out."""
+    observer = observer_with_session()
+    _prompt(observer, 2)
+    for names in (("a", "b"), ("a",), ("a",), ("a", "b")):
+        observer.received(_plan(*names))
+    (message,) = _findings(observer)["TURN-004"]
+    assert "'b' was left out of an earlier plan update" in message
+
+
+def test_a_new_turn_may_make_a_new_plan_with_an_old_entry() -> None:
+    """[test] in turn 1, [docs] in turn 2, [test] in turn 3: each turn's plan is a new plan,
+    so an entry of an older turn's plan coming back is no TURN-004 finding (live or in a
+    session/load replay of those turns)."""
+    observer = observer_with_session({}, agentCapabilities={"loadSession": True})
+    for rid, names in ((2, ("test",)), (3, ("docs",)), (4, ("test", "lint"))):
+        _prompt(observer, rid)
+        observer.received(_plan(*names))
+        _end(observer, rid)
+    observer.sent(
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "session/load",
+            "params": {"sessionId": "s", "cwd": "/w", "mcpServers": []},
+        }
+    )
+    for names in (("test",), ("docs",), ("test", "lint")):
+        user = {"type": "text", "text": "hi"}
+        observer.received(update({"sessionUpdate": "user_message_chunk", "content": user}))
+        observer.received(_plan(*names))
+    observer.received(json_line({"jsonrpc": "2.0", "id": 5, "result": {}}))
+    assert "TURN-004" not in _findings(observer)
+    assert observer.verdicts.exercised["TURN-004"] == 6
 
 
 def test_usage_counts_and_cost_are_judged() -> None:
@@ -293,3 +335,29 @@ def test_tool_004_counts_the_calls_the_agent_ran_not_those_a_side_task_ignored()
     assert count("other") == 0
     records.pop()
     assert count("tok") == 0
+
+
+def _chunk(kind: str, message_id: str | None) -> bytes:
+    body: dict[str, Any] = {"sessionUpdate": kind, "content": {"type": "text", "text": "x"}}
+    if message_id is not None:
+        body["messageId"] = message_id
+    return update(body)
+
+
+def test_a_chunk_without_message_id_does_not_split_a_message() -> None:
+    """Agent chunks with messageId a, then none, then a again: the chunk without an id is
+    neither another id nor another kind, so a's return is no TURN-005 finding; a thought
+    chunk in between (another kind) still makes it one."""
+    observer = observer_with_session()
+    _prompt(observer, 2)
+    for kind, message_id in (
+        ("agent_message_chunk", "a"),
+        ("agent_message_chunk", None),
+        ("agent_message_chunk", "a"),
+    ):
+        observer.received(_chunk(kind, message_id))
+    assert "TURN-005" not in _findings(observer)
+    observer.received(_chunk("agent_thought_chunk", None))
+    observer.received(_chunk("agent_message_chunk", "a"))
+    (message,) = _findings(observer)["TURN-005"]
+    assert "'a' reappears after another message started" in message

@@ -116,6 +116,7 @@ MUST_BE_KILLED: frozenset[str] = frozenset(
         "accept_relative_cwd",
         "load_without_replay",
         "resume_replays",
+        "resume_not_implemented",
         "list_ignores_cwd",
         "modes_out_of_sync",
         # prompts
@@ -137,6 +138,7 @@ MUST_BE_KILLED: frozenset[str] = frozenset(
         "bad_traceparent",
         "meta_not_object",
         "reject_meta",
+        "meta_values_are_strings",
         # killed since discovery, unanswered requests as findings, FRAME-010 and the
         # tool-call lifecycle rules (issue 23)
         *("latin1_output", "first_line_per_read", "hang_on_early_eof", "exit_before_answering"),
@@ -170,7 +172,7 @@ CI_VARIANTS: frozenset[str] = frozenset(
         *("relative_read_path", "relative_list_cwd"),  # paths
         "ignore_eof",  # process lifetime
         *("vendor_request_unanswered", "custom_root_field"),  # extensibility (unanswered)
-        "bad_traceparent",  # _meta
+        *("bad_traceparent", "meta_values_are_strings"),  # _meta
     }
 )
 #: The command-gated CI variants run on agent B too: one per way a command is discovered

@@ -59,7 +59,8 @@ __all__ = ["remote_bob"]  # the fixture, shared with tests/conformance/test_conf
 
 COMMON_PASS = (
     "FRAME-001 FRAME-002 FRAME-003 RPC-001 RPC-002 RPC-005 RPC-006 RPC-007 RPC-008 RPC-009 "
-    "RPC-010 RPC-012 RPC-013 INIT-001 INIT-002 INIT-005 SESSION-003 AUTH-001 EXT-001 EXT-004"
+    "RPC-010 RPC-012 RPC-013 INIT-001 INIT-002 INIT-005 SESSION-003 AUTH-001 EXT-001 EXT-004 "
+    "EXT-005"
 ).split()
 #: Genuine SHOULD warnings of every peer: none starts the stdio MCP server of session/new
 #: ('Agents SHOULD connect to all MCP servers specified by the Client'; bob only with

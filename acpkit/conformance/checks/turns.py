@@ -5,7 +5,8 @@ Prompt turns and tool calls: what a turn streams, how it ends, and each tool cal
 - TURN-002: a turn update (message, thought, tool call, plan) after the turn's response
 - TURN-003: a tool_call reusing a toolCallId of its session; a turn ending (not cancelled) with
   a tool call not completed or failed
-- TURN-004: every plan: complete entries; an entry left out of one plan and back in the next
+- TURN-004: every plan: complete entries; an entry left out of a plan and back in a later
+  one of the same turn (a new turn may make a new plan)
 - TURN-005: a live messageId used again for another message (another kind, or after another id)
 - SESSION-008: the same, within one session/load replay
 - TURN-006: a usage_update without used and size (non-negative integers), or a cost without
@@ -56,6 +57,14 @@ class _TurnTools:
     ran: set[str] = attrs.field(factory=set)
 
 
+@attrs.define
+class _Plans:
+    """The plans of one turn: the last one's entries, and those of every earlier one."""
+
+    last: set[str] | None = None
+    earlier: set[str] = attrs.field(factory=set)
+
+
 class TurnChecks(Family):
     """See the module docstring."""
 
@@ -80,8 +89,8 @@ class TurnChecks(Family):
         self._statuses: dict[str, dict[str, str]] = {}
         #: per turn (request key), its tool calls
         self._tools: dict[str, _TurnTools] = {}
-        #: per session, the entries (by content) of its last two plans
-        self._plans: dict[str, list[list[str]]] = {}
+        #: per stream (live or a replay), the current turn's plans
+        self._plans: dict[str, _Plans] = {}
 
     # -- the client ------------------------------------------------------------------------
 
@@ -92,6 +101,7 @@ class TurnChecks(Family):
             if live is not None:
                 live.last = None  # a new turn's messages are new messages
             self._tools[key] = _TurnTools()
+            self._plans.pop(f"live:{session_id}", None)  # a new turn may make a new plan
 
     def client_answered(self, request: dict[str, Any], response: dict[str, Any]) -> None:
         params = request.get("params")
@@ -127,8 +137,10 @@ class TurnChecks(Family):
             self._outside_turn(context, index)
         if kind in ("tool_call", "tool_call_update"):
             self._tool_call(context, index)
+        if kind == "user_message_chunk" and context.replay is not None:
+            self._plans.pop(context.stream, None)  # a replayed turn: its plans are new plans
         if kind == "plan":
-            self._plan(context.session_id, update, index)
+            self._plan(context.stream, update, index)
         elif kind == "usage_update":
             self._usage(update, index)
         if kind in CHUNK_UPDATES:
@@ -221,8 +233,9 @@ class TurnChecks(Family):
         else:
             self.ok("TOOL-003")
 
-    def _plan(self, session_id: str, update: dict[str, Any], index: int) -> None:
-        """TURN-004: complete, well-formed entries; an entry that vanishes and comes back."""
+    def _plan(self, stream: str, update: dict[str, Any], index: int) -> None:
+        """TURN-004: complete, well-formed entries; an entry that vanishes and comes back
+        within one turn (any number of updates later)."""
         entries = update.get("entries")
         if not isinstance(entries, list) or not all(
             isinstance(e, dict) and {"content", "priority", "status"} <= e.keys() for e in entries
@@ -234,21 +247,23 @@ class TurnChecks(Family):
             )
             return
         contents = [str(e.get("content")) for e in entries]
-        history = self._plans.setdefault(session_id, [])
-        if len(history) == 2:
-            before_last, last = history
-            back = [c for c in contents if c in before_last and c not in last]
+        plans = self._plans.setdefault(stream, _Plans())
+        if plans.last is not None:
+            back = [c for c in contents if c in plans.earlier and c not in plans.last]
             if back:
                 self.violation(
                     "TURN-004",
-                    f"plan entry {back[0]!r} was left out of the previous plan update and is back "
-                    "in this one: an update that left it out was not the complete list",
+                    f"plan entry {back[0]!r} was left out of an earlier plan update of this turn "
+                    "and is back in this one: an update that left it out was not the complete "
+                    "list",
                     index,
                 )
-                history[:] = [last, contents]
-                return
-        self.ok("TURN-004")
-        history[:] = [*history[-1:], contents]
+            else:
+                self.ok("TURN-004")
+            plans.earlier.update(plans.last)
+        else:
+            self.ok("TURN-004")
+        plans.last = set(contents)
 
     def _usage(self, update: dict[str, Any], index: int) -> None:
         """TURN-006: used and size are required, non-null token counts; a cost has both parts."""
@@ -276,7 +291,10 @@ class TurnChecks(Family):
         """TURN-005 (live) / SESSION-008 (a replay): one messageId per message."""
         ids = self._message_ids.setdefault(stream, _MessageIds())
         if not isinstance(message_id, str):
-            ids.last = None
+            # a chunk of another kind starts another message; one of the same kind without
+            # an id may be part of the current one (neither another id nor another kind)
+            if ids.last is not None and ids.kinds.get(ids.last) != kind:
+                ids.last = None
             return
         rule_id = "SESSION-008" if stream.startswith("replay-") else "TURN-005"
         during = " during a session/load replay" if rule_id == "SESSION-008" else ""
