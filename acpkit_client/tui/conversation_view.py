@@ -16,6 +16,7 @@ the first changed line.
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,6 +46,10 @@ class Notice:
         self.text = text
 
 
+#: A segment's text.
+_PIECE = operator.itemgetter(1)
+
+
 def _width(text: str) -> int:
     return int(urwid.calc_width(text, 0, len(text)))
 
@@ -53,7 +58,7 @@ def _measure(lines: Sequence[Line]) -> list[tuple[int, int]]:
     """Each line's display width and its leading spaces (its indentation)."""
     measured = []
     for line in lines:
-        plain = "".join(piece for _, piece in line.markup)
+        plain = "".join(map(_PIECE, line.markup))
         measured.append((_width(plain), len(plain) - len(plain.lstrip(" "))))
     return measured
 

@@ -377,6 +377,8 @@ class CodeHighlighter:
         if not unfinished:
             return list(self._markups)
         if self._end is not None:
+            if len(unfinished) == 1 and not unfinished[0]:
+                return [*self._markups, []]  # an empty line has no colours, whatever the state
             return [*self._markups, *_lex(self._lexer, unfinished, self._end)[0]]
         return _lex(self._lexer, [*self._open, *unfinished], self._stack)[0]
 
