@@ -16,6 +16,7 @@ the first changed line.
 
 from __future__ import annotations
 
+import operator
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from zope.interface import implementer
 from acpkit_client.conversation import Conversation, Entry
 from acpkit_client.interfaces import IConversationObserver
 from acpkit_client.tui.copy import region_text
+from acpkit_client.tui.line_rows import Row, canvas_rows, draw_line, hang, line_rows
 from acpkit_client.tui.render import EntryRenderer, Line, entry_renderer, render_notice
 from acpkit_client.tui.sizes import Size, box_size
 
@@ -44,6 +46,10 @@ class Notice:
         self.text = text
 
 
+#: A segment's text.
+_PIECE = operator.itemgetter(1)
+
+
 def _width(text: str) -> int:
     return int(urwid.calc_width(text, 0, len(text)))
 
@@ -52,46 +58,17 @@ def _measure(lines: Sequence[Line]) -> list[tuple[int, int]]:
     """Each line's display width and its leading spaces (its indentation)."""
     measured = []
     for line in lines:
-        plain = "".join(piece for _, piece in line.markup)
+        plain = "".join(map(_PIECE, line.markup))
         measured.append((_width(plain), len(plain) - len(plain.lstrip(" "))))
     return measured
-
-
-def _hang(width: int, lead: int, columns: int) -> int:
-    """
-    The indentation a wrapped line's continuation rows keep: its own leading spaces,
-    when the line wraps and they leave at least half the width for text; else 0.
-    """
-    return lead if width > columns and lead < columns // 2 else 0
 
 
 def _rows(width: int, lead: int, columns: int) -> int:
     """Rows a line of ``width`` columns with ``lead`` leading spaces takes in ``columns``."""
     if width <= columns:
         return 1
-    hang = _hang(width, lead, columns)
-    return -(-(width - hang) // (columns - hang))
-
-
-def _draw(markup: Any, width: int, lead: int, columns: int) -> urwid.Canvas:
-    """
-    ``markup`` drawn in ``columns``, wrapped anywhere; the rows after the first start
-    under its text, not at column 0 (the line's indentation is kept, :func:`_hang`).
-    """
-    hang = _hang(width, lead, columns)
-    if not hang:
-        return urwid.Text(markup or "", wrap="any").render((columns,))
-    rest: list[tuple[Any, str]] = []
-    skip = hang
-    for attr, piece in markup:
-        if skip >= len(piece):
-            skip -= len(piece)
-            continue
-        rest.append((attr, piece[skip:]))
-        skip = 0
-    canvas = urwid.CompositeCanvas(urwid.Text(rest or "", wrap="any").render((columns - hang,)))
-    canvas.pad_trim_left_right(hang, 0)
-    return canvas
+    indent = hang(width, lead, columns)
+    return -(-(width - indent) // (columns - indent))
 
 
 class _NoticeRenderer:
@@ -150,7 +127,7 @@ class ConversationView(urwid.Widget):
         self._height = 1
         self._width_seen = 80
         # The rows of the plain lines drawn last, by line index: (line, width, rows).
-        self._drawn: dict[int, tuple[Line, int, list[_Row]]] = {}
+        self._drawn: dict[int, tuple[Line, int, list[Row]]] = {}
         for entry in conversation.entries:
             self._append(entry)
         conversation.subscribe(self)
@@ -331,22 +308,22 @@ class ConversationView(urwid.Widget):
         first = self._line_at_row(maxcol, self.top)
         skip = self.top - starts[first]
         selection = self.selection
-        rows: list[_Row] = []
+        rows: list[Row] = []
         index = first
-        drawn_now: dict[int, tuple[Line, int, list[_Row]]] = {}
+        drawn_now: dict[int, tuple[Line, int, list[Row]]] = {}
         while index < len(lines) and len(rows) < maxrow + skip:
             line = lines[index]
             w, lead = self._widths[index]
             if (selection is not None and index in selection) or (index == self.cursor and focus):
-                line_rows = _canvas_rows(_bar(line, w, lead, maxcol))
+                drawn = canvas_rows(_bar(line, w, lead, maxcol))
             else:
                 known = self._drawn.get(index)
                 if known is not None and known[0] is line and known[1] == maxcol:
-                    line_rows = known[2]
+                    drawn = known[2]
                 else:
-                    line_rows = _canvas_rows(_draw(line.markup, w, lead, maxcol))
-                drawn_now[index] = (line, maxcol, line_rows)
-            rows.extend(line_rows)
+                    drawn = line_rows(line.markup, w, lead, maxcol)
+                drawn_now[index] = (line, maxcol, drawn)
+            rows.extend(drawn)
             index += 1
         self._drawn = drawn_now
         shown = rows[skip : skip + maxrow]
@@ -445,30 +422,12 @@ class ConversationView(urwid.Widget):
         return False
 
 
-#: One drawn row: its bytes, its attributes and its character sets (run lengths).
-_Row = tuple[bytes, list[tuple[Any, int]], list[tuple[Any, int]]]
-
-
-def _canvas_rows(canvas: urwid.Canvas) -> list[_Row]:
-    """The rows of ``canvas``, as a text canvas holds them."""
-    rows: list[_Row] = []
-    for row in canvas.content():
-        rows.append(
-            (
-                b"".join(segment[2] for segment in row),
-                [(segment[0], len(segment[2])) for segment in row],
-                [(segment[1], len(segment[2])) for segment in row],
-            )
-        )
-    return rows
-
-
 def _plain(line: Line) -> str:
     return "".join(piece for _, piece in line.markup)
 
 
 def _bar(line: Line, width: int, lead: int, columns: int) -> urwid.Canvas:
     """``line`` drawn as selected (the selection and the cursor bar look the same)."""
-    canvas = urwid.CompositeCanvas(_draw([("selection", _plain(line))], width, lead, columns))
+    canvas = urwid.CompositeCanvas(draw_line([("selection", _plain(line))], width, lead, columns))
     canvas.fill_attr("selection")
     return canvas

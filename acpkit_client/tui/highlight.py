@@ -42,7 +42,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.token import Error, Token, Whitespace
 
 from acpkit.compat import regex_lexer_states
-from acpkit_client.tui.lexer_states import state_matcher
+from acpkit_client.tui.lexer_states import state_table
 from acpkit_client.tui.theme import token_attribute
 
 if TYPE_CHECKING:  # annotations only; at run time the class is type(Token)
@@ -153,19 +153,21 @@ def _regex_tokens(
     there.  The loop is adapted from Pygments' ``RegexLexer.get_tokens_unprocessed``
     (Pygments 2.x, BSD-2-Clause, copyright the Pygments team); only the noting is added,
     and the rule that matches is found with one joined expression per state where the
-    rules allow it (:mod:`acpkit_client.tui.lexer_states`).
+    rules allow it, chosen by the character at the position
+    (:mod:`acpkit_client.tui.lexer_states`).
     """
     pos = 0
     tokendefs = regex_lexer_states(lexer)
     assert tokendefs is not None  # _resumable() checked it
     statestack = list(stack)
     statetokens = tokendefs[statestack[-1]]
-    matcher = state_matcher(tokendefs, statestack[-1])
+    table = state_table(tokendefs, statestack[-1])
     while True:
         if (pos == 0 or text[pos - 1] == "\n") and pos not in states:
             states[pos] = tuple(statestack)
         m: re.Match[str] | None = None
-        if matcher is not None:
+        if table is not None:
+            matcher = table[text[pos : pos + 1]]
             m = matcher[0](text, pos)
             if m is not None:
                 rexmatch, action, new_state = statetokens[matcher[1][m.lastindex or 0]]
@@ -202,14 +204,14 @@ def _regex_tokens(
                 elif new_state == "#push":
                     statestack.append(statestack[-1])
                 statetokens = tokendefs[statestack[-1]]
-                matcher = state_matcher(tokendefs, statestack[-1])
+                table = state_table(tokendefs, statestack[-1])
         else:
             if pos >= len(text):
                 return
             if text[pos] == "\n":
                 statestack = ["root"]
                 statetokens = tokendefs["root"]
-                matcher = state_matcher(tokendefs, "root")
+                table = state_table(tokendefs, "root")
                 yield pos, Whitespace, "\n"
                 pos += 1
                 continue
@@ -375,6 +377,8 @@ class CodeHighlighter:
         if not unfinished:
             return list(self._markups)
         if self._end is not None:
+            if len(unfinished) == 1 and not unfinished[0]:
+                return [*self._markups, []]  # an empty line has no colours, whatever the state
             return [*self._markups, *_lex(self._lexer, unfinished, self._end)[0]]
         return _lex(self._lexer, [*self._open, *unfinished], self._stack)[0]
 

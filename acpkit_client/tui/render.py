@@ -77,10 +77,14 @@ PLAN_MARKERS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 # replacement mark.  Only the drawing changes; ``Line.text`` (what a copy takes) keeps them.
 _UNDRAWABLE = {c: "\ufffd" for c in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]}
 _UNDRAWABLE[ord("\t")] = "    "
+#: A segment's text.
+_PIECE = operator.itemgetter(1)
 
 
 def drawable(markup: Markup) -> Markup:
     """``markup`` with tabs and control characters replaced by what a terminal can draw."""
+    if "".join(map(_PIECE, markup)).isprintable():  # the usual line: one test for all
+        return list(markup)
     return [
         (attr, piece if piece.isprintable() else piece.translate(_UNDRAWABLE))
         for attr, piece in markup
@@ -158,7 +162,7 @@ class _Builder:
         in_region_copy: bool = True,
     ) -> None:
         WORK.lines_built += 1
-        text = "".join(piece for _, piece in markup)
+        text = "".join(map(_PIECE, markup))
         self.lines.append(
             Line(
                 markup=_indented(indent, markup),
@@ -205,6 +209,9 @@ class _BodyReader:
         self.prose_region: tuple[int, int] | None = None
         self.blanks: list[str] = []
         self.code: _CodeBlock | None = None
+        #: Lines at the start of this reader's lines that are the open code lines built
+        #: before, reused (a hint for the comparison with the lines drawn last time).
+        self.reused = 0
 
     def copy(self) -> _BodyReader:
         """A reader in the same state, with a builder of its own, to try lines on."""
@@ -232,22 +239,27 @@ class _BodyReader:
     def _open_code_lines(self, markups: Sequence[Markup], unfinished: int) -> None:
         """Add the lines of the open code block: ``markups`` are its open lines' then its
         ``unfinished`` last ones.  The open lines built last time are reused while their
-        markups are the very ones they were built from (checked by identity, at C speed)."""
+        markups are the ones they were built from (compared as lists, at C speed: the
+        very same markups pass at once); only the lines after them are built."""
         code = self.code
         assert code is not None
         settled = len(markups) - unfinished
         reuse = min(len(code.built_for), settled)
-        if reuse and not all(map(operator.is_, markups[:reuse], code.built_for)):
-            reuse = 0
-        lines = code.built_lines[:reuse]
+        if reuse:
+            if markups[:reuse] == code.built_for[:reuse]:
+                code.built_for[:reuse] = markups[:reuse]  # the same ones from now on
+            else:
+                reuse = 0
         start = len(self.builder.lines)
+        self.builder.lines.extend(code.built_lines[:reuse])
+        del code.built_for[reuse:]
+        del code.built_lines[reuse:]
         for markup in markups[reuse:settled]:
             self.builder.add(code.region, INDENT, markup)
-        lines.extend(self.builder.lines[start:])
-        del self.builder.lines[start:]
-        code.built_for[:] = markups[:settled]
-        code.built_lines[:] = lines
-        self.builder.lines.extend(lines)
+            code.built_for.append(markup)
+            code.built_lines.append(self.builder.lines[-1])
+        if not start:
+            self.reused = reuse
         for markup in markups[settled:]:
             self.builder.add(code.region, INDENT, markup)
 
@@ -346,10 +358,15 @@ class MessageRenderer:
         keep = self._frozen
         self._frozen += len(frozen)
         after = [*frozen, *tail] if frozen else tail
-        # Lines drawn last time and drawn the same now are kept.
-        # (the lines kept by identity are found at C speed, then compared for equality)
-        differs = list(map(operator.is_not, self._open, after))
-        same = differs.index(True) if True in differs else len(differs)
+        # Lines drawn last time and drawn the same now are kept: the longest run of equal
+        # lines at the start.  The open code lines reused are equal at once (the very same
+        # lines, compared as lists at C speed); the lines after them are compared one by one.
+        same = trial.reused if not frozen else 0
+        if same and self._open[:same] != after[:same]:
+            same = 0
+        if not same:
+            differs = list(map(operator.is_not, self._open, after))
+            same = differs.index(True) if True in differs else len(differs)
         for before, now in zip(self._open[same:], after[same:], strict=False):
             if before != now:
                 break

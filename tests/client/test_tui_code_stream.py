@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from acpkit import schema
 from acpkit_client.conversation import Conversation
 from acpkit_client.tui.conversation_view import ConversationView
-from acpkit_client.tui.highlight import FREEZE_STEP, OPEN_LINES, WORK
-from acpkit_client.tui.render import render_entry
+from acpkit_client.tui.highlight import FREEZE_STEP, OPEN_LINES, WORK, highlight_lines
+from acpkit_client.tui.render import drawable, render_entry
 from tests.helpers import examples
 
 SIZE = (60, 12)
@@ -84,3 +84,56 @@ def test_after_each_chunk_the_pane_draws_what_a_full_render_draws(
         conversation.apply(chunk(text[start:end]))
         view.render(SIZE)
         assert view.lines == render_entry(conversation.entries[0], 0, "bob")
+
+
+def screen(
+    view: ConversationView, size: tuple[int, int]
+) -> list[list[tuple[object, object, bytes]]]:
+    """What the pane puts on screen: per row, its (attribute, charset, bytes) runs."""
+    return [list(row) for row in view.render(size).content()]
+
+
+BLOCK_LINES = st.sampled_from(
+    [
+        "def f(x, *a, **k):",
+        "    return x  # done",
+        's = """two',
+        'lines"""',
+        "/* a comment",
+        "   over lines */",
+        "x := 1",
+        "\tindented with a tab",
+        "é 界 wide and accented",
+        "",
+        "a line long enough to wrap in a narrow pane, with (brackets) and 'quotes' in it",
+    ]
+)
+
+
+@settings(max_examples=examples(1), deadline=None)
+@given(
+    language=st.sampled_from(["python", "go", "yaml", "cobol"]),
+    lines=st.lists(BLOCK_LINES, max_size=40),
+    closed=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0, max_value=3000), max_size=30),
+    width=st.sampled_from([24, 80]),
+)
+def test_a_streamed_block_is_on_screen_what_the_whole_block_is(
+    language: str, lines: list[str], closed: bool, cuts: list[int], width: int
+) -> None:
+    """A code block streamed in any chunks puts on screen, after every chunk, what the
+    same text given at once does (colours, wrapping and padding byte for byte); once
+    closed, its lines are coloured as highlighting the whole block at once colours them."""
+    text = f"```{language}\n" + "".join(line + "\n" for line in lines) + ("```\n" if closed else "")
+    size = (width, 12)
+    streamed = Conversation(text_cap=None)
+    view = ConversationView(streamed, "bob")
+    points = sorted({0, len(text), *(cut for cut in cuts if cut < len(text))})
+    for start, end in itertools.pairwise(points):
+        streamed.apply(chunk(text[start:end]))
+        whole = Conversation(text_cap=None)
+        whole.apply(chunk(text[:end]))
+        assert screen(view, size) == screen(ConversationView(whole, "bob"), size)
+    if closed:
+        code = [line.markup[1:] for line in view.lines[2 : 2 + len(lines)]]
+        assert code == [drawable(markup) for markup in highlight_lines(lines, language)]
