@@ -230,16 +230,19 @@ RULES: tuple[Rule, ...] = (
     _r(
         "FRAME-010",
         "Requests written before stdin closed are answered before the agent exits",
-        "MUST",
+        "SHOULD",
         OVERVIEW,
         "Communication Model",
         "Methods: Request-response pairs that expect a result or error",
         "Stimulus: a session/prompt (or, without a session, an unknown _acpkit.dev request) "
         "written just before the tester closes the agent's stdin. Violated when the agent exits "
         "without having answered it (the client still reads stdout after closing stdin). Not "
-        "judged when the agent does not exit (FRAME-009). No keyword; the page says 'The "
-        "protocol follows the JSON-RPC 2.0 specification', whose 'The Server MUST reply with a "
-        "Response, except for in the case of Notifications' makes it a MUST.",
+        "judged when the agent does not exit (FRAME-009). No keyword; SHOULD, not MUST: "
+        "JSON-RPC 2.0's 'The Server MUST reply with a Response' (RPC-013) binds a live exchange, "
+        "and JSON-RPC is transport agnostic, silent on a connection's end; the only ACP text on "
+        "the end of stdio is transports.mdx's 'Close stdin, terminate subprocess', one client "
+        "step: a client of the spec ends the exchange and does not wait for answers. Answering "
+        "what was read serves clients that half-close (a pipe), hence robustness.",
     ),
     # -- JSON-RPC envelope --------------------------------------------------------------
     _r(

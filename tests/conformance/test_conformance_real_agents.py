@@ -102,12 +102,13 @@ _LIST_CURSOR = (
 )
 
 _EXIT_WITHOUT_ANSWER = (
-    "MUST (overview.mdx: 'Methods: Request-response pairs that expect a result or error'; "
-    "'The protocol follows the JSON-RPC 2.0 specification': 'The Server MUST reply with a "
-    "Response, except for in the case of Notifications'). A session/prompt written just "
-    "before stdin closes is read (the turn starts) but never answered: the process exits "
-    "with status 0 at the end of its input. A client that closes stdin still reads stdout; "
-    "an error or stopReason 'cancelled' would do."
+    "SHOULD (overview.mdx: 'Methods: Request-response pairs that expect a result or error'; "
+    "no ACP sentence speaks of the end of input: transports.mdx ends the exchange with "
+    "'Close stdin, terminate subprocess', so JSON-RPC's 'MUST reply' is not carried past "
+    "it). A session/prompt written just before stdin closes is read (the turn starts) but "
+    "never answered: the process exits with status 0 at the end of its input. A client that "
+    "closes stdin and still reads stdout gets nothing; an error or stopReason 'cancelled' "
+    "would do."
 )
 _NO_STDIO_MCP = (
     "SHOULD. session-setup.mdx: 'Agents SHOULD connect to all MCP servers specified by the "
