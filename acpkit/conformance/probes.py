@@ -168,9 +168,12 @@ def request(
 
 def probe_initialize(config: SuiteConfig, verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
     """INIT-001/002 with version 1 (same version expected) and with a future version."""
+    supported: int | None = None
     with fresh() as agent:
         result = agent.init_result
         version = result.get("protocolVersion")
+        if version == PROTOCOL_VERSION:
+            supported = PROTOCOL_VERSION
         capabilities = result.get("agentCapabilities", {})
         if not isinstance(version, int) or not isinstance(capabilities, dict):
             agent.observer.violation(
@@ -196,6 +199,15 @@ def probe_initialize(config: SuiteConfig, verdicts: Verdicts, fresh: Callable[..
                     "INIT-002",
                     f"asked for unsupported version 999, got protocolVersion {version!r} "
                     "instead of the agent's latest",
+                )
+            elif supported is not None and version < supported:
+                # it answered `supported` to a request for that version: it supports it,
+                # so its latest is no older
+                agent.observer.violation(
+                    "INIT-002",
+                    f"asked for unsupported version 999, got protocolVersion {version}, older "
+                    f"than version {supported}, which it supports (it answered {supported} "
+                    f"when asked for it): not the latest it supports",
                 )
             else:
                 verdicts.ok("INIT-002")
