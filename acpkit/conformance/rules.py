@@ -173,13 +173,14 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "FRAME-005",
-        "Several messages in one write are all read and answered in order",
+        "Several messages in one write are all read and answered",
         "MUST",
         TRANSPORTS,
         "stdio",
         "Messages are delimited by newlines (\\n), and MUST NOT contain embedded newlines.",
-        "Stimulus: several requests in one write. Violated when any of them is not answered. "
-        "Derived from the same delimiter rule as FRAME-004.",
+        "Stimulus: several requests in one write. Violated when any of them is not answered "
+        "(while a later request is) or is answered -32700 / -32600. In any order: JSON-RPC "
+        "does not order responses. Derived from the same delimiter rule as FRAME-004.",
     ),
     _r(
         "FRAME-006",
@@ -381,7 +382,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "RPC-013",
-        "Every request is answered, with a result or an error",
+        "Every request is answered, once, with a result or an error",
         "MUST",
         OVERVIEW,
         "Communication Model",
@@ -391,9 +392,10 @@ RULES: tuple[Rule, ...] = (
         "the agent answers requests the client sent after it: dropped, not slow. Judged when "
         "the agent is stopped, after waiting a little more for a late answer; a request with "
         "nothing answered after it could not be judged (slow). authenticate is not judged (it "
-        "may wait for a person). No keyword; the page says 'The protocol follows the JSON-RPC "
-        "2.0 specification', whose 'The Server MUST reply with a Response, except for in the "
-        "case of Notifications' makes it a MUST.",
+        "may wait for a person). Also violated by a second answer to any request (a pair has "
+        "one response; after a $/cancel_request that is RPC-010's). No keyword; the page says "
+        "'The protocol follows the JSON-RPC 2.0 specification', whose 'The Server MUST reply "
+        "with a Response, except for in the case of Notifications' makes it a MUST.",
     ),
     _r(
         "RPC-014",

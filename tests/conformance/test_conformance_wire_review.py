@@ -13,6 +13,7 @@ from typing import Any
 from acpkit.conformance.harness import SuiteConfig
 from acpkit.conformance.observer import Observer, Verdicts
 from acpkit.conformance.probes import probe_initialize
+from tests.conformance.traffic import json_line, observer_with_session
 
 
 def _fresh_answering(
@@ -49,3 +50,30 @@ def test_init_002_the_supported_version_for_an_unknown_one_holds() -> None:
     )
     assert verdicts.findings == []
     assert verdicts.exercised["INIT-002"] == 2
+
+
+def _request(observer: Observer, request_id: int, method: str = "_x/y") -> None:
+    observer.sent({"jsonrpc": "2.0", "id": request_id, "method": method, "params": {}})
+
+
+def test_rpc_013_a_second_answer_without_a_cancel_request_is_not_rpc_010() -> None:
+    """A request answered twice breaks the request-response pair (RPC-013); RPC-010, whose
+    sentence is about $/cancel_request, is not blamed when no $/cancel_request was sent."""
+    observer = observer_with_session()
+    _request(observer, 5)
+    for _ in range(2):
+        observer.received(json_line({"jsonrpc": "2.0", "id": 5, "result": {}}))
+    assert _rules(observer.verdicts) == {"RPC-013"}
+
+
+def test_rpc_010_a_second_answer_after_a_cancel_request() -> None:
+    """After $/cancel_request the request is answered exactly once: a second answer is
+    RPC-010's."""
+    observer = observer_with_session()
+    _request(observer, 6, "session/prompt")
+    observer.sent({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 6}})
+    for _ in range(2):
+        observer.received(
+            json_line({"jsonrpc": "2.0", "id": 6, "error": {"code": -32800, "message": "x"}})
+        )
+    assert _rules(observer.verdicts) == {"RPC-010"}
