@@ -1329,7 +1329,8 @@ RULES: tuple[Rule, ...] = (
         "The _meta Field",
         "Implementations MUST NOT add any custom fields at the root of a type that's part of "
         "the specification.",
-        "An object the agent sends, typed by the v1 schema, with a key that is neither among "
+        "An object the agent sends (params, results, and the error object of an error "
+        "answer: schema.json Error), typed by the v1 schema, with a key that is neither among "
         "that type's properties nor _meta. Keys defined by the unstable schema "
         "(schema.unstable.json) should be reported separately, not as violations.",
     ),
@@ -1365,8 +1366,10 @@ RULES: tuple[Rule, ...] = (
         "In addition to the requests specified by the protocol, implementations MAY expose and "
         "call custom JSON-RPC requests as long as their name starts with an underscore (_).",
         "A request or notification from the agent whose method is not defined by the v1 schema "
-        "and does not start with _ (or $/). The spec's word is MAY; the condition it sets is "
-        "what is checked, at SHOULD.",
+        "and does not start with _; a notification may also start with $/ (schema.json, "
+        "Protocol Level: 'Notifications whose methods start with '$/' are messages which are "
+        "protocol implementation dependent'), a request may not. The spec's word is MAY; the "
+        "condition it sets is what is checked, at SHOULD.",
     ),
     # -- the remote transports (RFD "Streamable HTTP & WebSocket Transport") -------------
     _r(

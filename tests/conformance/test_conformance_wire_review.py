@@ -77,3 +77,41 @@ def test_rpc_010_a_second_answer_after_a_cancel_request() -> None:
             json_line({"jsonrpc": "2.0", "id": 6, "error": {"code": -32800, "message": "x"}})
         )
     assert _rules(observer.verdicts) == {"RPC-010"}
+
+
+def test_ext_001_a_custom_field_at_the_root_of_an_error_object() -> None:
+    """EXT-001: the JSON-RPC error object is a spec type (schema.json Error: code, message,
+    data); a custom key at its root is a violation, details belong in data."""
+    observer = observer_with_session()
+    _request(observer, 7)
+    error = {"code": -32601, "message": "Method not found", "details": "x"}
+    observer.received(json_line({"jsonrpc": "2.0", "id": 7, "error": error}))
+    assert _rules(observer.verdicts) == {"EXT-001"}
+    assert "details" in observer.verdicts.findings[0].message
+
+
+def test_ext_001_an_error_object_with_data_holds() -> None:
+    """EXT-001: an error object with code, message and data has no custom field."""
+    observer = observer_with_session()
+    _request(observer, 8)
+    error = {"code": -32601, "message": "Method not found", "data": {"method": "_x/y"}}
+    observer.received(json_line({"jsonrpc": "2.0", "id": 8, "error": error}))
+    assert observer.verdicts.findings == []
+    assert observer.verdicts.exercised["EXT-001"] >= 1
+
+
+def test_ext_004_a_dollar_request_the_schema_does_not_define() -> None:
+    """EXT-004: the schema's '$/' namespace is for notifications; a '$/' request it does not
+    define is a method outside the spec without the '_' prefix."""
+    observer = observer_with_session()
+    observer.received(json_line({"jsonrpc": "2.0", "id": 1, "method": "$/progress"}))
+    assert "EXT-004" in _rules(observer.verdicts)
+
+
+def test_ext_004_a_dollar_notification_is_protocol_level() -> None:
+    """EXT-004: a '$/' notification is in the schema's protocol-level namespace ('Notifications
+    whose methods start with '$/' are messages which are protocol implementation
+    dependent'): not a violation."""
+    observer = observer_with_session()
+    observer.received(json_line({"jsonrpc": "2.0", "method": "$/progress", "params": {}}))
+    assert "EXT-004" not in _rules(observer.verdicts)
