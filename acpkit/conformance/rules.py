@@ -1566,7 +1566,8 @@ RULES: tuple[Rule, ...] = (
         "Binary frames are ignored.",
         "Stimulus: a binary frame holding a valid request, then a text request. Violated when "
         "the binary frame's request is answered, the connection closes, or the text request "
-        "is not answered. No keyword: a wire-format fact, hence MUST.",
+        "is not answered while a request sent after it is (neither answered: could not "
+        "judge). No keyword: a wire-format fact, hence MUST.",
         transport="websocket",
     ),
 )

@@ -10,9 +10,12 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
+from acpkit.conformance.driver import AgentGone, StepTimeout
 from acpkit.conformance.harness import SuiteConfig
 from acpkit.conformance.observer import Observer, Verdicts
 from acpkit.conformance.probes import probe_initialize
+from acpkit.conformance.probes_transport import run_transport_probes
+from acpkit.conformance.remote_driver import RemoteDriver
 from tests.conformance.traffic import json_line, observer_with_session
 
 
@@ -115,3 +118,66 @@ def test_ext_004_a_dollar_notification_is_protocol_level() -> None:
     observer = observer_with_session()
     observer.received(json_line({"jsonrpc": "2.0", "method": "$/progress", "params": {}}))
     assert "EXT-004" not in _rules(observer.verdicts)
+
+
+class _BinaryFrameDriver(RemoteDriver):
+    """A WebSocket driver stand-in: each text request meets the next of ``outcomes`` (an
+    answer, or an exception to raise)."""
+
+    def __init__(self, observer: Observer, outcomes: list[Any]) -> None:  # no socket
+        self.observer = observer
+        self.arrivals: list[dict[str, Any]] = []
+        self.outcomes = outcomes
+
+    def send_binary(self, data: bytes) -> None:
+        self.observer.note("binary frame sent")
+
+    def request(self, method: str, params: Any = None, **_: Any) -> dict[str, Any]:
+        outcome = self.outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return dict(outcome)
+
+    def wait_until(self, deadline: float) -> None:
+        return None
+
+
+def _ws_probe(verdicts: Verdicts, outcomes: list[Any]) -> Observer:
+    observer = Observer(verdicts=verdicts)
+    agent = SimpleNamespace(driver=_BinaryFrameDriver(observer, outcomes), observer=observer)
+
+    @contextmanager
+    def fresh(**_: Any) -> Iterator[Any]:
+        yield agent
+
+    config = SuiteConfig(argv=(), url="ws://127.0.0.1:1/acp")
+    try:
+        run_transport_probes(config, verdicts, fresh)
+    except AgentGone:
+        pass
+    return observer
+
+
+def test_ws_003_a_connection_closed_by_a_binary_frame_is_filed_under_ws_003() -> None:
+    """WS-003: the connection going away after a binary frame happens inside the WS-003
+    step, so the run files it there (not under the transport group's HTTP-001)."""
+    verdicts = Verdicts()
+    observer = _ws_probe(verdicts, [AgentGone(None, "", "reading")])
+    assert observer.failed_step is not None and observer.failed_step[0] == "WS-003"
+
+
+def test_ws_003_a_text_request_dropped_after_a_binary_frame() -> None:
+    """WS-003: the text request after a binary frame unanswered while the next one is
+    answered: the binary frame was not ignored (a finding, not 'slow')."""
+    verdicts = Verdicts()
+    _ws_probe(verdicts, [StepTimeout("no answer"), {"jsonrpc": "2.0", "id": 2, "result": {}}])
+    assert _rules(verdicts) == {"WS-003"}
+    assert "not ignored" in verdicts.findings[0].message
+
+
+def test_ws_003_both_unanswered_is_slow_not_a_finding() -> None:
+    """WS-003: nothing answered at all is 'could not judge' (slow), not a finding."""
+    verdicts = Verdicts()
+    _ws_probe(verdicts, [StepTimeout("no answer"), StepTimeout("no answer")])
+    assert verdicts.findings == []
+    assert "WS-003" in verdicts.undecided
