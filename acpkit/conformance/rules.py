@@ -274,8 +274,10 @@ RULES: tuple[Rule, ...] = (
         _schema("ErrorCode"),
         "Parse error (-32700)",
         "Parse error: Invalid JSON was received by the server.",
-        "Stimulus: a line that is not JSON. Violated when the agent answers with another code. "
-        "The schema only defines the code (no keyword), hence SHOULD.",
+        "Stimulus: lines that are not JSON (text, a truncated object, invalid UTF-8; and a "
+        "truncated request in the envelope probe). Violated when one of them is answered with "
+        "another code or not at all (fewer -32700 answers than such lines). The schema only "
+        "defines the code (no keyword), hence SHOULD.",
     ),
     _r(
         "RPC-004",

@@ -5,12 +5,13 @@ feeds the tester the traffic a sentence speaks of and states what the check must
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
-from acpkit.conformance.driver import AgentGone, StepTimeout
+from acpkit.conformance.driver import AgentDriver, AgentGone, StepTimeout
+from acpkit.conformance.faults import probe_junk
 from acpkit.conformance.harness import SuiteConfig
 from acpkit.conformance.observer import Observer, Verdicts
 from acpkit.conformance.probes import probe_initialize
@@ -181,3 +182,52 @@ def test_ws_003_both_unanswered_is_slow_not_a_finding() -> None:
     _ws_probe(verdicts, [StepTimeout("no answer"), StepTimeout("no answer")])
     assert verdicts.findings == []
     assert "WS-003" in verdicts.undecided
+
+
+class _JunkDriver(AgentDriver):
+    """A stdio driver stand-in: each junk line written is answered with the next of
+    ``codes`` (an id-null error, or nothing for ``None``); a request gets -32601."""
+
+    def __init__(self, observer: Observer, codes: list[int | None]) -> None:  # no process
+        self.observer = observer
+        self.inbox: list[dict[str, Any]] = []
+        self.codes = codes
+        self.ids = 100
+
+    def next_id(self) -> int:
+        self.ids += 1
+        return self.ids
+
+    def write(self, data: bytes, pieces: Sequence[int] = (), pause: float = 0.0) -> None:
+        self.observer.sent_bytes(data)
+        code = self.codes.pop(0)
+        if code is not None:
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": "Bad."}}
+            self.observer.received(json_line(error))
+            self.inbox.append(error)
+
+    def send(self, message: Any, line_end: bytes = b"\n") -> None:
+        self.observer.sent(message)
+
+    def response_to(self, request_id: Any, what: str, timeout: float | None = None) -> Any:
+        answer = {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "No."}}
+        self.observer.received(json_line(answer))
+        return answer
+
+
+def test_rpc_003_every_line_that_is_not_json_is_owed_a_parse_error() -> None:
+    """RPC-003: of the junk lines, the three that are not JSON each get -32700; one of them
+    answered -32600 is a finding even when another got -32700 (the JSON scalar's -32600 is
+    right: it is an invalid request)."""
+    verdicts = Verdicts()
+    probe_junk(_JunkDriver(Observer(verdicts=verdicts), [-32600, -32700, -32700, -32600]))
+    assert _rules(verdicts) == {"RPC-003"}
+    assert "got 2 -32700" in verdicts.findings[0].message
+
+
+def test_rpc_003_a_parse_error_for_each_line_that_is_not_json_holds() -> None:
+    """RPC-003: -32700 for the three lines that are not JSON, -32600 for the scalar: holds."""
+    verdicts = Verdicts()
+    probe_junk(_JunkDriver(Observer(verdicts=verdicts), [-32700, -32700, -32700, -32600]))
+    assert verdicts.findings == []
+    assert verdicts.exercised["RPC-003"] == 1
