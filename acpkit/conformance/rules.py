@@ -1397,8 +1397,9 @@ RULES: tuple[Rule, ...] = (
         "Send JSON-RPC message. initialize returns 200 with JSON body. All others return 202 "
         "Accepted immediately.",
         "Streamable HTTP only. A POST of a valid JSON-RPC message after initialize answered "
-        "with another 2xx status (a 200 with the response in the body, say). No keyword: "
-        "a wire-format fact of the routing table, hence MUST.",
+        "with another 2xx status (a 200 with the response in the body, say), or not answered "
+        "at all within the step timeout (held until its work is done: not 'immediately'). "
+        "No keyword: a wire-format fact of the routing table, hence MUST.",
         transport="http",
     ),
     _r(
