@@ -172,8 +172,7 @@ FINDINGS: dict[str, dict[str, str]] = {
         "RPC-007": (
             "SHOULD. extensibility.mdx: 'implementations SHOULD ignore unrecognized "
             'notifications.\' Unknown notifications are answered with an error (id "") '
-            "instead of being ignored (the tester's message names the follow-up request's "
-            "-32603 instead; see the report)."
+            "instead of being ignored."
         ),
         "SESSION-002": _RELATIVE_CWD,
         "MCP-001": _NO_MCP_HTTP,
@@ -212,6 +211,11 @@ FINDINGS: dict[str, dict[str, str]] = {
             "SHOULD. schema.json ErrorCode: 'Invalid request: The JSON sent is not a valid "
             "Request object.' A batch and an object id are answered -32700 (they are valid "
             "JSON), a request without 'jsonrpc' -32601; -32600 is the code."
+        ),
+        "RPC-007": (
+            "SHOULD. extensibility.mdx: 'implementations SHOULD ignore unrecognized "
+            "notifications.' The notification 'no/such_notification' is answered with a "
+            "-32601 error (see RPC-002) instead of being ignored."
         ),
         "RPC-009": (
             "MUST (JSON-RPC 2.0: the id member is REQUIRED in a response). The error answers "

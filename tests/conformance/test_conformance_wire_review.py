@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from acpkit.conformance.driver import AgentDriver, AgentGone, StepTimeout
 from acpkit.conformance.faults import probe_junk
 from acpkit.conformance.harness import SuiteConfig
 from acpkit.conformance.observer import Observer, Verdicts
-from acpkit.conformance.probes import probe_initialize
+from acpkit.conformance.probes import probe_initialize, probe_unknown_notifications
 from acpkit.conformance.probes_transport import run_transport_probes
 from acpkit.conformance.remote_driver import RemoteDriver
 from tests.conformance.traffic import json_line, observer_with_session
@@ -231,3 +231,59 @@ def test_rpc_003_a_parse_error_for_each_line_that_is_not_json_holds() -> None:
     probe_junk(_JunkDriver(Observer(verdicts=verdicts), [-32700, -32700, -32700, -32600]))
     assert verdicts.findings == []
     assert verdicts.exercised["RPC-003"] == 1
+
+
+class _NotifiedDriver(AgentDriver):
+    """A stdio driver stand-in that replies to the notifications named in ``answers`` with
+    an id-null error, and answers every request -32601."""
+
+    def __init__(self, observer: Observer, answers: frozenset[str]) -> None:  # no process
+        self.observer = observer
+        self.answers = answers
+        self.ids = 0
+
+    def notify(self, method: str, params: Any = None) -> None:
+        self.observer.sent({"jsonrpc": "2.0", "method": method, "params": params})
+        if method in self.answers:
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32601, "message": "No."}}
+            self.observer.received(json_line(error))
+
+    def drain(self, seconds: float) -> None:
+        return None
+
+    def request(self, method: str, params: Any = None, **_: Any) -> dict[str, Any]:
+        self.ids += 1
+        self.observer.sent({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": {}})
+        answer = {"jsonrpc": "2.0", "id": self.ids, "error": {"code": -32601, "message": "No."}}
+        self.observer.received(json_line(answer))
+        return answer
+
+
+def _notified(answers: frozenset[str]) -> Verdicts:
+    observer = observer_with_session()
+    driver = _NotifiedDriver(observer, answers)
+    probe_unknown_notifications(cast(Any, SimpleNamespace(driver=driver, observer=observer)))
+    return observer.verdicts
+
+
+def test_rpc_007_a_reply_to_an_unknown_notification_is_not_ignoring_it() -> None:
+    """RPC-007 ('implementations SHOULD ignore unrecognized notifications'): an error reply
+    to the unknown notification is a finding of RPC-007, besides RPC-002's."""
+    verdicts = _notified(frozenset({"no/such_notification"}))
+    assert _rules(verdicts) == {"RPC-002", "RPC-007"}
+
+
+def test_rpc_007_a_reply_to_a_cancel_for_no_session_is_rpc_002_only() -> None:
+    """RPC-007 is about unrecognized notifications: a reply to session/cancel (a known one)
+    is RPC-002's alone."""
+    verdicts = _notified(frozenset({"session/cancel"}))
+    assert _rules(verdicts) == {"RPC-002"}
+    assert verdicts.exercised["RPC-007"] == 1
+
+
+def test_rpc_007_ignored_notifications_hold() -> None:
+    """No reply to any notification and the next request answered: RPC-007 and RPC-002
+    hold."""
+    verdicts = _notified(frozenset())
+    assert verdicts.findings == []
+    assert verdicts.exercised["RPC-007"] == 1 and verdicts.exercised["RPC-002"] == 1
