@@ -679,6 +679,8 @@ class Observer:
         if BATCH_ANSWER in message:
             return
         if response_id is None:
+            if has_error:  # the answer to a malformed line: its message is still RPC-012's
+                self.checks.envelope.judge_error_message("a malformed line", error, index)
             self._null_id_response(has_error, index)
             return
         key = id_key(response_id)
@@ -690,6 +692,8 @@ class Observer:
         if pending.cancel_request:
             self.answered_after_cancel_request.add(key)
         if pending.invalid:
+            if has_error:
+                self.checks.envelope.judge_error_message("a malformed request", error, index)
             # answered with the echoed id instead of null: that allowance is used up
             self.expected_null_id_errors = max(0, self.expected_null_id_errors - 1)
             return

@@ -287,3 +287,25 @@ def test_rpc_007_ignored_notifications_hold() -> None:
     verdicts = _notified(frozenset())
     assert verdicts.findings == []
     assert verdicts.exercised["RPC-007"] == 1 and verdicts.exercised["RPC-002"] == 1
+
+
+def test_rpc_012_the_answer_to_a_malformed_line_is_judged_too() -> None:
+    """RPC-012 ('The message should be limited to a concise single sentence.') holds for
+    every error: the id-null answer to a line that is not JSON, with a traceback for a
+    message, is a finding."""
+    observer = observer_with_session()
+    observer.sent_bytes(b"this is not json\n")
+    message = "Parse error\nTraceback (most recent call last):\n  ..."
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": message}}
+    observer.received(json_line(error))
+    assert _rules(observer.verdicts) == {"RPC-012"}
+
+
+def test_rpc_012_the_echoed_id_answer_to_a_malformed_request_is_judged_too() -> None:
+    """RPC-012 also judges the answer to a request that is malformed (no jsonrpc member)
+    when it echoes the request's id."""
+    observer = observer_with_session()
+    observer.sent_bytes(b'{"id":79,"method":"_acpkit.dev/x"}\n')
+    error = {"jsonrpc": "2.0", "id": 79, "error": {"code": -32600, "message": "x" * 400}}
+    observer.received(json_line(error))
+    assert _rules(observer.verdicts) == {"RPC-012"}
