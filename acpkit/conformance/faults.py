@@ -399,6 +399,7 @@ def probe_eof(
         return
     unanswered = [p for _, p in observer.unanswered() if p.method == message["method"]]
     if unanswered:
+        observer.judged_unanswered(message["id"])  # judged here, not again when stopped
         observer.violation(
             "FRAME-010",
             f"the agent exited (status {status}) after {what} without answering the "

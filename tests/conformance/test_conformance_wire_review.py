@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 from acpkit.conformance.driver import AgentDriver, AgentGone, StepTimeout
-from acpkit.conformance.faults import probe_junk
+from acpkit.conformance.faults import probe_eof, probe_junk
 from acpkit.conformance.harness import SuiteConfig
 from acpkit.conformance.observer import Observer, Verdicts
 from acpkit.conformance.probes import probe_initialize, probe_unknown_notifications
@@ -309,3 +309,36 @@ def test_rpc_012_the_echoed_id_answer_to_a_malformed_request_is_judged_too() -> 
     error = {"jsonrpc": "2.0", "id": 79, "error": {"code": -32600, "message": "x" * 400}}
     observer.received(json_line(error))
     assert _rules(observer.verdicts) == {"RPC-012"}
+
+
+class _ExitingDriver(AgentDriver):
+    """A stdio driver stand-in whose agent exits at EOF without answering anything."""
+
+    def __init__(self, observer: Observer) -> None:  # no process
+        self.observer = observer
+        self.ids = 0
+
+    def next_id(self) -> int:
+        self.ids += 1
+        return self.ids
+
+    def send(self, message: Any, line_end: bytes = b"\n") -> None:
+        self.observer.sent(message)
+
+    def close_stdin(self) -> None:
+        self.observer.stdin_closed = True
+
+    def wait_exit(self, timeout: float) -> int | None:
+        return 0
+
+
+def test_frame_010_the_request_is_judged_once() -> None:
+    """FRAME-010: a request left unanswered by an agent that exits at EOF is judged under
+    FRAME-010 alone (a SHOULD); the end-of-life judgement does not file it again as 'slow'
+    under the rule of its method."""
+    verdicts = Verdicts()
+    observer = Observer(verdicts=verdicts)
+    probe_eof(_ExitingDriver(observer), 1.0, session_id="s")
+    observer.judge_unanswered(lambda _: 0.0)
+    assert _rules(verdicts) == {"FRAME-010"}
+    assert verdicts.undecided == {}
