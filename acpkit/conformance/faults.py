@@ -328,13 +328,17 @@ def probe_junk(driver: AgentDriver, lines: Sequence[bytes] = JUNK_LINES) -> None
         for m in driver.inbox[start:]
         if "method" not in m and m.get("id") is None and isinstance(m.get("error"), dict)
     ]
-    if -32700 in codes:
+    # every line that is not JSON is owed a -32700 (a JSON scalar is an invalid request)
+    not_json = sum(1 for line in lines if not _is_json(line))
+    parse_errors = codes.count(-32700)
+    if parse_errors >= not_json:
         observer.verdicts.ok("RPC-003")
     elif codes:
         observer.violation(
             "RPC-003",
-            f"the {len(lines)} junk lines were answered with error code(s) {codes}, none of "
-            "them -32700 (parse error)",
+            f"the {not_json} junk lines that are not JSON got {parse_errors} -32700 (parse "
+            f"error) answer(s); the {len(lines)} junk lines were answered with error code(s) "
+            f"{codes}",
         )
     else:
         observer.violation(
@@ -342,6 +346,15 @@ def probe_junk(driver: AgentDriver, lines: Sequence[bytes] = JUNK_LINES) -> None
             f"none of the {len(lines)} junk lines (not JSON) got an error response "
             "(expected -32700, parse error)",
         )
+
+
+def _is_json(line: bytes) -> bool:
+    """``line`` is a JSON text (UTF-8, parseable)."""
+    try:
+        json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return True
 
 
 def probe_eof(
@@ -386,6 +399,7 @@ def probe_eof(
         return
     unanswered = [p for _, p in observer.unanswered() if p.method == message["method"]]
     if unanswered:
+        observer.judged_unanswered(message["id"])  # judged here, not again when stopped
         observer.violation(
             "FRAME-010",
             f"the agent exited (status {status}) after {what} without answering the "

@@ -293,6 +293,8 @@ class Observer:
         self.client_capabilities: dict[str, Any] = {}
         self.pending: dict[str, Pending] = {}
         self.answered: set[str] = set()
+        #: the answered requests a $/cancel_request named (a second answer is RPC-010's)
+        self.answered_after_cancel_request: set[str] = set()
         #: requests sent so far, and the latest (by send order) the agent answered
         self.requests_sent = 0
         self.answered_seq = 0
@@ -677,6 +679,8 @@ class Observer:
         if BATCH_ANSWER in message:
             return
         if response_id is None:
+            if has_error:  # the answer to a malformed line: its message is still RPC-012's
+                self.checks.envelope.judge_error_message("a malformed line", error, index)
             self._null_id_response(has_error, index)
             return
         key = id_key(response_id)
@@ -685,7 +689,11 @@ class Observer:
             self._unmatched(response_id, key, index)
             return
         self.answered.add(key)
+        if pending.cancel_request:
+            self.answered_after_cancel_request.add(key)
         if pending.invalid:
+            if has_error:
+                self.checks.envelope.judge_error_message("a malformed request", error, index)
             # answered with the echoed id instead of null: that allowance is used up
             self.expected_null_id_errors = max(0, self.expected_null_id_errors - 1)
             return
@@ -755,7 +763,14 @@ class Observer:
                 index,
             )
         elif key in self.answered:
-            self.violation("RPC-010", f"request {response_id!r} was answered a second time", index)
+            # a request and its response are a pair; after $/cancel_request, RPC-010 says so
+            cancelled = key in self.answered_after_cancel_request
+            self.violation(
+                "RPC-010" if cancelled else "RPC-013",
+                f"request {response_id!r} was answered a second time"
+                + (" (after a $/cancel_request)" if cancelled else ""),
+                index,
+            )
         elif self.notifications_sent:
             self.violation(
                 "RPC-002",

@@ -56,6 +56,7 @@ __all__ = [
     "probe_load",
     "probe_services",
     "probe_sessions",
+    "probe_unknown_notifications",
     "run_probes",
 ]
 
@@ -169,9 +170,12 @@ def request(
 
 def probe_initialize(config: SuiteConfig, verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
     """INIT-001/002 with version 1 (same version expected) and with a future version."""
+    supported: int | None = None
     with fresh() as agent:
         result = agent.init_result
         version = result.get("protocolVersion")
+        if version == PROTOCOL_VERSION:
+            supported = PROTOCOL_VERSION
         capabilities = result.get("agentCapabilities", {})
         if not isinstance(version, int) or not isinstance(capabilities, dict):
             agent.observer.violation(
@@ -197,6 +201,15 @@ def probe_initialize(config: SuiteConfig, verdicts: Verdicts, fresh: Callable[..
                     "INIT-002",
                     f"asked for unsupported version 999, got protocolVersion {version!r} "
                     "instead of the agent's latest",
+                )
+            elif supported is not None and version < supported:
+                # it answered `supported` to a request for that version: it supports it,
+                # so its latest is no older
+                agent.observer.violation(
+                    "INIT-002",
+                    f"asked for unsupported version 999, got protocolVersion {version}, older "
+                    f"than version {supported}, which it supports (it answered {supported} "
+                    f"when asked for it): not the latest it supports",
                 )
             else:
                 verdicts.ok("INIT-002")
@@ -328,22 +341,7 @@ def probe_envelope(agent: Agent) -> None:
                     observer.verdicts.ok("RPC-008")
                 rule_id = "RPC-005"
             expect_error(agent, rule_id, response, (-32601,), what, timeout=late)
-    with observer.probe("RPC-007", "unknown and _vendor notifications, a cancel for no session"):
-        for method in ("no/such_notification", "_vendor.example/notice"):
-            driver.notify(method, {"x": 1, **META})
-        driver.notify("session/cancel", {"sessionId": "no-such-session"})
-        driver.drain(0.3)
-        response, late = request(agent, "_acpkit.dev/still_there", {})
-        # ignored: no reply to them (the observer judges any, RPC-002) and still answering
-        # (any answer: its code is not what this rule is about)
-        if response is None:
-            observer.verdicts.slow("RPC-007", f"a request after notifications: {late}")
-        else:
-            observer.verdicts.ok("RPC-007")
-        if response is not None and not any(
-            f.rule_id == "RPC-002" for f in observer.verdicts.findings
-        ):
-            observer.verdicts.ok("RPC-002")
+    probe_unknown_notifications(agent)
     for fault in ENVELOPE_FAULTS:
         if fault.name == "batch" and isinstance(driver, RemoteDriver) and not driver.url.websocket:
             observer.note("batch fault skipped over Streamable HTTP: HTTP-007 judges it")
@@ -383,6 +381,45 @@ def probe_envelope(agent: Agent) -> None:
             )
             return
         expect_error(agent, "RPC-006", response, (-32602,), "session/new with cwd 42", timeout=late)
+
+
+def _replies_to_notifications(observer: Observer) -> int:
+    """How many replies to notifications the observer has seen (RPC-002 findings)."""
+    kept = sum(1 for f in observer.verdicts.findings if f.rule_id == "RPC-002")
+    return kept + observer.verdicts.repeated.get("RPC-002", 0)
+
+
+def probe_unknown_notifications(agent: Agent) -> None:
+    """
+    RPC-007: an unknown and a ``_vendor`` notification are ignored: no reply (the observer
+    files any reply under RPC-002 too), no exit, the next request answered. Then a
+    ``session/cancel`` for no session (a known notification: a reply to it is RPC-002's
+    alone).
+    """
+    observer = agent.observer
+    driver = agent.driver
+    with observer.probe("RPC-007", "unknown and _vendor notifications, a cancel for no session"):
+        before = _replies_to_notifications(observer)
+        for method in ("no/such_notification", "_vendor.example/notice"):
+            driver.notify(method, {"x": 1, **META})
+        driver.drain(0.3)
+        replied = _replies_to_notifications(observer) - before
+        driver.notify("session/cancel", {"sessionId": "no-such-session"})
+        driver.drain(0.3)
+        response, late = request(agent, "_acpkit.dev/still_there", {})
+        # still answering: any answer (its code is not what this rule is about)
+        if replied:
+            observer.violation(
+                "RPC-007",
+                f"the agent replied {replied} time(s) to an unknown and a _vendor notification "
+                "instead of ignoring them",
+            )
+        elif response is None:
+            observer.verdicts.slow("RPC-007", f"a request after notifications: {late}")
+        else:
+            observer.verdicts.ok("RPC-007")
+        if response is not None and not _replies_to_notifications(observer):
+            observer.verdicts.ok("RPC-002")
 
 
 def probe_sessions(agent: Agent) -> list[str]:

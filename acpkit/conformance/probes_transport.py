@@ -204,8 +204,9 @@ def _probe_http_session(config: SuiteConfig, verdicts: Verdicts, fresh: Callable
             verdicts.skip("HTTP-010", "session/new failed")
             return
         first = len(driver.arrivals)
-        outcome = run_turn(agent, session_id, agent.prompt(session_id))
-        driver.drain(0.3)
+        with agent.observer.probe("HTTP-009", "a prompt turn read on the GET stream"):
+            outcome = run_turn(agent, session_id, agent.prompt(session_id))
+            driver.drain(0.3)
         if outcome.response is not None:
             _judge_order(agent.observer.verdicts, driver, first, session_id)
         raw = _Raw(config, verdicts)
@@ -219,8 +220,9 @@ def _probe_http_session(config: SuiteConfig, verdicts: Verdicts, fresh: Callable
         answer = raw.request("POST", _json_headers(**{CONNECTION_ID: driver.connection_id}), body)
         raw.expect("HTTP-010", f"a session/prompt POST without {SESSION_ID}", answer, 400)
         if answer.status == 202:  # it runs: let it end before the connection closes
-            driver.notify("session/cancel", {"sessionId": session_id})
-            driver.drain(0.3)
+            with agent.observer.probe("HTTP-010", "cancelling the prompt posted without it"):
+                driver.notify("session/cancel", {"sessionId": session_id})
+                driver.drain(0.3)
 
 
 def _probe_http_routing(verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
@@ -237,17 +239,18 @@ def _probe_http_routing(verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
         if session_id is None:
             verdicts.skip("HTTP-012", "session/new failed")
             return
-        rid = driver.next_id()
-        params = {"sessionId": session_id, "prompt": agent.prompt(session_id)}
-        driver.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": params})
-        try:
-            driver.response_to(rid, "waiting for the session/prompt response")
-        except StepTimeout as e:
-            if isinstance(e, Refused):
-                verdicts.skip("HTTP-012", f"session/prompt: {e}")
+        with agent.observer.probe("HTTP-012", "a prompt turn with only the connection stream"):
+            rid = driver.next_id()
+            params = {"sessionId": session_id, "prompt": agent.prompt(session_id)}
+            driver.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": params})
+            try:
+                driver.response_to(rid, "waiting for the session/prompt response")
+            except StepTimeout as e:
+                if isinstance(e, Refused):
+                    verdicts.skip("HTTP-012", f"session/prompt: {e}")
+                    return
+                _judge_withheld(verdicts, driver, rid, session_id)
                 return
-            _judge_withheld(verdicts, driver, rid, session_id)
-            return
         verdicts.ok("HTTP-012")
 
 
@@ -315,15 +318,25 @@ def _probe_http2(config: SuiteConfig, verdicts: Verdicts) -> None:
 
 
 def _probe_binary(verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
-    """WS-003: a binary frame is ignored and the connection goes on."""
+    """
+    WS-003: a binary frame is ignored and the connection goes on. Inside the probe step, so
+    that a connection the frame closed is filed under WS-003; a text request left
+    unanswered while the next one is answered is a finding (the frame broke the reading).
+    """
     with fresh() as agent:
         driver = agent.driver
         assert isinstance(driver, RemoteDriver)
+        observer = agent.observer
         ignored = "binary-frame-request"
-        driver.send_binary(_request_body("_acpkit.dev/in_a_binary_frame", {}, ignored))
-        response = driver.request("_acpkit.dev/after_a_binary_frame", {})
-        deadline = time.monotonic() + 0.3
-        driver.wait_until(deadline)
+        with observer.probe("WS-003", "a binary frame holding a request, then a text request"):
+            driver.send_binary(_request_body("_acpkit.dev/in_a_binary_frame", {}, ignored))
+            try:
+                response = driver.request("_acpkit.dev/after_a_binary_frame", {})
+            except StepTimeout as e:
+                _after_binary_unanswered(verdicts, agent, e)
+                return
+            deadline = time.monotonic() + 0.3
+            driver.wait_until(deadline)
         answered = [m for m in driver.arrivals if m.get("id") == ignored]
         if answered:
             verdicts.violation(
@@ -331,6 +344,23 @@ def _probe_binary(verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
             )
         elif "id" in response:
             verdicts.ok("WS-003")
+
+
+def _after_binary_unanswered(verdicts: Verdicts, agent: Any, timeout: StepTimeout) -> None:
+    """The text request after a binary frame timed out: slow, or dropped when the next
+    request is answered."""
+    try:
+        agent.driver.request("_acpkit.dev/after_a_binary_frame_again", {})
+    except StepTimeout:
+        verdicts.slow("WS-003", f"a text request after a binary frame: {timeout}")
+        return
+    if timeout.request_id is not None:
+        agent.observer.judged_unanswered(timeout.request_id)
+    verdicts.violation(
+        "WS-003",
+        "the text request sent after a binary frame got no answer while the next one was "
+        "answered: the binary frame was not ignored",
+    )
 
 
 def run_transport_probes(

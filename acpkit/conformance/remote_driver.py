@@ -261,6 +261,17 @@ class RemoteDriver(AgentDriver):
             answer = http_request(
                 self.url, "POST", headers, body, timeout=self.timeout, tls=self.tls, jar=self.jar
             )
+        except TimeoutError:
+            # no HTTP answer at all within the step: not gone, but not "202 immediately"
+            what = str(method) if method else "a response"
+            if not initialize and single:
+                self.observer.violation(
+                    "HTTP-002",
+                    f"a POST of {what} got no HTTP answer within {self.timeout:g}s: every "
+                    "POST but initialize is answered 202 Accepted immediately (its answer "
+                    "comes on the stream)",
+                )
+            raise StepTimeout(f"posting {what}: no HTTP answer within {self.timeout:g}s") from None
         except OSError as e:
             raise AgentGone(None, "", f"posting a message ({e})") from None
         if initialize:

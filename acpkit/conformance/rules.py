@@ -173,13 +173,14 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "FRAME-005",
-        "Several messages in one write are all read and answered in order",
+        "Several messages in one write are all read and answered",
         "MUST",
         TRANSPORTS,
         "stdio",
         "Messages are delimited by newlines (\\n), and MUST NOT contain embedded newlines.",
-        "Stimulus: several requests in one write. Violated when any of them is not answered. "
-        "Derived from the same delimiter rule as FRAME-004.",
+        "Stimulus: several requests in one write. Violated when any of them is not answered "
+        "(while a later request is) or is answered -32700 / -32600. In any order: JSON-RPC "
+        "does not order responses. Derived from the same delimiter rule as FRAME-004.",
     ),
     _r(
         "FRAME-006",
@@ -230,16 +231,19 @@ RULES: tuple[Rule, ...] = (
     _r(
         "FRAME-010",
         "Requests written before stdin closed are answered before the agent exits",
-        "MUST",
+        "SHOULD",
         OVERVIEW,
         "Communication Model",
         "Methods: Request-response pairs that expect a result or error",
         "Stimulus: a session/prompt (or, without a session, an unknown _acpkit.dev request) "
         "written just before the tester closes the agent's stdin. Violated when the agent exits "
         "without having answered it (the client still reads stdout after closing stdin). Not "
-        "judged when the agent does not exit (FRAME-009). No keyword; the page says 'The "
-        "protocol follows the JSON-RPC 2.0 specification', whose 'The Server MUST reply with a "
-        "Response, except for in the case of Notifications' makes it a MUST.",
+        "judged when the agent does not exit (FRAME-009). No keyword; SHOULD, not MUST: "
+        "JSON-RPC 2.0's 'The Server MUST reply with a Response' (RPC-013) binds a live exchange, "
+        "and JSON-RPC is transport agnostic, silent on a connection's end; the only ACP text on "
+        "the end of stdio is transports.mdx's 'Close stdin, terminate subprocess', one client "
+        "step: a client of the spec ends the exchange and does not wait for answers. Answering "
+        "what was read serves clients that half-close (a pipe), hence robustness.",
     ),
     # -- JSON-RPC envelope --------------------------------------------------------------
     _r(
@@ -270,8 +274,10 @@ RULES: tuple[Rule, ...] = (
         _schema("ErrorCode"),
         "Parse error (-32700)",
         "Parse error: Invalid JSON was received by the server.",
-        "Stimulus: a line that is not JSON. Violated when the agent answers with another code. "
-        "The schema only defines the code (no keyword), hence SHOULD.",
+        "Stimulus: lines that are not JSON (text, a truncated object, invalid UTF-8; and a "
+        "truncated request in the envelope probe). Violated when one of them is answered with "
+        "another code or not at all (fewer -32700 answers than such lines). The schema only "
+        "defines the code (no keyword), hence SHOULD.",
     ),
     _r(
         "RPC-004",
@@ -378,7 +384,7 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "RPC-013",
-        "Every request is answered, with a result or an error",
+        "Every request is answered, once, with a result or an error",
         "MUST",
         OVERVIEW,
         "Communication Model",
@@ -388,9 +394,10 @@ RULES: tuple[Rule, ...] = (
         "the agent answers requests the client sent after it: dropped, not slow. Judged when "
         "the agent is stopped, after waiting a little more for a late answer; a request with "
         "nothing answered after it could not be judged (slow). authenticate is not judged (it "
-        "may wait for a person). No keyword; the page says 'The protocol follows the JSON-RPC "
-        "2.0 specification', whose 'The Server MUST reply with a Response, except for in the "
-        "case of Notifications' makes it a MUST.",
+        "may wait for a person). Also violated by a second answer to any request (a pair has "
+        "one response; after a $/cancel_request that is RPC-010's). No keyword; the page says "
+        "'The protocol follows the JSON-RPC 2.0 specification', whose 'The Server MUST reply "
+        "with a Response, except for in the case of Notifications' makes it a MUST.",
     ),
     _r(
         "RPC-014",
@@ -1331,7 +1338,8 @@ RULES: tuple[Rule, ...] = (
         "The _meta Field",
         "Implementations MUST NOT add any custom fields at the root of a type that's part of "
         "the specification.",
-        "An object the agent sends, typed by the v1 schema, with a key that is neither among "
+        "An object the agent sends (params, results, and the error object of an error "
+        "answer: schema.json Error), typed by the v1 schema, with a key that is neither among "
         "that type's properties nor _meta. Keys defined by the unstable schema "
         "(schema.unstable.json) should be reported separately, not as violations.",
     ),
@@ -1367,8 +1375,10 @@ RULES: tuple[Rule, ...] = (
         "In addition to the requests specified by the protocol, implementations MAY expose and "
         "call custom JSON-RPC requests as long as their name starts with an underscore (_).",
         "A request or notification from the agent whose method is not defined by the v1 schema "
-        "and does not start with _ (or $/). The spec's word is MAY; the condition it sets is "
-        "what is checked, at SHOULD.",
+        "and does not start with _; a notification may also start with $/ (schema.json, "
+        "Protocol Level: 'Notifications whose methods start with '$/' are messages which are "
+        "protocol implementation dependent'), a request may not. The spec's word is MAY; the "
+        "condition it sets is what is checked, at SHOULD.",
     ),
     _r(
         "EXT-005",
@@ -1408,8 +1418,9 @@ RULES: tuple[Rule, ...] = (
         "Send JSON-RPC message. initialize returns 200 with JSON body. All others return 202 "
         "Accepted immediately.",
         "Streamable HTTP only. A POST of a valid JSON-RPC message after initialize answered "
-        "with another 2xx status (a 200 with the response in the body, say). No keyword: "
-        "a wire-format fact of the routing table, hence MUST.",
+        "with another 2xx status (a 200 with the response in the body, say), or not answered "
+        "at all within the step timeout (held until its work is done: not 'immediately'). "
+        "No keyword: a wire-format fact of the routing table, hence MUST.",
         transport="http",
     ),
     _r(
@@ -1579,7 +1590,8 @@ RULES: tuple[Rule, ...] = (
         "Binary frames are ignored.",
         "Stimulus: a binary frame holding a valid request, then a text request. Violated when "
         "the binary frame's request is answered, the connection closes, or the text request "
-        "is not answered. No keyword: a wire-format fact, hence MUST.",
+        "is not answered while a request sent after it is (neither answered: could not "
+        "judge). No keyword: a wire-format fact, hence MUST.",
         transport="websocket",
     ),
 )

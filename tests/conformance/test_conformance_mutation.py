@@ -108,6 +108,7 @@ MUST_BE_KILLED: frozenset[str] = frozenset(
         "die_on_unknown_notification",
         "updates_after_response",
         # versions
+        "downgrade_unknown_version",
         "echo_any_version",
         "version_as_string",
         "no_agent_info",
@@ -132,6 +133,7 @@ MUST_BE_KILLED: frozenset[str] = frozenset(
         # extensibility
         "vendor_request_unanswered",  # since wt-conf: an unanswered request is a finding
         "custom_root_field",
+        "custom_error_field",  # issue 23 item 5: error objects are spec-typed
         "unadvertised_extension",
         "unprefixed_extension",
         # _meta

@@ -102,12 +102,13 @@ _LIST_CURSOR = (
 )
 
 _EXIT_WITHOUT_ANSWER = (
-    "MUST (overview.mdx: 'Methods: Request-response pairs that expect a result or error'; "
-    "'The protocol follows the JSON-RPC 2.0 specification': 'The Server MUST reply with a "
-    "Response, except for in the case of Notifications'). A session/prompt written just "
-    "before stdin closes is read (the turn starts) but never answered: the process exits "
-    "with status 0 at the end of its input. A client that closes stdin still reads stdout; "
-    "an error or stopReason 'cancelled' would do."
+    "SHOULD (overview.mdx: 'Methods: Request-response pairs that expect a result or error'; "
+    "no ACP sentence speaks of the end of input: transports.mdx ends the exchange with "
+    "'Close stdin, terminate subprocess', so JSON-RPC's 'MUST reply' is not carried past "
+    "it). A session/prompt written just before stdin closes is read (the turn starts) but "
+    "never answered: the process exits with status 0 at the end of its input. A client that "
+    "closes stdin and still reads stdout gets nothing; an error or stopReason 'cancelled' "
+    "would do."
 )
 _NO_STDIO_MCP = (
     "SHOULD. session-setup.mdx: 'Agents SHOULD connect to all MCP servers specified by the "
@@ -171,8 +172,7 @@ FINDINGS: dict[str, dict[str, str]] = {
         "RPC-007": (
             "SHOULD. extensibility.mdx: 'implementations SHOULD ignore unrecognized "
             'notifications.\' Unknown notifications are answered with an error (id "") '
-            "instead of being ignored (the tester's message names the follow-up request's "
-            "-32603 instead; see the report)."
+            "instead of being ignored."
         ),
         "SESSION-002": _RELATIVE_CWD,
         "MCP-001": _NO_MCP_HTTP,
@@ -211,6 +211,11 @@ FINDINGS: dict[str, dict[str, str]] = {
             "SHOULD. schema.json ErrorCode: 'Invalid request: The JSON sent is not a valid "
             "Request object.' A batch and an object id are answered -32700 (they are valid "
             "JSON), a request without 'jsonrpc' -32601; -32600 is the code."
+        ),
+        "RPC-007": (
+            "SHOULD. extensibility.mdx: 'implementations SHOULD ignore unrecognized "
+            "notifications.' The notification 'no/such_notification' is answered with a "
+            "-32601 error (see RPC-002) instead of being ignored."
         ),
         "RPC-009": (
             "MUST (JSON-RPC 2.0: the id member is REQUIRED in a response). The error answers "

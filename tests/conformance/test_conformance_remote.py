@@ -220,6 +220,7 @@ BROKEN = [
     ("delete-keeps", "HTTP-008", "deleted connection was answered"),
     ("out-of-order", "HTTP-009", "after the turn's session/prompt response"),
     ("no-session-header-ok", "HTTP-010", "answered 202, not 400"),
+    ("post-held", "HTTP-002", "got no HTTP answer within 5s"),
     ("session-streams", "HTTP-012", "then delivered the notification session/update"),
 ]
 

@@ -124,7 +124,7 @@ def test_a_late_answer_is_judged_when_it_comes() -> None:
     observer.when_answered(1, seen.append)
     _answer(observer, 1)
     observer.when_answered(1, seen.append)
-    _answer(observer, 1)  # a second answer (RPC-010), no second call
+    _answer(observer, 1)  # a second answer (RPC-013), no second call
     assert [m["id"] for m in seen] == [1]
 
 

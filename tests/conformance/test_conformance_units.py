@@ -118,12 +118,14 @@ def test_observer_turn_bookkeeping() -> None:
 
 
 def test_observer_flags_answers_to_notifications_and_double_answers() -> None:
-    """A response with id null after a notification, and a second answer, are findings."""
+    """A response with id null after a notification, and a second answer, are findings (the
+    second answer breaks the request-response pair, RPC-013: no $/cancel_request was sent,
+    so RPC-010 is not the rule)."""
     observer = _observer()
     observer.sent({"jsonrpc": "2.0", "method": "_x/note"})
     observer.received(b'{"jsonrpc":"2.0","id":null,"result":null}')
     observer.received(b'{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}')
-    assert _rules(observer) == {"RPC-002", "RPC-010"}
+    assert _rules(observer) == {"RPC-002", "RPC-013"}
 
 
 @given(st.text(min_size=1, max_size=30), st.data())

@@ -47,7 +47,7 @@ class EnvelopeChecks(Family):
         message = context.message
         if "error" in message:
             error = message.get("error")
-            self._error_message(method, error, index)
+            self.judge_error_message(method, error, index)
             code = error.get("code") if isinstance(error, dict) else None
             own_session = context.pending.session_id in self.state.created
             if code == -32601 and (
@@ -63,7 +63,9 @@ class EnvelopeChecks(Family):
         if method == "initialize" and isinstance(result, dict):
             self._auth_methods(result, index)
 
-    def _error_message(self, method: str, error: Any, index: int) -> None:
+    def judge_error_message(self, method: str, error: Any, index: int) -> None:
+        """RPC-012 on any error answer (the observer also calls it for the answers to
+        malformed lines, which reach no other check)."""
         text = error.get("message") if isinstance(error, dict) else None
         if not isinstance(text, str):
             return

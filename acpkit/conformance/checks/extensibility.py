@@ -1,12 +1,13 @@
 """
 Extensibility: custom fields, ``_meta``, custom methods and how they are advertised.
 
-- EXT-001: every spec-typed object the agent sends (params, results): no key its type does not
-  define but ``_meta``
+- EXT-001: every spec-typed object the agent sends (params, results, error objects): no key
+  its type does not define but ``_meta``
 - EXT-002: every ``_meta`` object: the W3C trace-context keys hold trace context
 - EXT-003: every ``_`` method the agent calls: its capabilities' ``_meta`` advertises
   extensions
-- EXT-004: every method the agent calls: defined by the schema, or starting with ``_``
+- EXT-004: every method the agent calls: defined by the schema, a ``$/`` notification (the
+  schema's protocol-level namespace; a ``$/`` request is not), or starting with ``_``
 
 An object whose discriminator (``type``, ``sessionUpdate``...) has a value no variant of its
 type defines is a variant the schema does not know (a newer spec's, a draft's): it is noted,
@@ -245,7 +246,7 @@ class ExtensibilityChecks(Family):
     def agent_message(
         self, method: str, params: dict[str, Any], raw_params: Any, is_request: bool, index: int
     ) -> None:
-        self._method_name(method, index)
+        self._method_name(method, is_request, index)
         validator = self.judge.validator
         definition = validator.definition_for("client", method, "params")
         if definition is None and method.startswith("$/"):
@@ -254,6 +255,11 @@ class ExtensibilityChecks(Family):
         self._trace_context(raw_params, f"{method} params", index)
 
     def response(self, context: AnswerContext, index: int) -> None:
+        error = context.message.get("error")
+        if isinstance(error, dict):
+            # the JSON-RPC error object is a spec type too (schema.json: Error)
+            self._custom("Error", error, f"the error answering {context.method}", index)
+            return
         if "error" in context.message:
             return
         result = context.result
@@ -263,7 +269,7 @@ class ExtensibilityChecks(Family):
         self._custom(definition, result, f"{context.method} result", index)
         self._trace_context(result, f"{context.method} result", index)
 
-    def _method_name(self, method: str, index: int) -> None:
+    def _method_name(self, method: str, is_request: bool, index: int) -> None:
         """EXT-004 (methods outside the spec start with _) and EXT-003 (and are advertised)."""
         if method.startswith("_"):
             self.ok("EXT-004")
@@ -280,7 +286,9 @@ class ExtensibilityChecks(Family):
                 )
             else:
                 self.ok("EXT-003")
-        elif method in known_methods() or method.startswith("$/"):
+        elif method in known_methods() or (method.startswith("$/") and not is_request):
+            # schema.json, Protocol Level: "Notifications whose methods start with '$/' are
+            # messages which are protocol implementation dependent" (notifications only)
             self.ok("EXT-004")
         else:
             self.violation(
