@@ -412,14 +412,16 @@ def orjson_timers(
     models = [decode(cls, d[key]) for d in dicts]
     for model, d in zip(models, dicts, strict=True):
         assert orjson.loads(dumps({**env, key: encode(model)})) == d
-    model_pool = [[decode(cls, orjson.loads(b)[key]) for b in lines] for _ in range(pool_size)]
-    dict_pool = [[orjson.loads(b) for b in lines] for _ in range(pool_size)]
-    models_at = itertools.cycle(model_pool).__next__
-    dicts_at = itertools.cycle(dict_pool).__next__
     decoders = [decode_floor(m, d[key]) for m, d in zip(models, dicts, strict=True)]
     encoders = [encode_floor(m) for m in models]
     for model, fn, enc, d in zip(models, decoders, encoders, dicts, strict=True):
         assert fn(d[key]) == model and enc(model) == encode(model)
+    model_pool = [[decode(cls, orjson.loads(b)[key]) for b in lines] for _ in range(pool_size)]
+    dict_pool = [[orjson.loads(b) for b in lines] for _ in range(pool_size)]
+    floor_pool = [list(zip(pool, encoders, strict=True)) for pool in model_pool]
+    models_at = itertools.cycle(model_pool).__next__
+    dicts_at = itertools.cycle(dict_pool).__next__
+    floors_at = itertools.cycle(floor_pool).__next__
     decoding = list(zip(lines, decoders, strict=True))
     oj_loads, oj_dumps = orjson.loads, orjson.dumps
 
@@ -456,7 +458,7 @@ def orjson_timers(
             dumps({**env, key: encode(model)})
 
     def floor_encode() -> None:
-        for model, fn in zip(models_at(), encoders, strict=True):
+        for model, fn in floors_at():
             oj_dumps({**env, key: fn(model)})
 
     timers: dict[str, Callable[[], Any]] = {

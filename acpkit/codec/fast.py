@@ -51,7 +51,10 @@ def fused_structure(
         "MISSING": MISSING,
     }
     made = "twin" if twin is not None else "cls"
-    lines = [f"def structure_{cls.__name__}(o, _=None):", f"    x = new({made})"]
+    lines = [
+        f"def structure_{cls.__name__}(o, _=None):",
+        f"    x = {made}()" if twin is not None else "    x = new(cls)",
+    ]
     for i, a in enumerate(fields):
         lines.extend(_fused_lines(hooks, i, a, env))
         if twin is not None:

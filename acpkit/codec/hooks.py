@@ -21,7 +21,7 @@ from cattrs.gen import (
 )
 
 from acpkit.codec.decode_errors import Invalid, at, snippet, type_error
-from acpkit.codec.encoders import checked_unstructure
+from acpkit.codec.encoders import FieldEncoding, checked_unstructure
 from acpkit.codec.fast import constructor, fused_structure
 from acpkit.codec.primitives import (
     NONES,
@@ -338,8 +338,12 @@ class Hooks:
                 cls,
                 resolved_fields(cls),
                 getattr(cls, "__acp_tag__", None),
-                self._field_unhook,
-                lambda hook: hook is identity,
+                FieldEncoding(
+                    self._field_unhook,
+                    lambda hook: hook is identity,
+                    self._class_unhook,
+                    self.unstructure_runtime,
+                ),
             )
         finally:
             self._generating.discard(("u", cls))
