@@ -178,8 +178,9 @@ def inline_call(
     i: int, hook: StructureHook, env: dict[str, Any], indent: str = "    "
 ) -> list[str]:
     """Lines of a fast hook (:meth:`Hooks._fused`) passing ``v{i}`` through ``H{i}``
-    (``hook``), with the hook's first step inlined where it is a model's object check or
-    a tagged union's cached dispatch (the hook itself handles everything else)."""
+    (``hook``), with the hook's first step inlined where it is a model's object check, a
+    tagged union's cached dispatch or a list of a tagged union's (the hook itself handles
+    everything else: a tag met for the first time, an invalid item, an error's path)."""
     v = f"v{i}"
     model_hook = getattr(hook, "acp_model_hook", None)
     if model_hook is not None:
@@ -199,6 +200,17 @@ def inline_call(
             f"{indent}    {v} = H{i}({v}, T{i})",
             f"{indent}else:",
             f"{indent}    {v} = f({v}, None)",
+        ]
+    items = getattr(hook, "acp_items_by_tag", None)
+    if items is not None:  # a list of a tagged union: the list hook's first try
+        env[f"U{i}"] = items[0]
+        return [
+            f"{indent}try:",
+            f"{indent}    if type({v}) is not list:",
+            f"{indent}        raise TypeError",
+            f"{indent}    {v} = [U{i}[y[{items[1]!r}]](y, None) for y in {v}]",
+            f"{indent}except Exception:",
+            f"{indent}    {v} = H{i}({v}, T{i})",
         ]
     return [f"{indent}{v} = H{i}({v}, T{i})"]
 

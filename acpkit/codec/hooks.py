@@ -191,6 +191,9 @@ class Hooks:
                     raise at(e, i) from None
             return out
 
+        if by_tag is not None and not skip_invalid:
+            # the fast class hooks inline the first try (fast.inline_call)
+            structure_list.acp_items_by_tag = (by_tag, key)  # type: ignore[attr-defined]
         return structure_list
 
     @staticmethod
