@@ -370,6 +370,12 @@ def orjson_cases() -> list[tuple[str, type, str, list[bytes]]]:
     one = [
         ("session/update agent_message_chunk", schema.SessionNotification, "params", UPDATE_LINE),
         (
+            "same, its text saying null",
+            schema.SessionNotification,
+            "params",
+            _update_line(_chunk("agent_message_chunk", "`x` is null here.")),
+        ),
+        (
             "session/update tool_call",
             schema.SessionNotification,
             "params",
