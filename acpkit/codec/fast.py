@@ -111,6 +111,9 @@ def _fused_lines(
         else:
             env[f"D{i}"] = default
             missing = f"D{i}"
+        defaulted = getattr(hook, "acp_default_of", None)
+        if defaulted is not None and default is not ABSENT:
+            return _default_lines(i, key, defaulted[0], defaulted[1], missing, env)
         return [
             f"    {v} = o.get({key!r}, MISSING)",
             f"    {v} = {missing} if {v} is MISSING else H{i}({v}, T{i})",
@@ -137,6 +140,38 @@ def _fused_lines(
     action = f"{v} = None" if kind == "or_default" else f"raise error({expected!r}, {v})"
     lines.append(f"{prefix}{test}:\n        {action}")
     return lines
+
+
+def _default_lines(
+    i: int, key: str, inner: StructureHook, invalid_too: bool, default: str, env: dict[str, Any]
+) -> list[str]:
+    """Lines of an attribute whose default is a value or a factory (``null_to`` or
+    ``optional_or_default`` inlined): absent or ``null`` is the default; otherwise the
+    inner hook's check or call, and where ``invalid_too`` an invalid value is the default
+    too (x-deserialize-default-on-error)."""
+    v = f"v{i}"
+    lines = [f"    {v} = o.get({key!r})", f"    if {v} is None:", f"        {v} = {default}"]
+    types = PRIMITIVE_TYPES.get(inner)
+    if types is not None:
+        env[f"J{i}"] = types
+        test = (
+            f"type({v}) is not {types[0].__name__}" if len(types) == 1 else f"type({v}) not in J{i}"
+        )
+        action = (
+            f"{v} = {default}" if invalid_too else f"raise error({PRIMITIVE_NAMES[inner]!r}, {v})"
+        )
+        return [*lines, f"    elif {test}:", f"        {action}"]
+    env[f"H{i}"] = inner
+    if not invalid_too:
+        return [*lines, "    else:", *inline_call(i, inner, env, indent="        ")]
+    return [
+        *lines,
+        "    else:",
+        "        try:",
+        *inline_call(i, inner, env, indent="            "),
+        "        except Exception:",
+        f"            {v} = {default}",
+    ]
 
 
 def inline_check(hooks: HookSource, a: attrs.Attribute[Any]) -> Check | None:
@@ -200,6 +235,13 @@ def inline_call(
             f"{indent}    {v} = H{i}({v}, T{i})",
             f"{indent}else:",
             f"{indent}    {v} = f({v}, None)",
+        ]
+    members = getattr(hook, "acp_members", None)
+    if members is not None:  # an enum: its known members by one lookup
+        env[f"L{i}"], env[f"B{i}"] = members
+        return [
+            f"{indent}m = L{i}.get({v}) if type({v}) is B{i} else None",
+            f"{indent}{v} = H{i}({v}, T{i}) if m is None else m",
         ]
     items = getattr(hook, "acp_items_by_tag", None)
     if items is not None:  # a list of a tagged union: the list hook's first try

@@ -244,6 +244,8 @@ class Hooks:
                 raise Invalid(f"unknown {name} value {snippet(v)}")
             return cls(v)
 
+        # the fast class hooks look known members up inline (fast.inline_call)
+        structure_enum.acp_members = (lookup, base)  # type: ignore[attr-defined]
         return structure_enum
 
     def structure_union(self, tp: Any) -> StructureHook:
