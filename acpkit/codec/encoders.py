@@ -8,7 +8,14 @@ on the wire.
 
 The checks cost one ``v.__class__ is T`` comparison per attribute in the common case (the
 ``isinstance`` fallback runs only for subclasses and wrong values); writing the tag as a
-constant instead of calling a hook pays for them (benchmarks/bench_codec.py).
+constant instead of calling a hook pays for them (benchmarks/bench_codec.py).  A field
+whose type is a union of models (an update, a content block) is encoded by one lookup of
+``v.__class__`` in a table of the variants' encoders, filled as variants are met: the
+lookup is the check, and a miss (a value of no variant's class, or a subclass) goes to a
+function that checks the value and encodes it by its own type.  Measured, this took the
+encode of a ``session/update`` line from 6.1 to 5.3 times ``orjson.dumps`` (the union
+hook's frame and the ``isinstance`` over a dozen variants were a third of the encoder's
+time).  Models, lists of models and enums are encoded inline too (no hook in between).
 What is checked: ``str``/``int``/``float``/``bool`` (``bool`` is not an ``int`` here, an
 ``int`` is a ``float``), models (an instance of the class), unions of models and of
 primitives (an instance of one of the variants), enums (the enum or its ``str``/``int``
@@ -25,11 +32,11 @@ from typing import Any, Literal, get_args, get_origin
 
 import attrs
 
-from acpkit.codec.primitives import UnstructureHook
-from acpkit.codec.wire import NONE, is_model, strip_optional, union_args, wire_name
+from acpkit.codec.primitives import UnstructureHook, enum_value
+from acpkit.codec.wire import NONE, is_model, is_our_model, strip_optional, union_args, wire_name
 from acpkit.schema import ABSENT, AbsentType
 
-__all__ = ["EncodeError", "checked_unstructure"]
+__all__ = ["EncodeError", "FieldEncoding", "checked_unstructure"]
 
 
 class EncodeError(TypeError):
@@ -151,31 +158,135 @@ def _items_checker(wrong: str) -> Callable[[Any], bool]:
     return namespace["items_wrong"]  # type: ignore[no-any-return]
 
 
+class FieldEncoding:
+    """What the generated encoders need from the hooks of one converter
+    (:meth:`acpkit.codec.hooks.Hooks.unstructure_class`)."""
+
+    def __init__(
+        self,
+        field_hook: Callable[[Any], UnstructureHook],
+        is_identity: Callable[[UnstructureHook], bool],
+        model_hook: Callable[[type], UnstructureHook],
+        runtime: UnstructureHook,
+    ) -> None:
+        #: An attribute's unstructure hook by its type (inlined when ``is_identity``).
+        self.field_hook = field_hook
+        self.is_identity = is_identity
+        #: The converter's encoder of one of our model classes (late-bound while made).
+        self.model_hook = model_hook
+        #: Encode by the value's own type (what a union's hook does).
+        self.runtime = runtime
+
+
+def _model_union(tp: Any) -> tuple[type, ...] | None:
+    """The classes of a union of our models alone (None is allowed beside them), or None."""
+    args = union_args(tp)
+    if args is None:
+        return None
+    models = tuple(a for a in args if a is not NONE)
+    if models and all(is_our_model(a) for a in models):
+        return models
+    return None
+
+
+def _value_code(
+    tp: Any,
+    label: str,
+    names: dict[str, Any],
+    enc: FieldEncoding,
+    lines: list[str],
+    wrong: str | None,
+    where: str,
+) -> tuple[str, bool]:
+    """The expression turning ``v`` (a value of type ``tp``) into JSON builtins, and
+    whether it checks the value's type itself.
+
+    A model is its encoder's call; an enum its ``_value_`` (read inline for a member of
+    the enum itself); a union of models one dict lookup by ``v.__class__`` that gives the
+    variant's encoder, the lookup being the type check too (a miss goes to a function,
+    added to ``lines``, that checks the value, raises :class:`EncodeError` where it is
+    wrong, and encodes it by its own type); a list of models or of such a union a
+    comprehension of the same; anything else the attribute's hook."""
+    if tp in (str, int, float, bool, NONE) or tp is Any:
+        return "v", False
+    origin = get_origin(tp)
+    if origin is dict and get_args(tp)[1] is Any:
+        return "v", False
+    if is_our_model(tp):
+        names[f"_model_{label}"] = enc.model_hook(tp)
+        return f"_model_{label}(v)", False
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        names[f"_enum_{label}"] = tp
+        names["_enum_value"] = enum_value
+        return f"(v._value_ if v.__class__ is _enum_{label} else _enum_value(v))", False
+    models = _model_union(tp)
+    if models is not None:
+        _union_lines(label, models, names, enc, lines, wrong, where)
+        return f"_table_{label}.get(v.__class__, _miss_{label})(v)", True
+    if origin is list:
+        (item,) = get_args(tp) or (Any,)
+        if is_our_model(item):
+            names[f"_model_{label}"] = enc.model_hook(item)
+            return f"[_model_{label}(x) for x in v]", False
+        models = _model_union(item)
+        if models is not None:  # items are not checked (as before): the miss encodes them
+            _union_lines(label, models, names, enc, lines, None, where)
+            return f"[_table_{label}.get(x.__class__, _miss_{label})(x) for x in v]", False
+    hook = enc.field_hook(tp)
+    if enc.is_identity(hook):
+        return "v", False
+    names[f"_hook_{label}"] = hook
+    return f"_hook_{label}(v)", False
+
+
+def _union_lines(
+    label: str,
+    models: tuple[type, ...],
+    names: dict[str, Any],
+    enc: FieldEncoding,
+    lines: list[str],
+    wrong: str | None,
+    where: str,
+) -> None:
+    """The table of a union of models (filled on first use of each variant, so that no
+    encoder is made before its class is met) and the function called on a miss."""
+    names[f"_table_{label}"] = {}
+    names[f"_models_{label}"] = frozenset(models)
+    names["_model_hook"] = enc.model_hook
+    names["_runtime"] = enc.runtime
+    lines.append(f"def _miss_{label}(v):")
+    if wrong is not None:
+        lines.append(f"    if {wrong}: _bad({where})")
+    lines += [
+        "    c = v.__class__",
+        f"    if c in _models_{label}:",
+        f"        f = _table_{label}[c] = _model_hook(c)",
+        "        return f(v)",
+        "    return _runtime(v)",
+    ]
+
+
 def checked_unstructure(
     cls: type,
     fields: list[attrs.Attribute[Any]],
     tag: tuple[str, str] | None,
-    field_hook: Callable[[Any], UnstructureHook],
-    is_identity: Callable[[UnstructureHook], bool],
+    enc: FieldEncoding,
 ) -> UnstructureHook:
     """
     The encoder of ``cls``: ``fields`` are its attributes with resolved types, ``tag`` its
-    ``(key, value)`` wire tag (None: not a variant), ``field_hook(type)`` an attribute's
-    unstructure hook (inlined when ``is_identity``).
+    ``(key, value)`` wire tag (None: not a variant), ``enc`` the converter's hooks.
     """
-    names: dict[str, Any] = {"_bad": _bad, "_NONE": None, "_ABSENT": ABSENT}
+    names: dict[str, Any] = {"_bad": _bad, "_ABSENT": ABSENT}
+    helpers: list[str] = []
     required: list[str] = []
     optional: list[str] = []
     checks: list[str] = []
     for n, a in enumerate(fields):
         label = str(n)
         key = wire_name(a)
-        omitted_when = "_NONE" if a.default is None else "_ABSENT" if a.default is ABSENT else None
-        hook = field_hook(a.type)
-        value = "v" if is_identity(hook) else f"_hook_{label}(v)"
-        if value != "v":
-            names[f"_hook_{label}"] = hook
+        omitted_when = "None" if a.default is None else "_ABSENT" if a.default is ABSENT else None
         names[f"_tp_{label}"] = _describe(a.type)
+        where = f"{cls.__name__!r}, {a.name!r}, {key!r}, _tp_{label}, v"
         wrong = _wrong(a.type, names, label)
         if omitted_when is not None:
             # Once it is not the default, the value is checked against the type without
@@ -183,21 +294,18 @@ def checked_unstructure(
             # null-meaningful fields: None is written as null).
             inner = strip_optional(a.type) if a.default is None else a.type
             check = _wrong(inner, names, label + "i") if inner is not a.type else wrong
+            value, checked = _value_code(inner, label, names, enc, helpers, check, where)
             lines = [f"    v = o.{a.name}", f"    if v is not {omitted_when}:"]
-            if check is not None:
-                lines.append(
-                    f"        if {check}: _bad({cls.__name__!r}, {a.name!r}, {key!r}, "
-                    f"_tp_{label}, v)"
-                )
+            if check is not None and not checked:
+                lines.append(f"        if {check}: _bad({where})")
             lines.append(f"        res[{key!r}] = {value}")
             optional.append("\n".join(lines))
         else:
             local = f"v{label}"
+            value, checked = _value_code(a.type, label, names, enc, helpers, wrong, where)
             lines = [f"    v = o.{a.name}"]
-            if wrong is not None:
-                lines.append(
-                    f"    if {wrong}: _bad({cls.__name__!r}, {a.name!r}, {key!r}, _tp_{label}, v)"
-                )
+            if wrong is not None and not checked:
+                lines.append(f"    if {wrong}: _bad({where})")
             lines.append(f"    {local} = {value}")
             checks.append("\n".join(lines))
             required.append(f"{key!r}: {local}")
@@ -205,6 +313,7 @@ def checked_unstructure(
     name = f"encode_{cls.__name__}"
     source = "\n".join(
         [
+            *helpers,
             f"def {name}(o):",
             *checks,
             f"    res = {{{', '.join(entries)}}}",

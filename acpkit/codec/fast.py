@@ -51,7 +51,10 @@ def fused_structure(
         "MISSING": MISSING,
     }
     made = "twin" if twin is not None else "cls"
-    lines = [f"def structure_{cls.__name__}(o, _=None):", f"    x = new({made})"]
+    lines = [
+        f"def structure_{cls.__name__}(o, _=None):",
+        f"    x = {made}()" if twin is not None else "    x = new(cls)",
+    ]
     for i, a in enumerate(fields):
         lines.extend(_fused_lines(hooks, i, a, env))
         if twin is not None:
@@ -108,6 +111,9 @@ def _fused_lines(
         else:
             env[f"D{i}"] = default
             missing = f"D{i}"
+        defaulted = getattr(hook, "acp_default_of", None)
+        if defaulted is not None and default is not ABSENT:
+            return _default_lines(i, key, defaulted[0], defaulted[1], missing, env)
         return [
             f"    {v} = o.get({key!r}, MISSING)",
             f"    {v} = {missing} if {v} is MISSING else H{i}({v}, T{i})",
@@ -134,6 +140,38 @@ def _fused_lines(
     action = f"{v} = None" if kind == "or_default" else f"raise error({expected!r}, {v})"
     lines.append(f"{prefix}{test}:\n        {action}")
     return lines
+
+
+def _default_lines(
+    i: int, key: str, inner: StructureHook, invalid_too: bool, default: str, env: dict[str, Any]
+) -> list[str]:
+    """Lines of an attribute whose default is a value or a factory (``null_to`` or
+    ``optional_or_default`` inlined): absent or ``null`` is the default; otherwise the
+    inner hook's check or call, and where ``invalid_too`` an invalid value is the default
+    too (x-deserialize-default-on-error)."""
+    v = f"v{i}"
+    lines = [f"    {v} = o.get({key!r})", f"    if {v} is None:", f"        {v} = {default}"]
+    types = PRIMITIVE_TYPES.get(inner)
+    if types is not None:
+        env[f"J{i}"] = types
+        test = (
+            f"type({v}) is not {types[0].__name__}" if len(types) == 1 else f"type({v}) not in J{i}"
+        )
+        action = (
+            f"{v} = {default}" if invalid_too else f"raise error({PRIMITIVE_NAMES[inner]!r}, {v})"
+        )
+        return [*lines, f"    elif {test}:", f"        {action}"]
+    env[f"H{i}"] = inner
+    if not invalid_too:
+        return [*lines, "    else:", *inline_call(i, inner, env, indent="        ")]
+    return [
+        *lines,
+        "    else:",
+        "        try:",
+        *inline_call(i, inner, env, indent="            "),
+        "        except Exception:",
+        f"            {v} = {default}",
+    ]
 
 
 def inline_check(hooks: HookSource, a: attrs.Attribute[Any]) -> Check | None:
@@ -175,8 +213,9 @@ def inline_call(
     i: int, hook: StructureHook, env: dict[str, Any], indent: str = "    "
 ) -> list[str]:
     """Lines of a fast hook (:meth:`Hooks._fused`) passing ``v{i}`` through ``H{i}``
-    (``hook``), with the hook's first step inlined where it is a model's object check or
-    a tagged union's cached dispatch (the hook itself handles everything else)."""
+    (``hook``), with the hook's first step inlined where it is a model's object check, a
+    tagged union's cached dispatch or a list of a tagged union's (the hook itself handles
+    everything else: a tag met for the first time, an invalid item, an error's path)."""
     v = f"v{i}"
     model_hook = getattr(hook, "acp_model_hook", None)
     if model_hook is not None:
@@ -196,6 +235,24 @@ def inline_call(
             f"{indent}    {v} = H{i}({v}, T{i})",
             f"{indent}else:",
             f"{indent}    {v} = f({v}, None)",
+        ]
+    members = getattr(hook, "acp_members", None)
+    if members is not None:  # an enum: its known members by one lookup
+        env[f"L{i}"], env[f"B{i}"] = members
+        return [
+            f"{indent}m = L{i}.get({v}) if type({v}) is B{i} else None",
+            f"{indent}{v} = H{i}({v}, T{i}) if m is None else m",
+        ]
+    items = getattr(hook, "acp_items_by_tag", None)
+    if items is not None:  # a list of a tagged union: the list hook's first try
+        env[f"U{i}"] = items[0]
+        return [
+            f"{indent}try:",
+            f"{indent}    if type({v}) is not list:",
+            f"{indent}        raise TypeError",
+            f"{indent}    {v} = [U{i}[y[{items[1]!r}]](y, None) for y in {v}]",
+            f"{indent}except Exception:",
+            f"{indent}    {v} = H{i}({v}, T{i})",
         ]
     return [f"{indent}{v} = H{i}({v}, T{i})"]
 

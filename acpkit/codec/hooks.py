@@ -21,7 +21,7 @@ from cattrs.gen import (
 )
 
 from acpkit.codec.decode_errors import Invalid, at, snippet, type_error
-from acpkit.codec.encoders import checked_unstructure
+from acpkit.codec.encoders import FieldEncoding, checked_unstructure
 from acpkit.codec.fast import constructor, fused_structure
 from acpkit.codec.primitives import (
     NONES,
@@ -191,6 +191,9 @@ class Hooks:
                     raise at(e, i) from None
             return out
 
+        if by_tag is not None and not skip_invalid:
+            # the fast class hooks inline the first try (fast.inline_call)
+            structure_list.acp_items_by_tag = (by_tag, key)  # type: ignore[attr-defined]
         return structure_list
 
     @staticmethod
@@ -241,6 +244,8 @@ class Hooks:
                 raise Invalid(f"unknown {name} value {snippet(v)}")
             return cls(v)
 
+        # the fast class hooks look known members up inline (fast.inline_call)
+        structure_enum.acp_members = (lookup, base)  # type: ignore[attr-defined]
         return structure_enum
 
     def structure_union(self, tp: Any) -> StructureHook:
@@ -338,8 +343,12 @@ class Hooks:
                 cls,
                 resolved_fields(cls),
                 getattr(cls, "__acp_tag__", None),
-                self._field_unhook,
-                lambda hook: hook is identity,
+                FieldEncoding(
+                    self._field_unhook,
+                    lambda hook: hook is identity,
+                    self._class_unhook,
+                    self.unstructure_runtime,
+                ),
             )
         finally:
             self._generating.discard(("u", cls))

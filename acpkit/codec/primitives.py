@@ -170,7 +170,8 @@ PRIMITIVE_NAMES: dict[StructureHook, str] = {
 
 def optional_or_default(inner: StructureHook, made: Callable[[], Any]) -> StructureHook:
     """x-deserialize-default-on-error, lenient mode: ``null`` or an invalid value becomes
-    the default."""
+    the default.  ``acp_default_of`` (``(inner, True)``: an invalid value is the default;
+    :func:`null_to`'s is ``(inner, False)``) lets the fast class hooks inline it."""
 
     json_types = PRIMITIVE_TYPES.get(inner)
     if json_types is not None:  # a JSON primitive: one type test, no inner call
@@ -178,6 +179,7 @@ def optional_or_default(inner: StructureHook, made: Callable[[], Any]) -> Struct
         def primitive_or_default(v: Any, t: Any) -> Any:
             return v if type(v) in json_types else made()
 
+        primitive_or_default.acp_default_of = (inner, True)  # type: ignore[attr-defined]
         return primitive_or_default
 
     def structure_or_default(v: Any, t: Any) -> Any:
@@ -190,6 +192,7 @@ def optional_or_default(inner: StructureHook, made: Callable[[], Any]) -> Struct
 
     if made is none:
         structure_or_default.acp_or_none_of = inner  # type: ignore[attr-defined]
+    structure_or_default.acp_default_of = (inner, True)  # type: ignore[attr-defined]
     return structure_or_default
 
 
@@ -197,6 +200,7 @@ def null_to(inner: StructureHook, made: Callable[[], Any]) -> StructureHook:
     def structure_null_to_default(v: Any, t: Any) -> Any:
         return made() if v is None else inner(v, t)
 
+    structure_null_to_default.acp_default_of = (inner, False)  # type: ignore[attr-defined]
     return structure_null_to_default
 
 

@@ -40,6 +40,24 @@ CASES: list[tuple[type, dict[str, Any]]] = [
         schema.SessionInfoUpdate,
         {"sessionUpdate": "session_info_update", "title": schema.ABSENT},
     ),
+    # attributes whose default is a value or a factory, inlined by the fast hooks
+    (schema.PromptCapabilities, {}),
+    (schema.PromptCapabilities, {"image": True, "audio": None, "embeddedContext": "yes"}),
+    (schema.AgentCapabilities, {"loadSession": 1, "promptCapabilities": {"image": True}}),
+    (schema.AgentCapabilities, {"promptCapabilities": None, "mcpCapabilities": 3}),
+    (schema.AgentCapabilities, {"promptCapabilities": {"image": []}, "auth": []}),
+    (schema.InitializeResponse, {"protocolVersion": 1, "authMethods": None}),
+    (schema.InitializeResponse, {"protocolVersion": 1, "authMethods": "none"}),
+    (schema.InitializeResponse, {"protocolVersion": 1, "authMethods": [{"id": 3}]}),
+    (schema.InitializeResponse, {"protocolVersion": 1, "authMethods": [{"id": "a", "name": "A"}]}),
+    # enums, looked up inline by the fast hooks
+    (schema.ToolCallStart, {"toolCallId": "t", "title": "x", "kind": "read", "status": None}),
+    (schema.ToolCallStart, {"toolCallId": "t", "title": "x", "kind": "teleport"}),
+    (schema.ToolCallStart, {"toolCallId": "t", "title": "x", "kind": 3, "status": ["done"]}),
+    (schema.PlanEntry, {"content": "c", "priority": "high", "status": "pending"}),
+    (schema.PlanEntry, {"content": "c", "priority": "urgent", "status": "pending"}),
+    (schema.PlanEntry, {"content": "c", "priority": 1, "status": "pending"}),
+    (schema.PlanEntry, {"content": "c", "priority": None, "status": "pending"}),
 ]
 
 
@@ -81,6 +99,21 @@ def test_primitive_attributes_cost_no_hook_call_on_the_fast_converter() -> None:
     with pytest.raises(Exception, match="expected string"):
         hook({"type": "text", "text": 3}, None)
     assert hook({"type": "text", "text": "x"}, None).text == "x"
+
+
+def test_defaults_and_enums_cost_no_hook_call_on_the_fast_converter() -> None:
+    """A flag whose default is ``False`` is tested inline (absent, ``null`` or not a
+    boolean: the default), a capability whose default is made by a factory calls the
+    model's class hook directly, and an enum attribute finds a known member by one
+    lookup; the hooks they replace are called only for what the lookup does not know."""
+    flags = _fast_hook_source(schema.PromptCapabilities)
+    assert "type(v0) is not bool" in flags and "H0(" not in flags
+    capabilities = _fast_hook_source(schema.AgentCapabilities)
+    assert "M1(v1, T1)" in capabilities and "H1(" not in capabilities
+    tool_call = _fast_hook_source(schema.ToolCallStart)
+    assert "L3.get(v3)" in tool_call
+    kinds = decode(schema.ToolCallStart, {"toolCallId": "t", "title": "x", "kind": "read"})
+    assert kinds.kind is schema.ToolKind.READ
 
 
 def _models() -> list[type]:
