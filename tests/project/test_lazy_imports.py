@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 #: (lsprotocol) when ``[lsp.servers]`` names a server, the MCP models when an MCP server
 #: is configured, treq and ``twisted.web`` on the first fetch, OpenSSL when a listener or
 #: a TLS connection is made, autobahn for WebSocket, the unstable models for the first
-#: prompt's answer, importlib.metadata for the console scripts' clash check.
+#: prompt's answer, importlib.metadata for the console scripts' clash check, PyYAML for the
+#: first skill's front matter.
 MUST_BE_LAZY = (
     "lsprotocol",
     "acpkit_agent.lsp",
@@ -40,6 +41,7 @@ MUST_BE_LAZY = (
     "acpkit.http.http2",
     "acpkit.http.transport",
     "importlib.metadata",
+    "yaml",
 )
 
 #: For the client: what it needs only for a remote agent, a language server or MCP.
