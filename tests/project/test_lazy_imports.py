@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 #: is configured, treq and ``twisted.web`` on the first fetch, OpenSSL when a listener or
 #: a TLS connection is made, autobahn for WebSocket, the unstable models for the first
 #: prompt's answer, importlib.metadata for the console scripts' clash check, PyYAML for the
-#: first skill's front matter.
+#: first skill's front matter, the built-in tools' modules (but the contract, ask_user and
+#: plan, which the turn and the session use) for a session's first use of a tool.
 MUST_BE_LAZY = (
     "lsprotocol",
     "acpkit_agent.lsp",
@@ -42,6 +43,10 @@ MUST_BE_LAZY = (
     "acpkit.http.transport",
     "importlib.metadata",
     "yaml",
+    "acpkit_agent.tools.bash",
+    "acpkit_agent.tools.files",
+    "acpkit_agent.tools.fetch",
+    "acpkit_agent.tools.ask_agent",
 )
 
 #: For the client: what it needs only for a remote agent, a language server or MCP.
