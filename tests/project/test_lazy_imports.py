@@ -49,7 +49,8 @@ MUST_BE_LAZY = (
     "acpkit_agent.tools.ask_agent",
 )
 
-#: For the client: what it needs only for a remote agent, a language server or MCP.
+#: For the client: what it needs only for a remote agent, a language server or MCP, and
+#: pathspec for the first ``.gitignore`` read (listing the project's files for @ mentions).
 CLIENT_MUST_BE_LAZY = (
     "lsprotocol",
     "acpkit.mcp.schema",
@@ -60,6 +61,7 @@ CLIENT_MUST_BE_LAZY = (
     "autobahn",
     "acpkit.http.http2",
     "acpkit.http.transport",
+    "pathspec",
 )
 
 
@@ -103,6 +105,29 @@ def test_client_startup_loads_no_remote_machinery() -> None:
     loaded = loaded_after_import("acpkit_client.launch", "acpkit_client.cli")
     assert "acpkit_client.agents" in loaded
     assert eager(loaded, CLIENT_MUST_BE_LAZY) == []
+
+
+@pytest.mark.process
+def test_client_startup_reads_no_mime_tables() -> None:
+    """
+    Importing the client's command line does not make the ``mimetypes`` tables (which
+    reads the machine's ``mime.types`` files): the first attachment's type does.
+    """
+    code = (
+        "import acpkit_client.launch, acpkit_client.cli, mimetypes\n"
+        "print(mimetypes.inited)\n"
+        "from acpkit_client.prompt import guess_mime_type\n"
+        "print(guess_mime_type('a.png'), mimetypes.inited)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env,
+        timeout=120,
+    ).stdout  # fmt: skip
+    assert output.split() == ["False", "image/png", "True"]
 
 
 @pytest.mark.process
