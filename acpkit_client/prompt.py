@@ -146,6 +146,7 @@ SOURCE_FILE_NAMES: dict[str, str] = {
     "CMakeLists.txt": "text/x-cmake",
 }
 
+
 @functools.cache
 def _standard_types() -> mimetypes.MimeTypes:
     """

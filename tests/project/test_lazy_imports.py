@@ -108,6 +108,29 @@ def test_client_startup_loads_no_remote_machinery() -> None:
 
 
 @pytest.mark.process
+def test_clash_check_imports_no_importlib_metadata() -> None:
+    """
+    The console scripts' clash check finds our ``acpkit`` ours without importing
+    ``importlib.metadata`` (and email, zipfile, csv with it): it reads the metadata
+    directories beside the package itself.
+    """
+    code = (
+        "import sys\n"
+        "from acpkit_client.launch import acpkit_owner_problem\n"
+        "print(acpkit_owner_problem(), 'importlib.metadata' in sys.modules)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env,
+        timeout=120,
+    ).stdout  # fmt: skip
+    assert output.split() == ["None", "False"]
+
+
+@pytest.mark.process
 def test_client_startup_reads_no_mime_tables() -> None:
     """
     Importing the client's command line does not make the ``mimetypes`` tables (which
