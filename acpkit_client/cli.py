@@ -679,7 +679,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         return EXIT_USAGE
     _start_logging(options.verbose)
-    from twisted.internet import task
+    from acpkit_client.launch import startup_imports
+
+    with startup_imports():  # the reactor and its TLS support: see startup_imports
+        import twisted.internet.reactor  # noqa: F401  (installed here, run by task.react)
+        from twisted.internet import task
 
     def run(reactor: Any) -> Deferred[None]:
         async def go() -> None:
