@@ -33,14 +33,14 @@ gets one line naming the extra and its install command, exit `MISSING_EXTRA_EXIT
 
 from __future__ import annotations
 
-import gc
 import importlib.util
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from acpkit_client.startup import startup_imports
 
 if TYPE_CHECKING:
     from importlib import metadata
@@ -57,7 +57,6 @@ __all__ = [
     "acpkit_owner_problem",
     "exit_on_clash",
     "missing_extra",
-    "startup_imports",
 ]
 
 #: The name of the distribution that provides acpkit, its agent and its client.
@@ -249,30 +248,6 @@ def exit_on_missing_extra(command: str, extra: str) -> None:
 
 #: The exit status of a command interrupted (Ctrl-C) before it could handle it: 128 + SIGINT.
 INTERRUPTED_EXIT_STATUS = 130
-
-
-@contextmanager
-def startup_imports() -> Iterator[None]:
-    """
-    Import a command's modules without the cyclic garbage collector, then put what they
-    made out of its reach.  Importing acpkit makes objects by the hundred thousand (the
-    models' classes, their generated methods, the codec's tables), and the collector, run
-    every few hundred allocations, walked them again and again: 140 collections while bob
-    imports, about a tenth of its import time.  Those objects live until the process exits:
-    after one collection (the few hundred cycles the imports left), ``gc.freeze`` moves them
-    to the permanent generation, where neither the later collections nor the ones Python
-    makes while it shuts down (about 30 ms) walk them.  The collector is left as it was
-    found (enabled, unless the caller had disabled it).
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.collect()
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 def _run(command: str, extra: str, load: Callable[[], Callable[[], int]]) -> int:

@@ -1,6 +1,6 @@
 """
 The commands import their modules without the cyclic garbage collector and freeze what
-the imports made (``acpkit_client.launch.startup_imports``): the collector is back on
+the imports made (``acpkit_client.startup.startup_imports``): the collector is back on
 afterwards, and the imported objects are in its permanent generation.
 
 Each test runs in a fresh interpreter: freezing this one's heap would change the suite's.
@@ -39,7 +39,7 @@ def test_startup_imports_freezes_and_restores_the_collector() -> None:
     """
     code = (
         "import gc\n"
-        "from acpkit_client.launch import startup_imports\n"
+        "from acpkit_client.startup import startup_imports\n"
         "with startup_imports():\n"
         "    inside = gc.isenabled()\n"
         "    class Cycle: pass\n"
@@ -56,7 +56,7 @@ def test_startup_imports_leaves_a_disabled_collector_disabled() -> None:
     """A caller that had turned the collector off finds it off afterwards."""
     code = (
         "import gc\n"
-        "from acpkit_client.launch import startup_imports\n"
+        "from acpkit_client.startup import startup_imports\n"
         "gc.disable()\n"
         "with startup_imports():\n"
         "    pass\n"
