@@ -40,8 +40,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from acpkit_client.startup import startup_imports
-
 if TYPE_CHECKING:
     from importlib import metadata
 
@@ -258,6 +256,8 @@ def _run(command: str, extra: str, load: Callable[[], Callable[[], int]]) -> int
     """
     exit_on_clash(command)
     exit_on_missing_extra(command, extra)
+    from acpkit_client.startup import startup_imports  # after the checks, like the command
+
     try:
         with startup_imports():
             main = load()
