@@ -73,7 +73,7 @@ from acpkit_agent.session import (
     SessionStore,
     new_session_id,
 )
-from acpkit_agent.skills import rewrite_skill_command, skills_prompt
+from acpkit_agent.skills import SkillLibrary, rewrite_skill_command, skills_prompt
 from acpkit_agent.store import DiskSessionStore, SessionFileError, session_store_for
 from acpkit_agent.turn import AgentRuntime, TurnRunner, send_update
 
@@ -148,7 +148,7 @@ class BobAgent(Agent):
             for builtin in builtin_commands(runtime, self.sessions):
                 commands.register(builtin)
         self.commands = commands
-        self.skills = skill_library_for(runtime)
+        self._skills: SkillLibrary | None = None
         self.system_prompt = system_prompt
         self.turns = TurnRunner(runtime, conn)
         #: The client's MCP servers of each session (``mcp.useClientServers``) and the
@@ -165,6 +165,16 @@ class BobAgent(Agent):
             # (marked unimplemented) answers -32601 before any params are decoded.
             # The stub's type is the base's (MaybeAsync), not this class's coroutine.
             self.load_session = super().load_session  # type: ignore[method-assign, assignment]
+
+    @property
+    def skills(self) -> SkillLibrary:
+        """
+        The skill library (the ``read_skill`` tool's), found on first use: looking it up
+        makes the built-in tools, which answering ``initialize`` does not need.
+        """
+        if self._skills is None:
+            self._skills = skill_library_for(self.runtime)
+        return self._skills
 
     # -- initialize ---------------------------------------------------------------------
 

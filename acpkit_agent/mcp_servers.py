@@ -518,7 +518,8 @@ class McpToolbox(Mapping[str, Tool]):
         self.connect = connect
         """How :meth:`new_set` starts servers (None: :func:`default_connector`)."""
         self._key: tuple[int, ...] | None = None
-        self._tools: dict[str, Tool] = dict(builtin)
+        # made at the first lookup (``_current``): the built-in tools may be made lazily
+        self._tools: dict[str, Tool] = {}
 
     def new_set(
         self,

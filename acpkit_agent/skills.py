@@ -33,10 +33,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import yaml
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = [
     "RESERVED_NAMES",
@@ -135,6 +137,8 @@ def _yaml_fields(block: str) -> dict[str, Any]:
     would resolve (``name: 1.10`` is ``"1.10"``, not a number); ``yaml.YAMLError`` when the
     block is not valid YAML.
     """
+    import yaml  # on the first skill read: bob without skills does not load PyYAML
+
     document = yaml.safe_load(block)
     if document is None:
         return {}
@@ -181,6 +185,8 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str]:
             break
     else:
         raise SkillError("the front matter is not closed by a '---' line")
+    import yaml  # see _yaml_fields
+
     try:
         return _yaml_fields("".join(block_lines)), body
     except yaml.YAMLError as error:

@@ -67,7 +67,7 @@ from acpkit_agent.mcp_servers import (
     close_all_at_shutdown,
 )
 from acpkit_agent.skills import SkillLibrary
-from acpkit_agent.tools import builtin_tools
+from acpkit_agent.tools import BuiltinTools
 from acpkit_agent.turn import AgentRuntime
 
 __all__ = [
@@ -291,7 +291,8 @@ def build_runtime(config: AgentConfig, reactor: Any) -> AgentRuntime:
         from acpkit_agent.lsp import LanguageServers
 
         language_servers = LanguageServers(config.lsp_servers, reactor)
-    tools = builtin_tools(SkillLibrary(extra_dirs=tuple(config.skills_dirs)), language_servers)
+    # made on a session's first use of a tool: not needed to answer initialize
+    tools = BuiltinTools(SkillLibrary(extra_dirs=tuple(config.skills_dirs)), language_servers)
     # bob's MCP servers (started by AgentService.startService): their tools follow the
     # built-in ones in the toolbox
     toolbox = McpToolbox(tools)

@@ -79,6 +79,7 @@ from acpkit_client.permissions import (
 from acpkit_client.project_files import list_project_files
 from acpkit_client.prompt import unlisted_mentions, unresolved_mentions
 from acpkit_client.session import AgentWindow, TurnError
+from acpkit_client.startup import startup_imports
 
 __all__ = [
     "EXIT_AGENT_FAILED",
@@ -679,7 +680,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         return EXIT_USAGE
     _start_logging(options.verbose)
-    from twisted.internet import task
+    with startup_imports():  # the reactor and its TLS support: see startup_imports
+        import twisted.internet.reactor  # noqa: F401  (installed here, run by task.react)
+        from twisted.internet import task
 
     def run(reactor: Any) -> Deferred[None]:
         async def go() -> None:

@@ -45,9 +45,12 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
-import pathspec
+
+if TYPE_CHECKING:
+    import pathspec
 
 __all__ = [
     "MAX_FILES_SHOWN",
@@ -214,6 +217,8 @@ def _read_ignore_file(directory: str) -> pathspec.GitIgnoreSpec | None:
             lines = f.read().splitlines()
     except OSError:
         return None
+    import pathspec  # on the first .gitignore read: ``ask`` without mentions needs none
+
     spec = pathspec.GitIgnoreSpec.from_lines(lines)
     return spec if len(spec) else None
 
@@ -241,7 +246,7 @@ def walk_project(root: str, *, max_files: int = MAX_FILES_WALKED) -> list[str]:
     files: list[str] = []
     if max_files <= 0:
         return files
-    Rules = tuple[tuple[str, pathspec.GitIgnoreSpec], ...]
+    Rules = tuple[tuple[str, "pathspec.GitIgnoreSpec"], ...]
     pending: deque[tuple[str, str, Rules]] = deque([(root, "", ())])
     while pending:
         directory, prefix, rules = pending.popleft()

@@ -18,6 +18,7 @@ normal start):
    ``*.egg-info`` beside the package) that claim the top-level name ``acpkit``, by their
    ``top_level.txt`` or, for wheels built without one, their ``RECORD``, are its owners:
    any owner other than ``txacpkit`` is a clash, even beside ours (the files are mixed);
+   those directories are read directly, without importing ``importlib.metadata``;
 3. with no owner there (a source checkout, an editable install), the package is ours when
    it holds our vendored schema notice (``acpkit/schemas/v1/NOTICE``); otherwise it is
    someone else's, and only then are all distributions scanned to name its owner.
@@ -78,7 +79,7 @@ def _normalize(name: str) -> str:
     return "-".join(name.replace("_", "-").replace(".", "-").lower().split("-"))
 
 
-def _claims_acpkit(dist: metadata.Distribution) -> bool:
+def _claims_acpkit(dist: metadata.Distribution | _InfoDirectory) -> bool:
     """Whether ``dist`` installs the top-level package ``acpkit``."""
     top_level = dist.read_text("top_level.txt")
     if top_level is not None:
@@ -87,7 +88,9 @@ def _claims_acpkit(dist: metadata.Distribution) -> bool:
     return any(line.replace("\\", "/").startswith("acpkit/") for line in record.splitlines())
 
 
-def _owners(distributions: Iterable[metadata.Distribution]) -> list[tuple[str, str]]:
+def _owners(
+    distributions: Iterable[metadata.Distribution | _InfoDirectory],
+) -> list[tuple[str, str]]:
     """``(name, version)`` of each distribution of ``distributions`` that claims ``acpkit``."""
     owners = []
     for dist in distributions:
@@ -96,19 +99,75 @@ def _owners(distributions: Iterable[metadata.Distribution]) -> list[tuple[str, s
     return owners
 
 
+#: The metadata directories of installed distributions (what importlib.metadata finds in a
+#: ``sys.path`` entry), by the end of their name, compared in lower case.
+_INFO_SUFFIXES = (".dist-info", ".egg-info")
+
+
+class _InfoDirectory:
+    """
+    One distribution's metadata directory, read the way :mod:`importlib.metadata` reads
+    it, for the few files the check needs: importing ``importlib.metadata`` (and ``email``,
+    ``zipfile``, ``csv`` with it) costs every command start 20-30 ms of CPU, more than
+    the check itself.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read_text(self, name: str) -> str | None:
+        """The text of the file ``name``, None when it cannot be read (as importlib's)."""
+        try:
+            return (self.path / name).read_text(encoding="utf-8")
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
+            return None
+
+    @property
+    def metadata(self) -> dict[str, str | None]:
+        """``Name`` and ``Version`` from the core metadata's headers (``METADATA``, or an
+        egg's ``PKG-INFO``): the first of each, before the first blank line."""
+        text = self.read_text("METADATA") or self.read_text("PKG-INFO") or ""
+        fields: dict[str, str | None] = {"Name": None, "Version": None}
+        for line in text.splitlines():
+            if not line.strip():
+                break
+            key, _, value = line.partition(":")
+            if key in fields and fields[key] is None:
+                fields[key] = value.strip()
+        return fields
+
+    @property
+    def version(self) -> str | None:
+        return self.metadata["Version"]
+
+
+def _info_directories(directory: Path) -> list[_InfoDirectory]:
+    """The distributions installed in the ``sys.path`` entry ``directory``."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    return [
+        _InfoDirectory(Path(entry.path))
+        for entry in entries
+        if entry.name.lower().endswith(_INFO_SUFFIXES) and entry.is_dir()
+    ]
+
+
 def _foreign_owners(package: Path) -> list[tuple[str, str]] | None:
     """
     ``None`` when the package directory ``package`` is ours; otherwise the other
     distributions that own it (an empty list when none does).
     """
-    from importlib import metadata  # only the clash check reads distributions
-
     ours = _normalize(DISTRIBUTION)
-    beside = _owners(metadata.distributions(path=[str(package.parent)]))
+    beside = _owners(_info_directories(package.parent))
     if beside:
         return [owner for owner in beside if _normalize(owner[0]) != ours] or None
     if (package / _OUR_MARKER).is_file():
         return None  # our source checkout, or our editable install
+    # someone else's package: only now is every installed distribution read, to name it
+    from importlib import metadata
+
     return [owner for owner in _owners(metadata.distributions()) if _normalize(owner[0]) != ours]
 
 
@@ -197,8 +256,12 @@ def _run(command: str, extra: str, load: Callable[[], Callable[[], int]]) -> int
     """
     exit_on_clash(command)
     exit_on_missing_extra(command, extra)
+    from acpkit_client.startup import startup_imports  # after the checks, like the command
+
     try:
-        return load()()
+        with startup_imports():
+            main = load()
+        return main()
     except KeyboardInterrupt:
         print(f"\n{command}: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT_STATUS

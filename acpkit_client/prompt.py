@@ -32,6 +32,7 @@ not send the prompt but says so, and sends it as typed if ``Enter`` is pressed a
 from __future__ import annotations
 
 import codecs
+import functools
 import mimetypes
 import os
 from collections.abc import Collection
@@ -145,9 +146,16 @@ SOURCE_FILE_NAMES: dict[str, str] = {
     "CMakeLists.txt": "text/x-cmake",
 }
 
-#: The standard table alone (Python's built-in defaults, not the machine's
-#: ``/etc/mime.types``), so that a file gets the same type on every machine.
-_STANDARD_TYPES = mimetypes.MimeTypes()
+
+@functools.cache
+def _standard_types() -> mimetypes.MimeTypes:
+    """
+    The standard table alone (Python's built-in defaults, not the machine's
+    ``/etc/mime.types``), so that a file gets the same type on every machine.  Made on
+    first use: making it reads the machine's tables (``mimetypes.init``), which a prompt
+    without attachments (``acpkit-client ask``) does not need.
+    """
+    return mimetypes.MimeTypes()
 
 
 def guess_mime_type(path: str) -> str | None:
@@ -162,7 +170,7 @@ def guess_mime_type(path: str) -> str | None:
     extension = os.path.splitext(name)[1].lower()
     if extension in SOURCE_MIME_TYPES:
         return SOURCE_MIME_TYPES[extension]
-    guessed, _ = _STANDARD_TYPES.guess_type(name, strict=False)
+    guessed, _ = _standard_types().guess_type(name, strict=False)
     return guessed
 
 

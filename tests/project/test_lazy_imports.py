@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 #: (lsprotocol) when ``[lsp.servers]`` names a server, the MCP models when an MCP server
 #: is configured, treq and ``twisted.web`` on the first fetch, OpenSSL when a listener or
 #: a TLS connection is made, autobahn for WebSocket, the unstable models for the first
-#: prompt's answer, importlib.metadata for the console scripts' clash check.
+#: prompt's answer, importlib.metadata for the console scripts' clash check, PyYAML for the
+#: first skill's front matter, the built-in tools' modules (but the contract, ask_user and
+#: plan, which the turn and the session use) for a session's first use of a tool.
 MUST_BE_LAZY = (
     "lsprotocol",
     "acpkit_agent.lsp",
@@ -40,9 +42,15 @@ MUST_BE_LAZY = (
     "acpkit.http.http2",
     "acpkit.http.transport",
     "importlib.metadata",
+    "yaml",
+    "acpkit_agent.tools.bash",
+    "acpkit_agent.tools.files",
+    "acpkit_agent.tools.fetch",
+    "acpkit_agent.tools.ask_agent",
 )
 
-#: For the client: what it needs only for a remote agent, a language server or MCP.
+#: For the client: what it needs only for a remote agent, a language server or MCP, and
+#: pathspec for the first ``.gitignore`` read (listing the project's files for @ mentions).
 CLIENT_MUST_BE_LAZY = (
     "lsprotocol",
     "acpkit.mcp.schema",
@@ -53,6 +61,7 @@ CLIENT_MUST_BE_LAZY = (
     "autobahn",
     "acpkit.http.http2",
     "acpkit.http.transport",
+    "pathspec",
 )
 
 
@@ -96,6 +105,52 @@ def test_client_startup_loads_no_remote_machinery() -> None:
     loaded = loaded_after_import("acpkit_client.launch", "acpkit_client.cli")
     assert "acpkit_client.agents" in loaded
     assert eager(loaded, CLIENT_MUST_BE_LAZY) == []
+
+
+@pytest.mark.process
+def test_clash_check_imports_no_importlib_metadata() -> None:
+    """
+    The console scripts' clash check finds our ``acpkit`` ours without importing
+    ``importlib.metadata`` (and email, zipfile, csv with it): it reads the metadata
+    directories beside the package itself.
+    """
+    code = (
+        "import sys\n"
+        "from acpkit_client.launch import acpkit_owner_problem\n"
+        "print(acpkit_owner_problem(), 'importlib.metadata' in sys.modules)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env,
+        timeout=120,
+    ).stdout  # fmt: skip
+    assert output.split() == ["None", "False"]
+
+
+@pytest.mark.process
+def test_client_startup_reads_no_mime_tables() -> None:
+    """
+    Importing the client's command line does not make the ``mimetypes`` tables (which
+    reads the machine's ``mime.types`` files): the first attachment's type does.
+    """
+    code = (
+        "import acpkit_client.launch, acpkit_client.cli, mimetypes\n"
+        "print(mimetypes.inited)\n"
+        "from acpkit_client.prompt import guess_mime_type\n"
+        "print(guess_mime_type('a.png'), mimetypes.inited)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env,
+        timeout=120,
+    ).stdout  # fmt: skip
+    assert output.split() == ["False", "image/png", "True"]
 
 
 @pytest.mark.process
