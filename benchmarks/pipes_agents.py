@@ -4,8 +4,9 @@ The agents ``bench_pipes.py`` and ``bench_pipelining.py`` run as child processes
 
 ``floor`` is the raw floor: a blocking loop that reads a line, ``json.loads`` it and writes
 the ``json.dumps`` of its answer (flushed), with no framework.  All three answer
-``session/new`` at once; ``acpkit`` and ``sdk``, for a prompt ``stream N``, send N
-``agent_message_chunk`` notifications before answering ``end_turn``.
+``session/new`` at once, and an empty prompt (one empty text block) with ``end_turn`` at
+once; ``acpkit`` and ``sdk``, for a prompt ``stream N``, send N ``agent_message_chunk``
+notifications before answering ``end_turn``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def run_acpkit() -> None:
         async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
             block = params.prompt[0]
             assert isinstance(block, schema.TextContentBlock)
-            n = int(block.text.split()[1])
+            words = block.text.split()
+            n = int(words[1]) if words else 0
             for i in range(n):
                 await self.conn.session_update(
                     params.session_id,
@@ -66,7 +68,8 @@ def run_sdk() -> None:
             return NewSessionResponse(session_id=f"s{self.count}")
 
         async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
-            n = int(prompt[0].text.split()[1])
+            words = prompt[0].text.split()
+            n = int(words[1]) if words else 0
             for i in range(n):
                 await self.conn.session_update(session_id, update_agent_message_text(f"chunk {i} "))
             return PromptResponse(stop_reason="end_turn")
@@ -87,6 +90,8 @@ def run_floor() -> None:
         result: dict[str, Any]
         if message["method"] == "initialize":
             result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+        elif message["method"] == "session/prompt":
+            result = {"stopReason": "end_turn"}
         else:
             count += 1
             result = {"sessionId": f"s{count}"}
