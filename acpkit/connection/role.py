@@ -7,7 +7,6 @@ connection's lifetime, back-pressure and extension methods; and the
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -21,7 +20,7 @@ from acpkit import codec, schema
 from acpkit.errors import AgentExited, ConnectionLost, InvalidParams, MethodNotFound
 from acpkit.framing import LineTracer
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol
-from acpkit.jsonrpc.asyncio_bridge import as_deferred, task_awaitable
+from acpkit.jsonrpc.asyncio_bridge import as_deferred, is_async, settle_now, task_awaitable
 
 __all__ = ["Role", "is_implemented", "session_id_of", "unimplemented"]
 
@@ -169,14 +168,28 @@ class Role(Generic[H]):
         params = self._decode_params(method, req.params)
         after = self._after_handler(method, req, params)
         result = fn(params)
-        if not isinstance(result, Deferred) and not inspect.isawaitable(result):
+        if not is_async(result):
             # A synchronous answer: encode and finish it now, without Deferreds.
             result = self._encode_result(result, method)
             for step in after:
                 result = step(result)
             return result
-        d = as_deferred(result)
-        d.addCallback(self._encode_result, method)
+        finished, result = settle_now(result)
+        d: Deferred[Any]
+        if finished:
+            # A coroutine that returned without waiting: no Deferred either, unless
+            # encoding fails (the steps then see the Failure, as they would have).
+            try:
+                result = self._encode_result(result, method)
+            except Exception:
+                d = fail()
+            else:
+                for step in after:
+                    result = step(result)
+                return result
+        else:
+            d = result
+            d.addCallback(self._encode_result, method)
         for step in after:
             d.addBoth(step)
         return d
