@@ -11,6 +11,9 @@ a fallback or a clear error when it does not:
 - ``FileDescriptor._tempDataLen`` and ``_writeDisconnecting`` (`flush_writer`): writing a
   transport's buffer now instead of on the reactor's next turn. Without them: no flush
   now; the reactor writes on its next turn, as stock Twisted does (slower, never wrong).
+  The same, with ``_writeDisconnected`` (`writer_idle`, `write_now`): writing to an idle
+  descriptor at once, without registering it with the reactor. Without them: not idle,
+  so the descriptor's ``write``, as stock Twisted does.
 - ``Process.pipes`` (`process_pipe`): the child's stdin writer (to flush it) and stdout
   reader (to pause reading it). Without it: ``None``, so no flush now and no pausing of
   the child's stdout (no back-pressure).
@@ -51,6 +54,8 @@ __all__ = [
     "quiet_http_pool",
     "regex_lexer_states",
     "stdio_writer",
+    "write_now",
+    "writer_idle",
 ]
 
 
@@ -107,6 +112,48 @@ def flush_writer(writer: Any) -> None:
         return
     if pending:
         writer.doWrite()
+
+
+def writer_idle(writer: Any) -> bool:
+    """
+    Whether ``writer`` (a Twisted ``FileDescriptor``) is connected, not closing, and has
+    nothing buffered (``_tempDataLen``, ``_writeDisconnecting``, ``_writeDisconnected``).
+    False without those internals.
+    """
+    return (
+        writer is not None
+        and writer.connected
+        and not writer.disconnecting
+        and getattr(writer, "_writeDisconnecting", True) is False
+        and getattr(writer, "_writeDisconnected", True) is False
+        and getattr(writer, "_tempDataLen", None) == 0
+        and len(writer.dataBuffer) - getattr(writer, "offset", 0) <= 0
+    )
+
+
+def write_now(writer: Any, data: bytes) -> None:
+    """
+    Write ``data`` to ``writer`` (a Twisted ``FileDescriptor``) at once when it is idle
+    (`writer_idle`), else as its ``write`` does (buffered for the reactor).
+
+    An idle descriptor is written with ``writeSomeData``, and not registered with the
+    reactor for writing (its ``write`` registers it, and once written, unregisters it:
+    two ``epoll_ctl`` calls and their bookkeeping per message).  What the pipe did not
+    take, and everything when the write failed, goes to ``write``: the reactor writes it
+    when the pipe drains, or finds the error on its own next write attempt, as usual.
+    """
+    if writer is None or not data:
+        return
+    if writer_idle(writer):
+        try:
+            written = writer.writeSomeData(data)
+        except OSError:
+            written = 0  # the reactor's own attempt meets the error again
+        if type(written) is int and written > 0:
+            if written >= len(data):
+                return
+            data = data[written:]
+    writer.write(data)
 
 
 def process_pipe(process: Any, fd: int) -> Any:

@@ -322,3 +322,66 @@ def test_compat_imports_no_pygments() -> None:
         check=True,
     )
     assert done.stdout.strip() == "False"
+
+
+def test_file_descriptor_has_the_idle_internals() -> None:
+    """``FileDescriptor`` still has ``_writeDisconnected`` and ``writeSomeData``: an idle
+    connected descriptor is `writer_idle`, one with a buffered write is not."""
+
+    class Connected(FileDescriptor):
+        connected = True
+
+        def startWriting(self) -> None:
+            pass
+
+    writer = Connected(MemoryReactor())
+    assert writer._writeDisconnected is False
+    assert callable(writer.writeSomeData)
+    assert compat.writer_idle(writer)
+    writer.write(b"x")
+    assert not compat.writer_idle(writer)
+
+
+class _DirectWriter:
+    """A stand-in ``FileDescriptor`` whose pipe takes ``room`` bytes per write."""
+
+    connected = True
+    disconnecting = False
+    _writeDisconnecting = False
+
+    def __init__(self, room: int) -> None:
+        self._writeDisconnected = False
+        self.room = room
+        self.dataBuffer = b""
+        self.offset = 0
+        self._tempDataLen = 0
+        self.direct: list[bytes] = []
+        self.buffered: list[bytes] = []
+
+    def writeSomeData(self, data: bytes) -> int:
+        self.direct.append(data[: self.room])
+        return min(self.room, len(data))
+
+    def write(self, data: bytes) -> None:
+        self.buffered.append(data)
+        self._tempDataLen += len(data)
+
+
+def test_write_now_writes_an_idle_writer_directly() -> None:
+    """An idle writer is written at once; what its pipe did not take is buffered, and a
+    writer with data waiting gets the write buffered behind it."""
+    whole, part = _DirectWriter(room=100), _DirectWriter(room=3)
+    compat.write_now(whole, b"hello")
+    compat.write_now(part, b"hello")
+    assert (whole.direct, whole.buffered) == ([b"hello"], [])
+    assert (part.direct, part.buffered) == ([b"hel"], [b"lo"])
+    compat.write_now(part, b"more")
+    assert (part.direct, part.buffered) == ([b"hel"], [b"lo", b"more"])
+
+
+def test_write_now_without_the_internals_buffers_as_twisted_does() -> None:
+    """Without ``_writeDisconnected`` the writer is not known idle: its ``write``."""
+    writer = _DirectWriter(room=100)
+    del writer._writeDisconnected
+    compat.write_now(writer, b"hello")
+    assert (writer.direct, writer.buffered) == ([], [b"hello"])
