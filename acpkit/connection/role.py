@@ -44,9 +44,9 @@ def _clean_close(reason: Failure) -> bool:
 
 def session_id_of(params: object) -> str | None:
     """The ``sessionId`` of raw params, when there is a string one."""
-    if isinstance(params, Mapping):
+    if type(params) is dict or isinstance(params, Mapping):  # (a dict without the ABC)
         sid = params.get("sessionId")
-        if isinstance(sid, str):
+        if type(sid) is str or isinstance(sid, str):
             return sid
     return None
 
@@ -212,7 +212,7 @@ class Role(Generic[H]):
                 raise TypeError(
                     f"the {method.name} handler returned None, but its result has required fields"
                 ) from None
-        if isinstance(result, Mapping):
+        if type(result) is dict or isinstance(result, Mapping):  # (a dict without the ABC)
             return result
         return codec.encode(result)
 

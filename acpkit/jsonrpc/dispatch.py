@@ -416,7 +416,8 @@ class InboundDispatcher:
                     self._host.log.failure(
                         "{peer}: after_reply callback failed", peer=self._host.name
                     )
-        self.pump()
+        if self.queue:
+            self.pump()
         self._host.check_finished()
 
     def finish(self, request: InboundRequest) -> None:
