@@ -17,7 +17,8 @@ from twisted.internet.interfaces import IProtocol
 from twisted.internet.protocol import Protocol
 from twisted.python.failure import Failure
 
-from acpkit.compat import StandardIO, flush_writer, stdio_writer, write_now, writer_idle
+from acpkit.compat import StandardIO, flush_writer, stdio_writer
+from acpkit.io.held_writes import ReadWrites
 from acpkit.trace.recording import attach_tracer
 
 __all__ = ["serve_stdio"]
@@ -32,73 +33,43 @@ class _StandardIO(StandardIO):
     and ``loseConnection`` comes later: the process would then wait forever.
     """
 
-    #: Bytes written while a read is processed, waiting for its end (or ``flushNow``).
-    _held: list[bytes] | None = None
-    _held_size = 0
-    #: True while the protocol processes a read.
-    _reading = False
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._writes = ReadWrites(lambda: stdio_writer(self))
+        super().__init__(*args, **kwargs)
 
     def childDataReceived(self, fd: str, data: bytes) -> None:
         """
-        Deliver a read; what the protocol writes meanwhile is held and written once,
-        after it (one write, straight to stdout when nothing else waits: no
-        registration with the reactor).
+        Deliver a read; what the protocol writes meanwhile is written once after it
+        (:class:`~acpkit.io.held_writes.ReadWrites`).
         """
-        self._reading = True
+        writes = self._writes
+        writes.reading = True
         try:
             super().childDataReceived(fd, data)
         finally:
-            self._reading = False
-            self._release()
+            writes.reading = False
+            writes.release()
 
     def write(self, data: bytes) -> None:
-        if self._reading and self._hold([data], len(data)):
-            return
-        self._release()
-        super().write(data)
+        if not self._writes.hold([data], len(data)):
+            super().write(data)
 
     def writeSequence(self, data: Any) -> None:
         chunks = list(data)
-        if self._reading and self._hold(chunks, sum(len(c) for c in chunks)):
-            return
-        self._release()
-        super().writeSequence(chunks)
-
-    def _hold(self, chunks: list[bytes], size: int) -> bool:
-        """
-        Hold ``chunks`` until the read is processed; False when they must go to the
-        writer now: it is gone or has data waiting (the reactor writes in order), or
-        holding them would take more than its buffer (so that a producer is paused as
-        it would be).
-        """
-        writer = stdio_writer(self)
-        if not writer_idle(writer) or self._held_size + size > writer.bufferSize:
-            return False
-        if self._held is None:
-            self._held = []
-        self._held.extend(chunks)
-        self._held_size += size
-        return True
-
-    def _release(self) -> None:
-        """Write what is held, at once when stdout is idle."""
-        held = self._held
-        if not held:
-            return
-        self._held, self._held_size = None, 0
-        write_now(stdio_writer(self), b"".join(held))
+        if not self._writes.hold(chunks, sum(map(len, chunks))):
+            super().writeSequence(chunks)
 
     def flushNow(self) -> None:
         """Write buffered output now rather than on the reactor's next turn."""
-        self._release()
+        self._writes.release()
         flush_writer(stdio_writer(self))
 
     def loseWriteConnection(self) -> None:
-        self._release()
+        self._writes.release()
         super().loseWriteConnection()
 
     def loseConnection(self) -> None:
-        self._release()
+        self._writes.release()
         super().loseConnection()
         if stdio_writer(self) is None and not self.disconnected:
             self.connectionLost(Failure(ConnectionDone("stdout was already closed")))

@@ -293,6 +293,7 @@ def test_no_private_twisted_import_outside_compat() -> None:
         "._writer",
         "_tempDataLen",
         "_writeDisconnecting",
+        "_writeDisconnected",
         "._tokens",
         "endpoints import _parse",
         "endpoints._parse",

@@ -1,15 +1,18 @@
 """
-``serve_stdio``'s writes: what the protocol writes while it processes a read goes to
-stdout once the read is processed, in one write, without registering stdout with the
-reactor when nothing else waits to be written; anything else is written as before.
+``serve_stdio``'s writes (and a spawned agent's transport's): what the protocol writes
+while it processes a read goes out once the read is processed, in one write, without
+registering the descriptor with the reactor when nothing else waits to be written;
+anything else is written as before (``acpkit.io.held_writes``).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
+from twisted.internet import process as process_module
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Protocol
 from twisted.internet.testing import MemoryReactor
@@ -17,6 +20,7 @@ from zope.interface import implementer
 
 from acpkit.compat import StandardIO, stdio_writer
 from acpkit.io import serve_stdio
+from acpkit.io.spawn import AgentTransport
 
 
 @pytest.fixture
@@ -162,3 +166,36 @@ def test_a_read_writing_more_than_the_buffer_pauses_the_producer(
     writer = stdio_writer(transport)
     writer.doWrite()
     assert readable(pipes[2]).startswith(b"y")
+
+
+class _Process:
+    """The part of a Twisted process transport ``AgentTransport`` uses: its stdin."""
+
+    def __init__(self, writer: Any) -> None:
+        self.pipes = {0: writer}
+
+    def write(self, data: bytes) -> None:
+        self.pipes[0].write(data)
+
+    def writeSequence(self, data: list[bytes]) -> None:
+        self.pipes[0].writeSequence(data)
+
+
+def test_a_spawned_agents_transport_writes_a_reads_answers_at_its_end(
+    pipes: tuple[int, int, int],
+) -> None:
+    """Writes to a spawned agent made while a read of its stdout is processed go to its
+    stdin at the end of the read, without registering stdin with the reactor; outside a
+    read they are buffered for the reactor as before."""
+    reactor = MemoryReactor()
+    writer = process_module.ProcessWriter(reactor, None, "stdin", pipes[1])
+    transport = AgentTransport(cast(Any, None), cast(Any, _Process(writer)))
+    protocol = Answering()
+    protocol.makeConnection(cast(Any, transport))
+    transport._deliver(protocol, b"ping")
+    assert readable(pipes[2]) == b"got ping and done\n"
+    assert writer not in reactor.getWriters()
+    transport.write(b"later\n")
+    assert writer in reactor.getWriters()
+    transport.flushNow()
+    assert readable(pipes[2]) == b"later\n"
