@@ -29,6 +29,10 @@ a fallback or a clear error when it does not:
   not log "Starting factory" and "Stopping factory" for each connection. Without it: the
   stock pool, which logs those two lines (noisy, never wrong).
 
+- ``asyncio._get_running_loop`` (`running_asyncio_loop`): the running loop or ``None``,
+  without raising and catching ``RuntimeError`` as ``get_running_loop`` does when there is
+  none (asked once or twice per request). Without it: ``get_running_loop``.
+
 ``StandardIO`` itself comes from the public ``twisted.internet.stdio`` (on POSIX, the
 only platform acpkit supports, it is the class of ``twisted.internet._posixstdio``, which
 only the type checker imports). Pygments is not imported here: it is the
@@ -37,6 +41,7 @@ client extra's, and this module is part of the core.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the class the public name is on POSIX, whose attributes mypy checks
@@ -53,6 +58,7 @@ __all__ = [
     "process_pipe",
     "quiet_http_pool",
     "regex_lexer_states",
+    "running_asyncio_loop",
     "stdio_writer",
     "write_now",
     "writer_idle",
@@ -154,6 +160,18 @@ def write_now(writer: Any, data: bytes) -> None:
                 return
             data = data[written:]
     writer.write(data)
+
+
+def _running_loop_or_none() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+#: The asyncio event loop running in this thread, or ``None``
+#: (``asyncio._get_running_loop``, else the same through ``get_running_loop``).
+running_asyncio_loop: Any = getattr(asyncio, "_get_running_loop", _running_loop_or_none)
 
 
 def process_pipe(process: Any, fd: int) -> Any:

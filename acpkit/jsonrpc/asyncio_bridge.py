@@ -62,6 +62,8 @@ from typing import Any, TypeVar
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.python.failure import Failure
 
+from acpkit.compat import running_asyncio_loop
+
 __all__ = [
     "as_deferred",
     "coroutine_deferred",
@@ -79,10 +81,8 @@ _tasks: set[asyncio.Task[Any]] = set()
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
     """The asyncio event loop running in this thread (the asyncio reactor's), or None."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+    loop: asyncio.AbstractEventLoop | None = running_asyncio_loop()
+    return loop
 
 
 def coroutine_deferred(coro: Coroutine[Any, Any, T]) -> Deferred[T]:

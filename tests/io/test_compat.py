@@ -386,3 +386,17 @@ def test_write_now_without_the_internals_buffers_as_twisted_does() -> None:
     del writer._writeDisconnected
     compat.write_now(writer, b"hello")
     assert (writer.direct, writer.buffered) == ([], [b"hello"])
+
+
+def test_running_asyncio_loop_is_asyncios_own() -> None:
+    """``asyncio._get_running_loop`` exists and is what `running_asyncio_loop` is: None
+    without a running loop, the loop inside one."""
+    import asyncio
+
+    assert compat.running_asyncio_loop is asyncio._get_running_loop
+    assert compat.running_asyncio_loop() is None
+
+    async def inside() -> object:
+        return compat.running_asyncio_loop() is asyncio.get_running_loop()
+
+    assert asyncio.run(inside()) is True
