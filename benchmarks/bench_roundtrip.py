@@ -234,7 +234,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--per-round", type=int, default=400)
     parser.add_argument("--warmup", type=int, default=200)
-    parser.add_argument("--agents", default="floor,acpkit,sdk")
+    parser.add_argument("--agents", default="floor,twisted,acpkit,sdk")
     parser.add_argument("--clients", default="raw,acpkit")
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument("--json", action="store_true")

@@ -17,6 +17,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit import codec, schema
+from acpkit.abc_answers import ABCAnswers
 from acpkit.errors import AgentExited, ConnectionLost, InvalidParams, MethodNotFound
 from acpkit.framing import LineTracer
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol
@@ -52,6 +53,9 @@ def session_id_of(params: object) -> str | None:
 
 
 _UNIMPLEMENTED = "__acpkit_unimplemented__"
+
+#: ``isinstance(value, Mapping)`` without the ABC's Python-level call for a known type.
+_is_mapping = ABCAnswers(Mapping)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -212,7 +216,7 @@ class Role(Generic[H]):
                 raise TypeError(
                     f"the {method.name} handler returned None, but its result has required fields"
                 ) from None
-        if type(result) is dict or isinstance(result, Mapping):  # (a dict without the ABC)
+        if type(result) is dict or _is_mapping(result):
             return result
         return codec.encode(result)
 

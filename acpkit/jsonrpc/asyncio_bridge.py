@@ -136,6 +136,8 @@ def is_async(value: Any) -> bool:
     that a plain value costs a set lookup rather than three ``isinstance`` checks.
     """
     kind = type(value)
+    if kind is CoroutineType:
+        return True
     if kind in _sync_types and value.__class__ is kind and _sync_token[0] == get_cache_token():
         return False
     if isinstance(value, Deferred) or inspect.isawaitable(value):
@@ -170,7 +172,7 @@ def settle_now(value: Any) -> tuple[bool, Any]:
         yielded = context.run(value.send, None)
     except StopIteration as done:
         result = done.value
-        if isinstance(result, Deferred):
+        if is_async(result) and isinstance(result, Deferred):
             return False, result
         return True, result
     except BaseException:
