@@ -2,7 +2,8 @@
 Sequential round trips over pipes: acpkit's agent against a raw floor agent and the SDK's.
 
 Each agent (``pipes_agents.py``) is a child process on pipes: ``floor`` (a blocking
-``json.loads``/``json.dumps`` loop, no framework), ``acpkit`` (a minimal acpkit agent),
+``json.loads``/``json.dumps`` loop, no framework), ``twisted`` (the same answers from a bare
+Twisted protocol: the floor on Twisted's reactor), ``acpkit`` (a minimal acpkit agent),
 ``sdk`` (the official SDK's), and with ``--baseline DIR`` ``acpkit-before`` (acpkit's agent
 importing acpkit from ``DIR``, a checkout of another commit).  Two clients drive each of
 them, one request at a time (send, wait for the answer, send the next):
@@ -14,8 +15,9 @@ them, one request at a time (send, wait for the answer, send the next):
 Two requests: ``session/new`` and an empty prompt (one empty text block, answered
 ``end_turn`` at once).  Each round runs ``--per-round`` requests of each kind against
 every agent with every client, the agents in a rotating order; each round gives each
-agent's p50 and p99 (µs), and the ratios of the round (acpkit / floor, SDK / acpkit,
-acpkit / acpkit-before).  Printed: the median of each over the rounds, with the min-max.
+agent's p50 and p99 (µs), and the ratios of the round: acpkit / floor, acpkit / twisted,
+SDK / acpkit, the same with acpkit-before, and acpkit / acpkit-before.  Printed: the
+median of each over the rounds, with the min-max.
 
 Run: ``python benchmarks/bench_roundtrip.py [--rounds 9] [--per-round 400]
 [--baseline DIR] [--clients raw,acpkit]``.
@@ -205,7 +207,14 @@ def ratios(results: Results, client: str, kind: str, top: str, bottom: str, at: 
 
 
 def report(results: Results, agents: list[str], clients: list[str], as_json: bool) -> None:
-    comparisons = [("acpkit", "floor"), ("sdk", "acpkit"), ("acpkit", "acpkit-before")]
+    comparisons = [
+        ("acpkit", "floor"),
+        ("acpkit-before", "floor"),
+        ("acpkit", "twisted"),
+        ("sdk", "acpkit"),
+        ("sdk", "acpkit-before"),
+        ("acpkit", "acpkit-before"),
+    ]
     out: dict[str, Any] = {}
     comparisons = [(t, b) for t, b in comparisons if t in agents and b in agents]
     header = f"{'client':<8}{'request':<13}{'':<4}" + "".join(f"{a:>15}" for a in agents)
