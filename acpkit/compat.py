@@ -126,15 +126,17 @@ def writer_idle(writer: Any) -> bool:
     nothing buffered (``_tempDataLen``, ``_writeDisconnecting``, ``_writeDisconnected``).
     False without those internals.
     """
-    return (
-        writer is not None
-        and writer.connected
-        and not writer.disconnecting
-        and getattr(writer, "_writeDisconnecting", True) is False
-        and getattr(writer, "_writeDisconnected", True) is False
-        and getattr(writer, "_tempDataLen", None) == 0
-        and len(writer.dataBuffer) - getattr(writer, "offset", 0) <= 0
-    )
+    try:
+        return bool(
+            writer.connected
+            and not writer.disconnecting
+            and writer._writeDisconnecting is False
+            and writer._writeDisconnected is False
+            and writer._tempDataLen == 0
+            and len(writer.dataBuffer) <= writer.offset
+        )
+    except AttributeError:  # None, or a Twisted without these
+        return False
 
 
 def write_now(writer: Any, data: bytes) -> None:

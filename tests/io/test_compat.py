@@ -341,6 +341,7 @@ def test_file_descriptor_has_the_idle_internals() -> None:
     assert compat.writer_idle(writer)
     writer.write(b"x")
     assert not compat.writer_idle(writer)
+    assert not compat.writer_idle(None)  # a closed stdout
 
 
 class _DirectWriter:
