@@ -59,7 +59,7 @@ from contextvars import copy_context
 from types import CoroutineType, GeneratorType
 from typing import Any, TypeVar
 
-from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.python.failure import Failure
 
 from acpkit.compat import running_asyncio_loop
@@ -162,7 +162,8 @@ def settle_now(value: Any) -> tuple[bool, Any]:
     first wait; this runs that first step itself, in a copy of the current
     ``contextvars`` context as ``fromCoroutine`` does, so that a coroutine that finishes
     there costs no Deferred.  One that waits goes on in ``fromCoroutine``, in the same
-    context; one that raises gives a failed Deferred.  Under a running asyncio loop
+    context; what one raises there is raised in ``fromCoroutine`` too, which makes of it
+    what it made before (a failed Deferred).  Under a running asyncio loop
     every coroutine runs as a task (:func:`coroutine_deferred`), never here.
     """
     if type(value) is not CoroutineType or running_loop() is not None:
@@ -175,9 +176,17 @@ def settle_now(value: Any) -> tuple[bool, Any]:
         if is_async(result) and isinstance(result, Deferred):
             return False, result
         return True, result
-    except BaseException:
-        return False, fail(Failure())
+    except BaseException as error:
+        # fromCoroutine makes of it what it made of it before (a Failure, or the value
+        # of Twisted's returnValue).
+        return False, context.run(Deferred.fromCoroutine, _raising(error))
     return False, context.run(Deferred.fromCoroutine, _resumed(value, yielded))
+
+
+def _raising(error: BaseException) -> Generator[Any, Any, Any]:
+    """A generator that raises ``error`` as soon as it is run."""
+    raise error
+    yield  # (a generator)
 
 
 def _resumed(coro: Coroutine[Any, Any, T], yielded: Any) -> Generator[Any, Any, T]:

@@ -18,6 +18,7 @@ from twisted.internet.testing import StringTransport
 
 from acpkit import schema
 from acpkit.connection import Agent, AgentConnection, negotiate_version
+from acpkit.errors import InvalidParams
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol, MethodRegistry
 from acpkit.jsonrpc.asyncio_bridge import is_async, settle_now
 
@@ -153,11 +154,18 @@ def test_coroutine_that_raises_at_once_is_answered_with_its_error() -> None:
     async def broken(req: InboundRequest) -> Any:
         raise ZeroDivisionError("nope")
 
+    async def refused(req: InboundRequest) -> Any:
+        raise InvalidParams("$.params.x", "not today")
+
     registry.add_request("broken", broken)
+    registry.add_request("refused", refused)
     protocol, transport = engine(registry)
     protocol.dataReceived(request(1, "broken", {}))
-    [answer] = answers(transport)
-    assert answer["error"]["code"] == -32603
+    protocol.dataReceived(request(2, "refused", {}))
+    broke, refusal = answers(transport)
+    assert broke["error"]["code"] == -32603
+    assert refusal["error"]["code"] == -32602
+    assert refusal["error"]["data"]["path"] == "$.params.x"
 
 
 class EmptyPromptAgent(Agent):
