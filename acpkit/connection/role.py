@@ -17,10 +17,10 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit import codec, schema
-from acpkit.abc_answers import ABCAnswers
 from acpkit.errors import AgentExited, ConnectionLost, InvalidParams, MethodNotFound
 from acpkit.framing import LineTracer
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol
+from acpkit.jsonrpc.abc_answers import ABCAnswers
 from acpkit.jsonrpc.asyncio_bridge import as_deferred, is_async, settle_now, task_awaitable
 
 __all__ = ["Role", "is_implemented", "session_id_of", "unimplemented"]

@@ -1,11 +1,11 @@
-"""``acpkit.abc_answers.ABCAnswers``: ``isinstance`` against an ABC, from a per-type cache."""
+"""``acpkit.jsonrpc.abc_answers.ABCAnswers``: ``isinstance`` against an ABC, type by type."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from acpkit.abc_answers import ABCAnswers
+from acpkit.jsonrpc.abc_answers import ABCAnswers
 
 
 class Table(Mapping[str, int]):
