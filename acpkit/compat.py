@@ -11,6 +11,9 @@ a fallback or a clear error when it does not:
 - ``FileDescriptor._tempDataLen`` and ``_writeDisconnecting`` (`flush_writer`): writing a
   transport's buffer now instead of on the reactor's next turn. Without them: no flush
   now; the reactor writes on its next turn, as stock Twisted does (slower, never wrong).
+  The same, with ``_writeDisconnected`` (`writer_idle`, `write_now`): writing to an idle
+  descriptor at once, without registering it with the reactor. Without them: not idle,
+  so the descriptor's ``write``, as stock Twisted does.
 - ``Process.pipes`` (`process_pipe`): the child's stdin writer (to flush it) and stdout
   reader (to pause reading it). Without it: ``None``, so no flush now and no pausing of
   the child's stdout (no back-pressure).
@@ -26,6 +29,10 @@ a fallback or a clear error when it does not:
   not log "Starting factory" and "Stopping factory" for each connection. Without it: the
   stock pool, which logs those two lines (noisy, never wrong).
 
+- ``asyncio._get_running_loop`` (`running_asyncio_loop`): the running loop or ``None``,
+  without raising and catching ``RuntimeError`` as ``get_running_loop`` does when there is
+  none (asked once or twice per request). Without it: ``get_running_loop``.
+
 ``StandardIO`` itself comes from the public ``twisted.internet.stdio`` (on POSIX, the
 only platform acpkit supports, it is the class of ``twisted.internet._posixstdio``, which
 only the type checker imports). Pygments is not imported here: it is the
@@ -34,6 +41,7 @@ client extra's, and this module is part of the core.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the class the public name is on POSIX, whose attributes mypy checks
@@ -50,7 +58,10 @@ __all__ = [
     "process_pipe",
     "quiet_http_pool",
     "regex_lexer_states",
+    "running_asyncio_loop",
     "stdio_writer",
+    "write_now",
+    "writer_idle",
 ]
 
 
@@ -107,6 +118,62 @@ def flush_writer(writer: Any) -> None:
         return
     if pending:
         writer.doWrite()
+
+
+def writer_idle(writer: Any) -> bool:
+    """
+    Whether ``writer`` (a Twisted ``FileDescriptor``) is connected, not closing, and has
+    nothing buffered (``_tempDataLen``, ``_writeDisconnecting``, ``_writeDisconnected``).
+    False without those internals.
+    """
+    try:
+        return bool(
+            writer.connected
+            and not writer.disconnecting
+            and writer._writeDisconnecting is False
+            and writer._writeDisconnected is False
+            and writer._tempDataLen == 0
+            and len(writer.dataBuffer) <= writer.offset
+        )
+    except AttributeError:  # None, or a Twisted without these
+        return False
+
+
+def write_now(writer: Any, data: bytes) -> None:
+    """
+    Write ``data`` to ``writer`` (a Twisted ``FileDescriptor``) at once when it is idle
+    (`writer_idle`), else as its ``write`` does (buffered for the reactor).
+
+    An idle descriptor is written with ``writeSomeData``, and not registered with the
+    reactor for writing (its ``write`` registers it, and once written, unregisters it:
+    two ``epoll_ctl`` calls and their bookkeeping per message).  What the pipe did not
+    take, and everything when the write failed, goes to ``write``: the reactor writes it
+    when the pipe drains, or finds the error on its own next write attempt, as usual.
+    """
+    if writer is None or not data:
+        return
+    if writer_idle(writer):
+        try:
+            written = writer.writeSomeData(data)
+        except OSError:
+            written = 0  # the reactor's own attempt meets the error again
+        if type(written) is int and written > 0:
+            if written >= len(data):
+                return
+            data = data[written:]
+    writer.write(data)
+
+
+def _running_loop_or_none() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+#: The asyncio event loop running in this thread, or ``None``
+#: (``asyncio._get_running_loop``, else the same through ``get_running_loop``).
+running_asyncio_loop: Any = getattr(asyncio, "_get_running_loop", _running_loop_or_none)
 
 
 def process_pipe(process: Any, fd: int) -> Any:

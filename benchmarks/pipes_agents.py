@@ -1,11 +1,15 @@
 """
-The agents ``bench_pipes.py`` and ``bench_pipelining.py`` run as child processes:
-``acpkit``, ``sdk`` or ``floor``.
+The agents ``bench_pipes.py``, ``bench_pipelining.py`` and ``bench_roundtrip.py`` run as
+child processes: ``acpkit``, ``sdk``, ``floor`` or ``twisted``.
 
 ``floor`` is the raw floor: a blocking loop that reads a line, ``json.loads`` it and writes
-the ``json.dumps`` of its answer (flushed), with no framework.  All three answer
-``session/new`` at once; ``acpkit`` and ``sdk``, for a prompt ``stream N``, send N
-``agent_message_chunk`` notifications before answering ``end_turn``.
+the ``json.dumps`` of its answer (flushed), with no framework.  ``twisted`` gives the same
+answers from a bare Twisted protocol on stock ``StandardIO`` (``json.loads`` of each line,
+``transport.write`` of each answer's ``json.dumps``): the floor of an agent on Twisted's
+reactor.  All four answer
+``session/new`` at once, and an empty prompt (one empty text block) with ``end_turn`` at
+once; ``acpkit`` and ``sdk``, for a prompt ``stream N``, send N ``agent_message_chunk``
+notifications before answering ``end_turn``.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ def run_acpkit() -> None:
         async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
             block = params.prompt[0]
             assert isinstance(block, schema.TextContentBlock)
-            n = int(block.text.split()[1])
+            words = block.text.split()
+            n = int(words[1]) if words else 0
             for i in range(n):
                 await self.conn.session_update(
                     params.session_id,
@@ -66,7 +71,8 @@ def run_sdk() -> None:
             return NewSessionResponse(session_id=f"s{self.count}")
 
         async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
-            n = int(prompt[0].text.split()[1])
+            words = prompt[0].text.split()
+            n = int(words[1]) if words else 0
             for i in range(n):
                 await self.conn.session_update(session_id, update_agent_message_text(f"chunk {i} "))
             return PromptResponse(stop_reason="end_turn")
@@ -84,16 +90,50 @@ def run_floor() -> None:
         message = json.loads(line)
         if "method" not in message or "id" not in message:
             continue
-        result: dict[str, Any]
-        if message["method"] == "initialize":
-            result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
-        else:
-            count += 1
-            result = {"sessionId": f"s{count}"}
-        answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
-        out.write(json.dumps(answer).encode() + b"\n")
+        reply, count = answer(message, count)
+        out.write(json.dumps(reply).encode() + b"\n")
         out.flush()
 
 
+def answer(message: dict[str, Any], count: int) -> tuple[dict[str, Any], int]:
+    """The floor's answer to a request, and the sessions made so far."""
+    result: dict[str, Any]
+    if message["method"] == "initialize":
+        result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}
+    elif message["method"] == "session/prompt":
+        result = {"stopReason": "end_turn"}
+    else:
+        count += 1
+        result = {"sessionId": f"s{count}"}
+    return {"jsonrpc": "2.0", "id": message["id"], "result": result}, count
+
+
+def run_twisted() -> None:
+    import json
+
+    from twisted.internet import reactor, stdio
+    from twisted.internet.protocol import Protocol
+
+    class Floor(Protocol):
+        buffer = b""
+        count = 0
+
+        def dataReceived(self, data: bytes) -> None:
+            *lines, self.buffer = (self.buffer + data).split(b"\n")
+            for line in lines:
+                message = json.loads(line)
+                if "method" in message and "id" in message:
+                    reply, self.count = answer(message, self.count)
+                    self.transport.write(json.dumps(reply).encode() + b"\n")  # type: ignore[union-attr]
+
+        def connectionLost(self, reason: object = None) -> None:
+            reactor.stop()
+
+    stdio.StandardIO(Floor())
+    reactor.run()
+
+
 if __name__ == "__main__":
-    {"acpkit": run_acpkit, "sdk": run_sdk, "floor": run_floor}[sys.argv[1]]()
+    {"acpkit": run_acpkit, "sdk": run_sdk, "floor": run_floor, "twisted": run_twisted}[
+        sys.argv[1]
+    ]()

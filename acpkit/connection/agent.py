@@ -155,6 +155,8 @@ class AgentConnection(Role[IAgent]):
         tracer: LineTracer | None = None,
     ) -> None:
         self._turns: dict[str, list[_Turn]] = {}
+        # The same turns by their request (until each ends).
+        self._turn_of: dict[InboundRequest, _Turn] = {}
         # Sessions whose id the client knows (seen in a request or a written response).
         self._known_sessions: set[str] = set()
         self._new_sessions_in_flight = 0
@@ -184,6 +186,7 @@ class AgentConnection(Role[IAgent]):
         if req.method == "session/prompt" and sid is not None:
             turn = _Turn(req)
             self._turns.setdefault(sid, []).append(turn)
+            self._turn_of[req] = turn
             req.after_reply(lambda: self._turn_ended(sid, turn))
         elif req.method == "session/new":
             self._new_sessions_in_flight += 1
@@ -195,6 +198,8 @@ class AgentConnection(Role[IAgent]):
             self._release_all_held()
 
     def _turn_ended(self, sid: str, turn: _Turn) -> None:
+        if self._turn_of.get(turn.request) is turn:
+            del self._turn_of[turn.request]
         turns = self._turns.get(sid, [])
         if turn in turns:
             turns.remove(turn)
@@ -233,7 +238,9 @@ class AgentConnection(Role[IAgent]):
         sid = session_id_of(result)
         if sid is not None:
             self._known_sessions.add(sid)
-            req.after_reply(lambda: self._release_held(sid))
+            # Updates for ``sid`` are held only until it is known: from now on none is.
+            if sid in self._held_updates:
+                req.after_reply(lambda: self._release_held(sid))
         return result
 
     def _release_held(self, sid: str) -> None:
@@ -247,14 +254,15 @@ class AgentConnection(Role[IAgent]):
                 self.protocol.notify("session/update", params)
 
     def _prompt_answered(self, result: Any, req: InboundRequest) -> Any:
-        sid = session_id_of(req.params)
-        turn = next((t for t in self._turns.get(sid or "", []) if t.request is req), None)
+        turn = self._turn_of.get(req)
         cancelled = turn is not None and turn.cancelled
         if isinstance(result, Failure):
             if cancelled or result.check(CancelledError):
                 if not result.check(CancelledError):
                     self._log.failure(
-                        "the cancelled turn of session {sid} ended with an error", result, sid=sid
+                        "the cancelled turn of session {sid} ended with an error",
+                        result,
+                        sid=session_id_of(req.params),
                     )
                 return dict(_CANCELLED_PROMPT)
             return result

@@ -7,7 +7,6 @@ connection's lifetime, back-pressure and extension methods; and the
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -21,7 +20,8 @@ from acpkit import codec, schema
 from acpkit.errors import AgentExited, ConnectionLost, InvalidParams, MethodNotFound
 from acpkit.framing import LineTracer
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol
-from acpkit.jsonrpc.asyncio_bridge import as_deferred, task_awaitable
+from acpkit.jsonrpc.abc_answers import ABCAnswers
+from acpkit.jsonrpc.asyncio_bridge import as_deferred, is_async, settle_now, task_awaitable
 
 __all__ = ["Role", "is_implemented", "session_id_of", "unimplemented"]
 
@@ -45,14 +45,17 @@ def _clean_close(reason: Failure) -> bool:
 
 def session_id_of(params: object) -> str | None:
     """The ``sessionId`` of raw params, when there is a string one."""
-    if isinstance(params, Mapping):
+    if type(params) is dict or isinstance(params, Mapping):  # (a dict without the ABC)
         sid = params.get("sessionId")
-        if isinstance(sid, str):
+        if type(sid) is str or isinstance(sid, str):
             return sid
     return None
 
 
 _UNIMPLEMENTED = "__acpkit_unimplemented__"
+
+#: ``isinstance(value, Mapping)`` without the ABC's Python-level call for a known type.
+_is_mapping = ABCAnswers(Mapping)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -169,14 +172,28 @@ class Role(Generic[H]):
         params = self._decode_params(method, req.params)
         after = self._after_handler(method, req, params)
         result = fn(params)
-        if not isinstance(result, Deferred) and not inspect.isawaitable(result):
+        if not is_async(result):
             # A synchronous answer: encode and finish it now, without Deferreds.
             result = self._encode_result(result, method)
             for step in after:
                 result = step(result)
             return result
-        d = as_deferred(result)
-        d.addCallback(self._encode_result, method)
+        finished, result = settle_now(result)
+        d: Deferred[Any]
+        if finished:
+            # A coroutine that returned without waiting: no Deferred either, unless
+            # encoding fails (the steps then see the Failure, as they would have).
+            try:
+                result = self._encode_result(result, method)
+            except Exception:
+                d = fail()
+            else:
+                for step in after:
+                    result = step(result)
+                return result
+        else:
+            d = result
+            d.addCallback(self._encode_result, method)
         for step in after:
             d.addBoth(step)
         return d
@@ -199,7 +216,7 @@ class Role(Generic[H]):
                 raise TypeError(
                     f"the {method.name} handler returned None, but its result has required fields"
                 ) from None
-        if isinstance(result, Mapping):
+        if type(result) is dict or _is_mapping(result):
             return result
         return codec.encode(result)
 

@@ -8,6 +8,8 @@ module                                its job
                                       (:func:`serve_stdio`, an agent's side)
 :mod:`acpkit.io.spawn`                an agent as a child process (:func:`spawn_agent`,
                                       a client's side): its pipes, its stderr, its end
+:mod:`acpkit.io.held_writes`          what a protocol writes while it processes a read,
+                                      written once at its end (both transports above)
 :mod:`acpkit.io.process_groups`       process groups: start a program as a group
                                       leader, signal a group, end the groups left at
                                       exit

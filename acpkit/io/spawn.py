@@ -42,6 +42,7 @@ from zope.interface import implementer
 
 from acpkit.compat import flush_writer, process_pipe
 from acpkit.errors import AgentExited
+from acpkit.io.held_writes import ReadWrites
 from acpkit.io.process_groups import kill_group, process_group_argv
 from acpkit.trace.recording import TRACE_VARIABLE, attach_tracer
 
@@ -153,21 +154,39 @@ class AgentTransport:
         self.process = process
         #: True while reading stdout is paused.
         self.paused = False
+        # What the protocol writes while it processes a read of the agent's stdout.
+        self._writes = ReadWrites(lambda: process_pipe(self.process, 0))
 
     def write(self, data: bytes) -> None:
-        """Write to the agent's stdin."""
-        self.process.write(data)
+        """Write to the agent's stdin (during a read of its stdout: once the read is
+        processed, see :class:`~acpkit.io.held_writes.ReadWrites`)."""
+        if not self._writes.hold([data], len(data)):
+            self.process.write(data)
 
     def writeSequence(self, data: Iterable[bytes]) -> None:
         """Write several byte strings to the agent's stdin."""
-        self.process.writeSequence(list(data))
+        chunks = list(data)
+        if not self._writes.hold(chunks, sum(map(len, chunks))):
+            self.process.writeSequence(chunks)
 
     def flushNow(self) -> None:
         """Write buffered input for the agent now rather than on the reactor's next turn."""
+        self._writes.release()
         flush_writer(process_pipe(self.process, 0))
+
+    def _deliver(self, protocol: IProtocol, data: bytes) -> None:
+        """Give ``protocol`` a read of the agent's stdout; write what it wrote meanwhile."""
+        writes = self._writes
+        writes.reading = True
+        try:
+            protocol.dataReceived(data)
+        finally:
+            writes.reading = False
+            writes.release()
 
     def loseConnection(self) -> None:
         """Close the agent's stdin after queued data is written."""
+        self._writes.release()
         self.process.closeStdin()
 
     def abortConnection(self) -> None:
@@ -356,7 +375,10 @@ class AgentProcess:
 
     def _child_data(self, fd: int, data: bytes) -> None:
         if fd == 1:
-            self.protocol.dataReceived(data)
+            if self.transport is not None:
+                self.transport._deliver(self.protocol, data)
+            else:
+                self.protocol.dataReceived(data)
         elif fd == 2:
             self._stderr.feed(data)
 

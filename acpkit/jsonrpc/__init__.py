@@ -27,8 +27,11 @@ module                                  its job
 :mod:`acpkit.jsonrpc.cancel`            the dialects' cancel notifications (ACP, LSP, MCP)
 :mod:`acpkit.jsonrpc.jsonbytes`         JSON text to builtins and back (orjson), nesting
                                         bounded
-:mod:`acpkit.jsonrpc.asyncio_bridge`    what a handler returns, as a Deferred; ``async def``
+:mod:`acpkit.jsonrpc.asyncio_bridge`    what a handler returns, as a Deferred (or at once,
+                                        for a coroutine that does not wait); ``async def``
                                         handlers as asyncio tasks on the asyncio reactor
+:mod:`acpkit.jsonrpc.abc_answers`       ``isinstance`` against an ABC, from a per-type
+                                        cache (once per message)
 ======================================  ==============================================
 
 The names below are importable from here; they are loaded on first use, so that a

@@ -53,13 +53,25 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from abc import get_cache_token
 from collections.abc import Awaitable, Coroutine, Generator
+from contextvars import copy_context
+from types import CoroutineType, GeneratorType
 from typing import Any, TypeVar
 
 from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.python.failure import Failure
 
-__all__ = ["as_deferred", "coroutine_deferred", "running_loop", "task_awaitable"]
+from acpkit.compat import running_asyncio_loop
+
+__all__ = [
+    "as_deferred",
+    "coroutine_deferred",
+    "is_async",
+    "running_loop",
+    "settle_now",
+    "task_awaitable",
+]
 
 T = TypeVar("T")
 
@@ -69,10 +81,8 @@ _tasks: set[asyncio.Task[Any]] = set()
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
     """The asyncio event loop running in this thread (the asyncio reactor's), or None."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+    loop: asyncio.AbstractEventLoop | None = running_asyncio_loop()
+    return loop
 
 
 def coroutine_deferred(coro: Coroutine[Any, Any, T]) -> Deferred[T]:
@@ -108,6 +118,99 @@ def as_deferred(value: Any) -> Deferred[Any]:
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+#: Types whose instances were found not to be awaitable (``is_async``), valid while the
+#: ABC cache token is ``_sync_token[0]`` (an ``Awaitable.register`` changes it).
+_sync_types: set[type] = set()
+_sync_token: list[object] = [get_cache_token()]
+#: At most this many types are remembered.
+_SYNC_TYPES_KEPT = 1024
+
+
+def is_async(value: Any) -> bool:
+    """
+    True when what a handler returned is to be waited on: a Deferred, a coroutine or
+    another awaitable (``inspect.isawaitable``).  The answer for a type whose instances
+    are not awaitable is remembered (until an ABC registration changes the answer), so
+    that a plain value costs a set lookup rather than three ``isinstance`` checks.
+    """
+    kind = type(value)
+    if kind is CoroutineType:
+        return True
+    if kind in _sync_types and value.__class__ is kind and _sync_token[0] == get_cache_token():
+        return False
+    if isinstance(value, Deferred) or inspect.isawaitable(value):
+        return True
+    if kind is not GeneratorType and value.__class__ is kind:
+        token = get_cache_token()
+        if _sync_token[0] != token:
+            _sync_types.clear()
+            _sync_token[0] = token
+        if len(_sync_types) < _SYNC_TYPES_KEPT:
+            _sync_types.add(kind)
+    return False
+
+
+def settle_now(value: Any) -> tuple[bool, Any]:
+    """
+    What a handler returned (``is_async(value)`` is true), run as far as it goes now:
+    ``(True, result)`` for a coroutine that returned without waiting on anything, else
+    ``(False, deferred)``, the Deferred ``as_deferred`` would give.
+
+    On the default reactor ``Deferred.fromCoroutine`` runs a coroutine at once up to its
+    first wait; this runs that first step itself, in a copy of the current
+    ``contextvars`` context as ``fromCoroutine`` does, so that a coroutine that finishes
+    there costs no Deferred.  One that waits goes on in ``fromCoroutine``, in the same
+    context; what one raises there is raised in ``fromCoroutine`` too, which makes of it
+    what it made before (a failed Deferred).  Under a running asyncio loop
+    every coroutine runs as a task (:func:`coroutine_deferred`), never here.
+    """
+    if type(value) is not CoroutineType or running_loop() is not None:
+        return False, as_deferred(value)
+    context = copy_context()
+    try:
+        yielded = context.run(value.send, None)
+    except StopIteration as done:
+        result = done.value
+        if is_async(result) and isinstance(result, Deferred):
+            return False, result
+        return True, result
+    except BaseException as error:
+        # fromCoroutine makes of it what it made of it before (a Failure, or the value
+        # of Twisted's returnValue).
+        return False, context.run(Deferred.fromCoroutine, _raising(error))
+    return False, context.run(Deferred.fromCoroutine, _resumed(value, yielded))
+
+
+def _raising(error: BaseException) -> Generator[Any, Any, Any]:
+    """A generator that raises ``error`` as soon as it is run."""
+    raise error
+    yield  # (a generator)
+
+
+def _resumed(coro: Coroutine[Any, Any, T], yielded: Any) -> Generator[Any, Any, T]:
+    """
+    ``coro``, which has run up to its first wait (it yielded ``yielded``), as a
+    generator that ``Deferred.fromCoroutine`` drives from there: what is sent or thrown
+    into it goes to ``coro`` (``yield from``, entered after its first step).
+    """
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as e:
+            try:
+                yielded = coro.throw(e)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
 
 
 def task_awaitable(d: Deferred[T]) -> Deferred[T]:

@@ -31,7 +31,6 @@ acpkit; the dispatcher knows it by that interface only.
 
 from __future__ import annotations
 
-import inspect
 from collections import deque
 from collections.abc import Callable, Mapping
 from enum import Enum
@@ -43,7 +42,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit.errors import RPCError
-from acpkit.jsonrpc.asyncio_bridge import as_deferred
+from acpkit.jsonrpc.asyncio_bridge import is_async, settle_now
 from acpkit.jsonrpc.cancel import ICancellationPolicy
 from acpkit.jsonrpc.classify import RequestId
 from acpkit.jsonrpc.handler_errors import (
@@ -326,11 +325,15 @@ class InboundDispatcher:
         except BaseException:
             self._handler_done(Failure(), request)
             return
-        if not isinstance(result, Deferred) and not inspect.isawaitable(result):
+        if not is_async(result):
             # A synchronous handler: answer now, no Deferred needed.
             self._handler_done(result, request)
             return
-        d = as_deferred(result)
+        finished, d = settle_now(result)
+        if finished:
+            # A coroutine that returned without waiting: answer now, no Deferred either.
+            self._handler_done(d, request)
+            return
         request._deferred = d
         d.addBoth(self._handler_done, request)
         if request.cancel_requested and not request.answered:
@@ -413,7 +416,8 @@ class InboundDispatcher:
                     self._host.log.failure(
                         "{peer}: after_reply callback failed", peer=self._host.name
                     )
-        self.pump()
+        if self.queue:
+            self.pump()
         self._host.check_finished()
 
     def finish(self, request: InboundRequest) -> None:

@@ -293,6 +293,7 @@ def test_no_private_twisted_import_outside_compat() -> None:
         "._writer",
         "_tempDataLen",
         "_writeDisconnecting",
+        "_writeDisconnected",
         "._tokens",
         "endpoints import _parse",
         "endpoints._parse",
@@ -322,3 +323,81 @@ def test_compat_imports_no_pygments() -> None:
         check=True,
     )
     assert done.stdout.strip() == "False"
+
+
+def test_file_descriptor_has_the_idle_internals() -> None:
+    """``FileDescriptor`` still has ``_writeDisconnected`` and ``writeSomeData``: an idle
+    connected descriptor is `writer_idle`, one with a buffered write is not."""
+
+    class Connected(FileDescriptor):
+        connected = True
+
+        def startWriting(self) -> None:
+            pass
+
+    writer = Connected(MemoryReactor())
+    assert writer._writeDisconnected is False
+    assert callable(writer.writeSomeData)
+    assert compat.writer_idle(writer)
+    writer.write(b"x")
+    assert not compat.writer_idle(writer)
+    assert not compat.writer_idle(None)  # a closed stdout
+
+
+class _DirectWriter:
+    """A stand-in ``FileDescriptor`` whose pipe takes ``room`` bytes per write."""
+
+    connected = True
+    disconnecting = False
+    _writeDisconnecting = False
+
+    def __init__(self, room: int) -> None:
+        self._writeDisconnected = False
+        self.room = room
+        self.dataBuffer = b""
+        self.offset = 0
+        self._tempDataLen = 0
+        self.direct: list[bytes] = []
+        self.buffered: list[bytes] = []
+
+    def writeSomeData(self, data: bytes) -> int:
+        self.direct.append(data[: self.room])
+        return min(self.room, len(data))
+
+    def write(self, data: bytes) -> None:
+        self.buffered.append(data)
+        self._tempDataLen += len(data)
+
+
+def test_write_now_writes_an_idle_writer_directly() -> None:
+    """An idle writer is written at once; what its pipe did not take is buffered, and a
+    writer with data waiting gets the write buffered behind it."""
+    whole, part = _DirectWriter(room=100), _DirectWriter(room=3)
+    compat.write_now(whole, b"hello")
+    compat.write_now(part, b"hello")
+    assert (whole.direct, whole.buffered) == ([b"hello"], [])
+    assert (part.direct, part.buffered) == ([b"hel"], [b"lo"])
+    compat.write_now(part, b"more")
+    assert (part.direct, part.buffered) == ([b"hel"], [b"lo", b"more"])
+
+
+def test_write_now_without_the_internals_buffers_as_twisted_does() -> None:
+    """Without ``_writeDisconnected`` the writer is not known idle: its ``write``."""
+    writer = _DirectWriter(room=100)
+    del writer._writeDisconnected
+    compat.write_now(writer, b"hello")
+    assert (writer.direct, writer.buffered) == ([], [b"hello"])
+
+
+def test_running_asyncio_loop_is_asyncios_own() -> None:
+    """``asyncio._get_running_loop`` exists and is what `running_asyncio_loop` is: None
+    without a running loop, the loop inside one."""
+    import asyncio
+
+    assert compat.running_asyncio_loop is asyncio._get_running_loop
+    assert compat.running_asyncio_loop() is None
+
+    async def inside() -> object:
+        return compat.running_asyncio_loop() is asyncio.get_running_loop()
+
+    assert asyncio.run(inside()) is True
