@@ -10,7 +10,8 @@ with the standard library for what orjson does differently:
   expression costs more than the parse; then ``bytes.find``, not ``in``, which first tries
   the needle as an integer and raises and clears a ``TypeError`` on every call);
 - ``NaN`` / ``Infinity``: orjson refuses them on reading (json's own rules then apply) and
-  writes NaN as ``null``, so an output containing ``null`` is written again by json
+  writes NaN as ``null``, so an output holding a ``null`` value (not merely the word in a
+  string) is written again by json
   (which raises ``ValueError`` for NaN, as it always did);
 - lone surrogates, non-``str`` keys, other types: orjson raises, json decides.
   Dataclasses and datetimes, which orjson would write and json refuses, are refused.
@@ -245,7 +246,18 @@ def dumps_or_none(obj: Any) -> bytes | None:
         if nesting_exceeds(obj):  # (only if this orjson writes deeper than the limit)
             raise NestingTooDeep()
     # (Written by an orjson that refuses what nests deeper than the limit: shallow enough.)
-    return None if out.find(b"null") >= 0 else out
+    return None if _may_hold_nan(out) else out
+
+
+def _may_hold_nan(out: bytes) -> bool:
+    """
+    Whether orjson's compact output may hold a NaN or an infinity, which it writes as a
+    ``null`` *value*: after ``:``, ``[`` or ``,`` (no whitespace in compact output), or the
+    whole text. ``null`` inside a string (a chunk of code that says ``x = null``) is not
+    one; a ``:null`` inside a string only sends the text to the slow path, which agrees.
+    """
+    find = out.find  # (``find``, not ``in``: see the module's docstring)
+    return find(b":null") >= 0 or find(b",null") >= 0 or find(b"[null") >= 0 or out == b"null"
 
 
 def dumps(obj: Any) -> bytes:
