@@ -33,9 +33,6 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 HTTP_RULES = [r.id for r in RULES if r.id.startswith("HTTP-")]
 #: every HTTP rule but HTTP-011 (HTTP/2 by ALPN: judged over TLS only)
 CLEARTEXT_HTTP_RULES = [r for r in HTTP_RULES if r != "HTTP-011"]
-#: the rules serve_remote breaks until it routes a session's messages to the session's GET
-#: (the RFD's 2026-05-04 revision) and refuses a GET for an unknown Acp-Session-Id
-ACPKIT_HTTP_GAPS = ["HTTP-012", "HTTP-013"]
 WS_RULES = [r.id for r in RULES if r.id.startswith("WS-")]
 
 
@@ -92,9 +89,7 @@ def test_acpkit_server_passes_every_http_rule(acpkit_url: str) -> None:
     result = _transport(acpkit_url)
     assert result.error is None, result.error
     statuses = _statuses(result)
-    holding = [r for r in CLEARTEXT_HTTP_RULES if r not in ACPKIT_HTTP_GAPS]
-    assert {statuses[r] for r in holding} == {"pass"}, statuses
-    assert {statuses[r] for r in ACPKIT_HTTP_GAPS} <= {"fail"}, statuses
+    assert {statuses[r] for r in CLEARTEXT_HTTP_RULES} == {"pass"}, statuses
     assert statuses["HTTP-011"] == "not-applicable"
     assert {statuses[r] for r in WS_RULES} == {"not-applicable"}
 
@@ -126,7 +121,7 @@ def test_acpkit_server_over_tls_speaks_http2(
         _stop(process)
     assert result.error is None, result.error
     statuses = _statuses(result)
-    assert {statuses[r] for r in HTTP_RULES if r not in ACPKIT_HTTP_GAPS} == {"pass"}, statuses
+    assert {statuses[r] for r in HTTP_RULES} == {"pass"}, statuses
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +148,7 @@ def test_bob_served_remotely_breaks_no_must_rule(remote_bob: ListeningBob, schem
     broken = [
         f"{r.rule.id}: {r.findings[0].message}"
         for r in result.results
-        if r.status == "fail" and r.rule.level == "MUST" and r.rule.id not in ACPKIT_HTTP_GAPS
+        if r.status == "fail" and r.rule.level == "MUST"
     ]
     assert broken == []
     assert sum(r.status == "pass" for r in result.results) > 30

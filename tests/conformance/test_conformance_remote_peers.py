@@ -127,13 +127,7 @@ BOB_PASS = [
     *"SESSION-001 SESSION-002 TURN-001 TURN-002 TURN-006".split(),
     *REACHES_AGENT,
 ]
-#: bob's server still sends a session's messages on the connection's GET (HTTP-012) and
-#: opens a GET for an unknown Acp-Session-Id (HTTP-013)
-BOB_HTTP_FAIL = ["HTTP-012", "HTTP-013"]
-VERDICTS["bob-http"] = (
-    [*BOB_PASS, *(r for r in HTTP_PASS if r not in BOB_HTTP_FAIL)],
-    ["MCP-001", *COMMON_WARN, *BOB_HTTP_FAIL],
-)
+VERDICTS["bob-http"] = ([*BOB_PASS, *HTTP_PASS], ["MCP-001", *COMMON_WARN])
 VERDICTS["bob-ws"] = ([*BOB_PASS, *WS_PASS], ["MCP-001", *COMMON_WARN])
 
 
@@ -296,8 +290,9 @@ def test_typescript_sdk_over_websocket(typescript_sdk_url: str) -> None:
 
 @pytest.mark.parametrize("scheme", ["http", "ws"])
 def test_bob(remote_bob: ListeningBob, scheme: str) -> None:
-    """bob served remotely, with the bearer token it requires: the transport rules and
-    findings are the pinned ones (`VERDICTS`)."""
+    """bob served remotely, with the bearer token it requires: every transport rule holds
+    (HTTP-012 included: a session's messages on its session-scoped GET) and the only
+    finding is MCP-001 (SHOULD)."""
     url = remote_bob.url.replace("http://", f"{scheme}://")
     _check(f"bob-{scheme}", url, list(remote_bob.headers().items()))
 
@@ -330,9 +325,8 @@ def test_pytest_plugin_tests_a_remote_agent_by_url(
         tmp_path,
     )
     summary = result.stdout.strip().splitlines()[-1]
-    # until serve_remote routes by session (BOB_HTTP_FAIL): those rules fail
-    assert result.returncode == (1 if BOB_HTTP_FAIL else 0), summary + result.stderr[-2000:]
-    assert f"{len(HTTP_PASS) - len(BOB_HTTP_FAIL)} passed" in summary, summary
+    assert result.returncode == 0, summary + result.stderr[-2000:]
+    assert f"{len(HTTP_PASS)} passed" in summary, summary
     assert f"{len(RULES) - len(HTTP_PASS)} skipped" in summary, summary  # HTTP-011 too
     assert "HTTP-011: cleartext http" in result.stdout
     assert secret not in result.stdout + result.stderr

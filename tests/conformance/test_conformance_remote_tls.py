@@ -26,7 +26,6 @@ from acpkit.conformance.rules import RULES
 from acpkit.conformance.tls import TLSSettings
 from acpkit.http.tls_errors import ssl_error_text
 from acpkit.remote.security import tls_serving_problem
-from tests.conformance.test_conformance_remote import ACPKIT_HTTP_GAPS
 from tests.helpers import child_env
 
 # One xdist worker runs this file's tests: its module-scoped fixture (the TLS servers) then
@@ -194,8 +193,7 @@ def test_https_with_trust_root_and_client_certificate_passes_every_http_rule(
     )
     assert result.error is None, result.error
     statuses = _statuses(result)
-    gaps = ACPKIT_HTTP_GAPS
-    assert {statuses[r] for r in HTTP_RULES if r not in gaps} == {"pass"}, statuses
+    assert {statuses[r] for r in HTTP_RULES} == {"pass"}, statuses
 
 
 def test_wss_with_trust_root_and_client_certificate_passes_every_websocket_rule(
