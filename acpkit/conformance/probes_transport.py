@@ -1,7 +1,7 @@
 """
 The transport probes of a remote agent (``acpkit-conformance --url``): raw HTTP requests and
 WebSocket frames that a well-behaved client never sends, for the rules of the RFD
-"Streamable HTTP & WebSocket Transport" that need them (HTTP-003..011, WS-003).
+"Streamable HTTP & WebSocket Transport" that need them (HTTP-003..013, WS-003).
 
 The rules visible in ordinary traffic (HTTP-001, HTTP-002, HTTP-009's framing, WS-001,
 WS-002) are judged by `acpkit.conformance.remote_driver.RemoteDriver` in every run.
@@ -24,7 +24,7 @@ from acpkit.conformance.harness import (
     run_turn,
 )
 from acpkit.conformance.observer import Verdicts, id_key
-from acpkit.conformance.remote_driver import CONNECTION_ID, SESSION_ID, Refused, RemoteDriver
+from acpkit.conformance.remote_driver import CONNECTION_ID, SESSION_ID, RemoteDriver
 from acpkit.conformance.tls import TLSFailure
 from acpkit.conformance.wire import CookieJar, HTTPAnswer, RemoteURL, http_request
 
@@ -227,9 +227,9 @@ def _probe_http_session(config: SuiteConfig, verdicts: Verdicts, fresh: Callable
 
 def _probe_http_routing(verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
     """
-    HTTP-012, as a client of the RFD sees it: only the connection's GET stream is read
-    while a prompt turn runs for a whole step; when the turn's response has not come by
-    then, the session-scoped GET is opened, and what was waiting there is the finding.
+    HTTP-012, as a client of the RFD sees it: session/new with the connection's GET stream
+    open, then the session's GET opened at once and a prompt turn read on both; each
+    message is judged by the stream it arrived on.
     """
     with fresh() as agent:
         driver = agent.driver
@@ -239,44 +239,69 @@ def _probe_http_routing(verdicts: Verdicts, fresh: Callable[..., Any]) -> None:
         if session_id is None:
             verdicts.skip("HTTP-012", "session/new failed")
             return
-        with agent.observer.probe("HTTP-012", "a prompt turn with only the connection stream"):
-            rid = driver.next_id()
-            params = {"sessionId": session_id, "prompt": agent.prompt(session_id)}
-            driver.send({"jsonrpc": "2.0", "id": rid, "method": "session/prompt", "params": params})
-            try:
-                driver.response_to(rid, "waiting for the session/prompt response")
-            except StepTimeout as e:
-                if isinstance(e, Refused):
-                    verdicts.skip("HTTP-012", f"session/prompt: {e}")
-                    return
-                _judge_withheld(verdicts, driver, rid, session_id)
+        if not any(_creates(m, session_id) for m in driver.connection_arrivals):
+            verdicts.violation(
+                "HTTP-012",
+                "the response to session/new did not arrive on the connection's GET stream "
+                "(the client has no sessionId to open a session-scoped stream with yet)",
+            )
+        with agent.observer.probe("HTTP-012", "a prompt turn with the session's GET open"):
+            driver.open_session_streams()
+            refusal = driver.session_stream_refusal(session_id)
+            if refusal is not None:
+                verdicts.violation(
+                    "HTTP-012",
+                    f"the session-scoped GET of a session of the connection "
+                    f"({SESSION_ID}: {session_id}) is not open: {refusal}",
+                )
                 return
+            # what the server sent before the session's stream opened may be anywhere
+            driver.drain(0.3)
+            first = len(driver.connection_arrivals)
+            outcome = run_turn(agent, session_id, agent.prompt(session_id))
+            driver.drain(0.3)
+        misrouted = [
+            driver.describe(m)
+            for m in driver.connection_arrivals[first:]
+            if driver.session_of_message(m) == session_id
+        ]
+        if misrouted:
+            shown = ", ".join(dict.fromkeys(misrouted))
+            verdicts.violation(
+                "HTTP-012",
+                f"with the session-scoped GET ({SESSION_ID}: {session_id}) open, the "
+                f"connection's GET stream delivered {shown}: the session's stream carries all "
+                "messages for the session, and a client reading it for them never sees these",
+            )
+            return
+        if outcome.response is None:
+            verdicts.slow("HTTP-012", "the prompt turn was not answered within the step timeout")
+            return
         verdicts.ok("HTTP-012")
 
 
-def _judge_withheld(verdicts: Verdicts, driver: RemoteDriver, rid: int, session_id: str) -> None:
-    """The turn went unanswered on the connection stream: look on the session's GET."""
-    driver.open_session_streams()
-    try:
-        driver.response_to(rid, "waiting for the session/prompt response on its session's GET")
-    except StepTimeout as e:
-        if not driver.session_arrivals:
-            verdicts.slow(
-                "HTTP-012", f"session/prompt answered on no stream within the step timeout: {e}"
-            )
-            return
-    finally:
-        driver.notify("session/cancel", {"sessionId": session_id})
-        driver.drain(0.3)
-    found = [driver.describe(m) for _, m in driver.session_arrivals]
-    shown = ", ".join(dict.fromkeys(found))
-    verdicts.violation(
-        "HTTP-012",
-        f"a prompt turn was not answered on the connection's GET stream within "
-        f"{driver.timeout:g}s; the session-scoped GET (Acp-Session-Id: {session_id}) then "
-        f"delivered {shown}: a client with only the connection stream, as the RFD "
-        "specifies, never receives them",
+def _creates(message: dict[str, Any], session_id: str) -> bool:
+    """``message`` is the response that created ``session_id`` (session/new's)."""
+    result = message.get("result")
+    return (
+        "method" not in message
+        and isinstance(result, dict)
+        and result.get("sessionId") == session_id
     )
+
+
+def _probe_unknown_session(config: SuiteConfig, verdicts: Verdicts) -> None:
+    """HTTP-013: a GET with an initialized connection's id and a session id never issued."""
+    raw = _Raw(config, verdicts)
+    cid = raw.initialize()
+    if cid is None:
+        verdicts.skip("HTTP-013", "a raw initialize POST got no Acp-Connection-Id")
+        return
+    unknown = f"acpkit-conformance-unknown-session-{uuid.uuid4()}"
+    headers = {"Accept": "text/event-stream", CONNECTION_ID: cid, SESSION_ID: unknown}
+    answer = raw.request("GET", headers)
+    raw.expect("HTTP-013", f"a GET with an unknown {SESSION_ID}", answer, 404)
+    raw.request("DELETE", {CONNECTION_ID: cid})
 
 
 def _judge_order(verdicts: Verdicts, driver: RemoteDriver, first: int, session_id: str) -> None:
@@ -378,9 +403,10 @@ def run_transport_probes(
     _probe_http_validation(config, verdicts)
     _probe_http_session(config, verdicts, fresh)
     _probe_http_routing(verdicts, fresh)
+    _probe_unknown_session(config, verdicts)
     _probe_http2(config, verdicts)
 
 
 #: The transport rules of each remote profile.
-HTTP_RULES = tuple(f"HTTP-{n:03d}" for n in range(1, 13))
+HTTP_RULES = tuple(f"HTTP-{n:03d}" for n in range(1, 14))
 WS_RULES = ("WS-001", "WS-002", "WS-003")

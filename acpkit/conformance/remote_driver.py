@@ -9,15 +9,17 @@ suite applies unchanged. While it runs it judges the transport rules visible in 
 traffic (HTTP-001, HTTP-002, HTTP-009, WS-001, WS-002); the probes that need a
 deliberately wrong request are in `acpkit.conformance.probes_transport`.
 
-Over Streamable HTTP the tester reads every stream an agent may use. It starts as the RFD
-says (since its 2026-04-23 revision): one ``GET`` stream per connection, nothing else. When
-a wait has heard nothing for `RemoteDriver.session_stream_grace` seconds it also opens one
-session-scoped ``GET`` (``Acp-Session-Id``) for every session it knows, as both official
-SDK clients do (the official SDKs' servers follow the 2026-04-01 revision and deliver a
-session's messages only there), so that the agent's ACP behaviour is judged whatever its
-routing; a refusal of that ``GET`` is only noted. The routing itself is HTTP-012, judged by
-`acpkit.conformance.probes_transport` on a connection that waits a whole step on the
-connection stream before looking elsewhere (`read_session_streams` off).
+Over Streamable HTTP the tester reads every stream an agent may use. The RFD (since its
+2026-05-04 revision) has one connection-scoped ``GET`` stream and one session-scoped ``GET``
+(``Acp-Connection-Id`` + ``Acp-Session-Id``) per session, which carries all of that
+session's messages. The tester starts with the connection stream; when a wait has heard
+nothing for `RemoteDriver.session_stream_grace` seconds it also opens the session-scoped
+``GET`` of every session it knows (a server may hold a session's messages until its stream
+opens), so that the agent's ACP behaviour is judged whatever its routing (a server of the
+2026-04-23 revision sends everything on the connection stream); a refusal of that ``GET``
+is only noted here. The routing itself is HTTP-012, judged by
+`acpkit.conformance.probes_transport` on a connection that opens the session's stream at
+once and notes on which stream each message arrives (`read_session_streams` off).
 """
 
 from __future__ import annotations
@@ -118,6 +120,8 @@ class RemoteDriver(AgentDriver):
         self.sessions: list[str] = []
         #: every message read from a session-scoped GET: (session id, message)
         self.session_arrivals: list[tuple[str, dict[str, Any]]] = []
+        #: every message read from the connection's GET stream, in order
+        self.connection_arrivals: list[dict[str, Any]] = []
         #: the session and method of each request the tester posted with a session id
         self._posted: dict[str, tuple[str | None, str]] = {}
         #: the requests whose POST the server refused (id -> the refusal)
@@ -388,7 +392,7 @@ class RemoteDriver(AgentDriver):
         if response is None:
             self.observer.note(
                 f"the session-scoped GET of {session!r} was answered {answer.status}: "
-                "nothing to read there (the RFD has one stream per connection)"
+                "nothing to read there"
             )
             return
         self._session_streams[session] = connection
@@ -515,7 +519,29 @@ class RemoteDriver(AgentDriver):
             self.observer.violation(rule, f"{where} is not one JSON value: {payload[:120]!r}")
         if isinstance(value, dict) and kind == "session-sse" and scope:
             self.session_arrivals.append((str(scope[0]), value))
+        elif isinstance(value, dict) and kind == "sse":
+            self.connection_arrivals.append(value)
         self._dispatch(_one_line(payload))
+
+    def session_stream_refusal(self, session: str) -> str | None:
+        """Why the session-scoped GET of ``session`` is not open (``None`` when it is)."""
+        if self._session_streams.get(session) is not None:
+            return None
+        if session not in self._session_streams:
+            return "it was never opened"
+        return "it was refused or failed (see the notes)"
+
+    def session_of_message(self, message: dict[str, Any]) -> str | None:
+        """The session an agent message belongs to: the ``sessionId`` of its params (a
+        notification or a request), or the ``Acp-Session-Id`` the tester posted the request
+        it answers with; ``None`` for a connection-level message."""
+        params = message.get("params")
+        if "method" in message:
+            if isinstance(params, dict) and isinstance(params.get("sessionId"), str):
+                return str(params["sessionId"])
+            return None
+        session, _ = self._posted.get(id_key(message.get("id")), (None, ""))
+        return session
 
     def describe(self, message: dict[str, Any]) -> str:
         """What an agent message is, for a finding."""

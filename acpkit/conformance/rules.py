@@ -1494,18 +1494,17 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "HTTP-009",
-        "Server messages arrive on the GET stream, one per SSE event, in the agent's order",
+        "Server messages arrive on the GET streams, one per SSE event, in the agent's order",
         "MUST",
         REMOTE_RFD,
         "1. Adds an HTTP Transport",
         "All server→client messages (responses to requests and unsolicited notifications) are "
-        "delivered via a single SSE stream opened with GET. This includes responses to client "
-        "requests (correlated by JSON-RPC id), …",
-        "Throughout the run, and in a prompt turn: the GET stream not answered 200 "
-        "text/event-stream, an SSE event whose data is not one JSON-RPC object, or a turn's "
-        "session/update arriving after the turn's response on the stream (the RFD's prompt "
-        "flow: notifications, then the response). A response that never arrives is TURN-001 "
-        "or a timeout.",
+        "delivered via SSE streams opened with GET.",
+        "Throughout the run, and in a prompt turn: the connection's GET stream not answered "
+        "200 text/event-stream, an SSE event (on any stream) whose data is not one JSON-RPC "
+        "object, or a turn's session/update arriving after the turn's response on the stream "
+        "(the RFD's prompt flow: notifications, then the response). A response that never "
+        "arrives is TURN-001 or a timeout.",
         transport="http",
     ),
     _r(
@@ -1535,27 +1534,46 @@ RULES: tuple[Rule, ...] = (
     ),
     _r(
         "HTTP-012",
-        "A session's messages are delivered on the connection's GET stream, not only on a "
-        "session-scoped GET",
+        "With its session-scoped GET open, a session's messages arrive there; session/new's "
+        "response on the connection's GET",
         "MUST",
         REMOTE_RFD,
-        "Connection and Session Model",
-        "A single GET SSE stream delivers all server→client messages for that connection, "
-        "regardless of which session they belong to. Sessions are identified by the "
-        "sessionId field in JSON-RPC messages.",
-        "Streamable HTTP only. Stimulus: on a fresh connection, session/new and a prompt "
-        "turn with only the connection's GET stream open, as the RFD specifies. Holds when "
-        "the turn's response arrives there. Violated when it does not within the step "
-        "timeout and a session-scoped GET (Acp-Session-Id, as both official SDK clients "
-        "open) then delivers the turn's messages: a client of the RFD never receives them. "
-        "Could not judge when neither stream answers. (In the other probes the tester also "
-        "reads session-scoped GETs, so that the agent's ACP behaviour is judged whatever its "
-        "routing.) No keyword: the stream model is the transport's "
-        "definition (section 1: 'The GET stream is scoped to Acp-Connection-Id and delivers "
-        "messages for all sessions within that connection'), and the FAQ rejects "
-        "'Session-scoped GET streams'; the 2026-04-23 revision removed the session-scoped "
-        "GETs of the 2026-04-01 revision, which the official Python (0.12.1) and "
-        "TypeScript (2.4.0) SDK servers still route a session's messages to. Hence MUST.",
+        "1. Adds an HTTP Transport",
+        "The connection-scoped stream (scoped to Acp-Connection-Id) carries connection-level "
+        "messages: responses to session/new and session/load (which the client cannot receive "
+        "on a session-scoped stream because it does not yet have a sessionId), and any "
+        "server-initiated messages not tied to a specific session. The session-scoped stream "
+        "(scoped to Acp-Connection-Id + Acp-Session-Id) carries all messages for a single "
+        "session: session update notifications, server-to-client requests like "
+        "request_permission, and responses to session-scoped POSTs like session/prompt and "
+        "session/cancel.",
+        "Streamable HTTP only. Stimulus: on a fresh connection with its GET stream open, "
+        "session/new; then the session's GET (Acp-Connection-Id + Acp-Session-Id) and a "
+        "prompt turn with both streams read. Violated when session/new's response is not on "
+        "the connection stream, when the session's GET is refused, or when a message of the "
+        "session (a session/update or a request naming its sessionId, the response to a "
+        "request posted with its Acp-Session-Id) arrives on the connection stream. Could not "
+        "judge when the turn is not answered within the step timeout. (In the other probes "
+        "the tester opens a session's GET only once a wait hears nothing, and reads every "
+        "stream, so that a server that sends everything on the connection stream, as the "
+        "RFD's 2026-04-23 revision had it, is judged on its ACP behaviour all the same.) No "
+        "keyword: the stream model is the transport's definition (its 2026-05-04 revision "
+        "split the single GET stream so that 'routing happens on HTTP headers rather than "
+        "JSON-RPC body inspection'; a client reading a session's stream only for it never "
+        "sees a message sent elsewhere). Hence MUST.",
+        transport="http",
+    ),
+    _r(
+        "HTTP-013",
+        "A GET naming an Acp-Session-Id unknown on its connection gets 404",
+        "MUST",
+        REMOTE_RFD,
+        "Content Negotiation and Validation",
+        "An unknown Acp-Session-Id for the given connection returns 404.",
+        "Stimulus: a GET (Accept: text/event-stream) with the id of an initialized connection "
+        "and an Acp-Session-Id the server never issued. Violated when the answer is not 404 "
+        "(a stream opened for it, say). No keyword: a wire-format fact, also in the routing "
+        "tree ('Has Acp-Session-Id unknown for this connection? → 404 Not Found'), hence MUST.",
         transport="http",
     ),
     _r(

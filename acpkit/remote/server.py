@@ -58,6 +58,7 @@ from acpkit.remote.security import (
     check_bind,
     tls_serving_problem,
 )
+from acpkit.remote.session_routes import SessionRoutes
 from acpkit.remote.tokens import TokenSet
 from acpkit.trace import attach_tracer
 
@@ -225,6 +226,25 @@ class _StreamProducer:
         """The stream's ``notifyFinish`` reports the end."""
 
 
+@implementer(IPushProducer)
+class _ListenerProducer:
+    """Told by the HTTP transport when the client stops (and resumes) reading a session's
+    stream: the engine is held meanwhile."""
+
+    def __init__(self, connection: RemoteConnection, session_id: str) -> None:
+        self._connection = connection
+        self._session_id = session_id
+
+    def pauseProducing(self) -> None:
+        self._connection.listener_paused(self._session_id, True)
+
+    def resumeProducing(self) -> None:
+        self._connection.listener_paused(self._session_id, False)
+
+    def stopProducing(self) -> None:
+        """The stream's ``notifyFinish`` reports the end."""
+
+
 class RemoteConnection:
     """
     One remote ACP connection: the agent's engine, the SSE stream that carries what it
@@ -254,8 +274,13 @@ class RemoteConnection:
         #: The size of the messages in ``queue``.
         self.queued_bytes = 0
         self.stream: Request | None = None
-        #: Session-scoped GET streams (``Acp-Session-Id``), by session: open, carry nothing.
+        #: Session-scoped GET streams (``Acp-Session-Id``), by session: each carries its
+        #: session's messages while it is open.
         self.listeners: dict[str, Request] = {}
+        #: The sessions of the connection and the session of each agent message.
+        self.routes = SessionRoutes(SESSION_ATTACHING_METHODS)
+        #: Session streams the client stopped reading (the engine is held meanwhile).
+        self._paused_listeners: set[str] = set()
         self._stream_paused = False
         self.engine_producer: IPushProducer | None = None
         self._engine_paused = False
@@ -281,10 +306,13 @@ class RemoteConnection:
 
     # -- from the client ----------------------------------------------------------------
 
-    def receive(self, body: bytes) -> None:
-        """A message POSTed by the client: to the engine; the grace period restarts."""
+    def receive(self, body: bytes, message: dict[str, Any] | None = None) -> None:
+        """A message POSTed by the client (``message``: ``body`` decoded): to the engine;
+        the grace period restarts."""
         if self.stream is None:
             self._start_grace()
+        if message is not None:
+            self.routes.request_sent(message)
         self.protocol.dataReceived(body)
 
     def initialize(self, body: bytes, request_id: Any) -> Deferred[bytes]:
@@ -297,10 +325,17 @@ class RemoteConnection:
     # -- to the client ------------------------------------------------------------------
 
     def deliver(self, message: bytes) -> None:
-        """One message from the engine: on the stream, else queued (bounded)."""
+        """One message from the engine: a session's on that session's stream when the
+        client has one open; any other on the connection's stream, else queued
+        (bounded)."""
         if self.ended is not None:
             return
         if self._init_waiter is not None and self._answers_initialize(message):
+            return
+        session = self.routes.session_of(message)
+        listener = self.listeners.get(session) if session is not None else None
+        if listener is not None:
+            listener.write(_sse_event(message))
             return
         if self.stream is not None and not self._stream_paused and not self.queue:
             # Held until the engine's flushNow (once its read is processed, or after each
@@ -401,10 +436,12 @@ class RemoteConnection:
 
     def attach_listener(self, request: Request, session_id: str) -> bool:
         """
-        A GET naming a session (``Acp-Session-Id``), as the official Python SDK's client
-        opens for each session (the RFD's revision of 2026-04-01): kept open with
-        keep-alives, but every message goes on the connection's one stream (the RFD's
-        revision of 2026-04-23: one ordered stream per connection).
+        A GET naming a session of the connection (``Acp-Session-Id``): the session's
+        stream (the RFD's revision of 2026-05-04), which carries every message of that
+        session from now on, with keep-alives; a newer one for the session replaces it.
+        While the client has none open, the session's messages go on the connection's
+        stream (as a client of the 2026-04-23 revision, with one stream, expects). False
+        when the connection has `MAX_SESSION_STREAMS` open already.
         """
         previous = self.listeners.pop(session_id, None)
         if previous is not None:
@@ -417,10 +454,12 @@ class RemoteConnection:
         def gone(_: object) -> None:
             if self.listeners.get(session_id) is request:
                 del self.listeners[session_id]
+                self.listener_paused(session_id, False)
 
         # Watched before the write: one that raises does not leave it registered.
         request.notifyFinish().addBoth(gone)
-        request.write(b": session stream: messages come on the connection stream\n\n")
+        request.registerProducer(_ListenerProducer(self, session_id), True)
+        request.write(b": session stream open\n\n")
         if self._keepalive is None:
             self._schedule_keepalive()
         return True
@@ -443,6 +482,21 @@ class RemoteConnection:
             # socket again (the stream paused anew, re-entrantly): then it stays paused.
             self._flush_queue()
 
+    def listener_paused(self, session_id: str, paused: bool) -> None:
+        """The client stopped or resumed reading a session's stream: the engine is held
+        while one is paused (its writes to it would pile up in memory)."""
+        if paused:
+            self._paused_listeners.add(session_id)
+            self._pause_engine(True)
+            return
+        self._paused_listeners.discard(session_id)
+        if (
+            not self._paused_listeners
+            and not self._stream_paused
+            and self.queued_bytes <= self._limits.max_queued_bytes // 4
+        ):
+            self._pause_engine(False)
+
     def _pause_engine(self, paused: bool) -> None:
         if paused == self._engine_paused or self.engine_producer is None:
             return
@@ -459,7 +513,12 @@ class RemoteConnection:
             self.queued_bytes -= len(message)
             stream.write(_sse_event(message))
             stream = self.stream
-        if not self.queue and self.stream is not None and not self._stream_paused:
+        if (
+            not self.queue
+            and self.stream is not None
+            and not self._stream_paused
+            and not self._paused_listeners
+        ):
             self._pause_engine(False)
 
     def _schedule_keepalive(self) -> None:
@@ -750,7 +809,7 @@ class ACPResource(Resource):
             return _json_error(
                 request, 400, "the Acp-Session-Id header does not match params.sessionId"
             )
-        connection.receive(body)
+        connection.receive(body, message)
         request.setResponseCode(202)
         return b""
 
@@ -827,7 +886,10 @@ class ACPResource(Resource):
             return connection
         session_id = request.getHeader(SESSION_ID_HEADER)
         if session_id is not None:
-            if not connection.attach_listener(request, session_id.decode("latin-1")):
+            session = session_id.decode("latin-1")
+            if session not in connection.routes.known:
+                return _json_error(request, 404, "unknown Acp-Session-Id for this connection")
+            if not connection.attach_listener(request, session):
                 limit = MAX_SESSION_STREAMS
                 return _json_error(request, 429, f"more than {limit} session streams")
         else:

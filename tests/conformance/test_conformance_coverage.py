@@ -83,7 +83,7 @@ def test_rules_of_other_transports_are_hidden_unless_asked() -> None:
     result = _result(_echo_agent_verdicts())
     text = format_report(result, "text")
     assert "HTTP-001" not in text
-    assert "15 not shown: they never apply over stdio" in text
+    assert "16 not shown: they never apply over stdio" in text  # HTTP-001..013, WS-001..003
     assert "HTTP-001" in format_report(result, "text", show_all=True)
     assert not applies(RULES_BY_ID["FRAME-009"], "websocket")
     assert not applies(RULES_BY_ID["HTTP-011"], "http")

@@ -221,7 +221,8 @@ BROKEN = [
     ("out-of-order", "HTTP-009", "after the turn's session/prompt response"),
     ("no-session-header-ok", "HTTP-010", "answered 202, not 400"),
     ("post-held", "HTTP-002", "got no HTTP answer within 5s"),
-    ("session-streams", "HTTP-012", "then delivered the notification session/update"),
+    ("one-stream", "HTTP-012", "the connection's GET stream delivered the notification"),
+    ("unknown-session-200", "HTTP-013", "answered 200, not 404"),
 ]
 
 
@@ -270,15 +271,13 @@ def _sdk_server(script: str) -> Iterator[str]:
 
 def test_official_python_sdk_http_server_passes_the_http_rules() -> None:
     """The official Python SDK 0.12.1's Streamable HTTP server (acp.http under uvicorn)
-    passes HTTP-001..010 (HTTP-011 needs TLS) and fails HTTP-012: it delivers a session's
-    messages on the session-scoped GET (the RFD's 2026-04-01 revision) instead of the
-    connection's stream."""
+    passes every HTTP rule but HTTP-011 (TLS only): it delivers a session's messages on
+    the session-scoped GET, as the RFD's current revision has it (HTTP-012)."""
     for url in _sdk_server("remote/sdk_http_server.py"):
         result = _transport(url, ["HTTP"])
         assert result.error is None, result.error
         statuses = _statuses(result)
-        assert {statuses[r] for r in HTTP_RULES[:10]} == {"pass"}, statuses
-        assert statuses["HTTP-012"] == "fail", statuses
+        assert {statuses[r] for r in CLEARTEXT_HTTP_RULES} == {"pass"}, statuses
 
 
 def test_official_python_sdk_websocket_server_passes_the_websocket_rules() -> None:
@@ -292,10 +291,10 @@ def test_official_python_sdk_websocket_server_passes_the_websocket_rules() -> No
 
 
 def test_turns_routed_to_session_streams_are_still_judged() -> None:
-    """A server that delivers a session's messages only on a session-scoped GET (the
-    official SDK servers' routing) has its turns judged all the same: the tester opens that
-    stream once the connection stream stays silent, TURN-001 and TURN-002 pass, and only
-    HTTP-012 fails, naming what the session stream withheld."""
+    """A server that holds a session's messages for its session-scoped GET (the official
+    SDK servers' routing, the RFD's current one) has its turns judged: the tester opens
+    that stream once the connection stream stays silent, TURN-001 and TURN-002 pass, and
+    so does every HTTP rule (HTTP-012 included)."""
     process, url = _start(
         [str(FIXTURES / "conformance_remote" / "broken_server.py"), "session-streams"]
     )
@@ -309,4 +308,25 @@ def test_turns_routed_to_session_streams_are_still_judged() -> None:
     statuses = _statuses(result)
     assert statuses["TURN-001"] == "pass", statuses
     assert statuses["TURN-002"] == "pass", statuses
+    assert not result.failed, statuses
+    assert {statuses[r] for r in CLEARTEXT_HTTP_RULES} == {"pass"}, statuses
+
+
+def test_turns_of_a_one_stream_server_are_still_judged() -> None:
+    """A server of the RFD's 2026-04-23 revision (every message on the connection's GET,
+    a session's GET opened idle) has its turns judged all the same: TURN-001 and TURN-002
+    pass and only HTTP-012 fails, naming what the connection stream carried."""
+    process, url = _start([str(FIXTURES / "conformance_remote" / "broken_server.py"), "one-stream"])
+    try:
+        result = run_suite(
+            [], url=url, only=["TURN-001", "TURN-002", "HTTP"], timeout=5.0, explore=False
+        )
+    finally:
+        _stop(process)
+    assert result.error is None, result.error
+    statuses = _statuses(result)
+    assert statuses["TURN-001"] == "pass", statuses
+    assert statuses["TURN-002"] == "pass", statuses
     assert {r.rule.id for r in result.failed} == {"HTTP-012"}, statuses
+    (failed,) = result.failed
+    assert any("the response to session/prompt" in f.message for f in failed.findings)

@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from twisted.internet.address import IPv4Address
@@ -589,8 +589,10 @@ def test_newer_stream_replaces_the_older() -> None:
     assert first.events() == []
 
 
-def test_session_scoped_get_stays_open_and_messages_use_the_connection_stream() -> None:
-    """A GET with Acp-Session-Id (the SDK's client opens one) stays open and carries nothing."""
+def test_a_sessions_messages_go_on_its_session_stream() -> None:
+    """With the session's GET (Acp-Session-Id) open, the session's updates and the prompt's
+    response come there, in order, and nothing of the session on the connection stream;
+    session/new's response is on the connection stream (the RFD's 2026-05-04 revision)."""
     server = Server()
     cid = server.initialize()
     main = server.stream(cid)
@@ -599,8 +601,143 @@ def test_session_scoped_get_stays_open_and_messages_use_the_connection_stream() 
     server.prompt(cid, "stream 2")
     assert listener.status == 200
     assert not listener.transport.disconnecting
-    assert listener.events() == []
-    assert updates(main.events()) == ["0", "1"]
+    events = listener.events()
+    assert updates(events) == ["0", "1"]
+    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    assert main.events() == [{"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}}]
+
+
+def test_without_a_session_stream_a_sessions_messages_use_the_connection_stream() -> None:
+    """A client of the RFD's 2026-04-23 revision (one stream per connection, no session
+    GET) receives the session's messages on the connection stream."""
+    server = Server()
+    cid = server.initialize()
+    main = server.stream(cid)
+    server.new_session(cid)
+    server.prompt(cid, "stream 2")
+    events = main.events()
+    assert updates(events) == ["0", "1"]
+    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+
+
+def test_permission_round_trip_on_the_session_stream() -> None:
+    """The agent's request_permission comes on the session's stream; the answer POSTed
+    (without Acp-Session-Id) resumes the turn, whose end comes there too; session/cancel's
+    effect (the cancelled answer) as well."""
+    server = Server()
+    cid = server.initialize()
+    main = server.stream(cid)
+    server.new_session(cid)
+    listener = server.stream(cid, Acp_Session_Id="s1")
+    server.prompt(cid, "ask")
+    request = listener.events()[-1]
+    assert request["method"] == "session/request_permission"
+    answer = {
+        "jsonrpc": "2.0",
+        "id": request["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
+    }
+    assert server.post(answer, cid).status == 202
+    events = listener.events()
+    assert updates(events) == ["allow"]
+    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    server.prompt(cid, "wait", rid=3)
+    cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}
+    assert server.post(cancel, cid, Acp_Session_Id="s1").status == 202
+    assert listener.events()[-1] == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"stopReason": "cancelled"},
+    }
+    assert len(main.events()) == 1  # session/new's response only
+
+
+def test_a_closed_session_stream_sends_the_rest_to_the_connection_stream() -> None:
+    """When the session's GET ends mid-turn, the session's next messages come on the
+    connection stream: nothing is lost."""
+    server = Server()
+    cid = server.initialize()
+    main = server.stream(cid)
+    server.new_session(cid)
+    listener = server.stream(cid, Acp_Session_Id="s1")
+    server.prompt(cid, "ask")
+    request = listener.events()[-1]
+    listener.close()
+    answer = {
+        "jsonrpc": "2.0",
+        "id": request["id"],
+        "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
+    }
+    assert server.post(answer, cid).status == 202
+    events = main.events()
+    assert updates(events) == ["allow"]
+    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+
+
+def test_a_get_for_an_unknown_session_is_404() -> None:
+    """A GET with an Acp-Session-Id the connection never created (nor loaded) is refused
+    with 404, not opened: 'An unknown Acp-Session-Id for the given connection returns
+    404.'"""
+    server = Server()
+    cid = server.initialize()
+    server.stream(cid)
+    assert server.stream(cid, Acp_Session_Id="s1").status == 404
+    server.new_session(cid)
+    assert server.stream(cid, Acp_Session_Id="other").status == 404
+    assert server.stream(cid, Acp_Session_Id="s1").status == 200
+    other = server.initialize()
+    assert server.stream(other, Acp_Session_Id="s1").status == 404
+
+
+def test_a_session_whose_load_failed_stays_unknown() -> None:
+    """session/load answered with an error (on the connection stream) does not make the
+    session known: its GET is 404 (a successful load: tests/remote/test_session_routes.py)."""
+    server = Server()
+    cid = server.initialize()
+    main = server.stream(cid)
+    load = {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "session/load",
+        "params": {"sessionId": "old", "cwd": "/", "mcpServers": []},
+    }
+    assert server.post(load, cid).status == 202
+    answered = main.events()[-1]
+    assert answered["id"] == 5 and "error" in answered  # the test agent cannot load
+    assert server.stream(cid, Acp_Session_Id="old").status == 404
+
+
+def test_a_paused_session_stream_holds_the_engine() -> None:
+    """A client that stops reading a session's stream holds the agent's writers (as on
+    the connection stream), released when it reads again or the stream ends."""
+    server = Server()
+    cid = server.initialize()
+    server.stream(cid)
+    server.new_session(cid)
+    listener = server.stream(cid, Acp_Session_Id="s1")
+    connection = server.resource.connections[cid]
+    producer = listener.transport.producer
+    assert producer is not None
+    held: list[str] = []
+
+    class Engine:
+        def pauseProducing(self) -> None:
+            held.append("pause")
+
+        def resumeProducing(self) -> None:
+            held.append("resume")
+
+        def stopProducing(self) -> None:
+            held.append("stop")
+
+    connection.engine_producer = cast(Any, Engine())
+    producer.pauseProducing()
+    assert held == ["pause"]
+    producer.resumeProducing()
+    assert held == ["pause", "resume"]
+    producer.pauseProducing()
+    listener.close()
+    assert held == ["pause", "resume", "pause", "resume"]
 
 
 def test_permission_round_trip() -> None:
@@ -1343,7 +1480,7 @@ def test_official_typescript_sdk_http_client_drives_an_acpkit_agent(tmp_path: Pa
     """
     The TypeScript SDK's Streamable HTTP client (experimental/http-client, installed with
     the real agents) against serve_remote: initialize, session/new, a streamed prompt, a
-    permission round trip, fs, cancel; its session-scoped GETs are served idle.
+    permission round trip, fs, cancel, read on the session-scoped GETs it opens.
     """
     node, sdk = _typescript_sdk()
     target = tmp_path / "note.txt"
@@ -1375,6 +1512,7 @@ def test_session_streams_are_one_per_session_and_bounded(monkeypatch: Any) -> No
     monkeypatch.setattr(server_module, "MAX_SESSION_STREAMS", 2)
     server = Server()
     cid = server.initialize()
+    server.resource.connections[cid].routes.known.update({"a", "b", "c"})
     first = server.stream(cid, Acp_Session_Id="a")
     again = server.stream(cid, Acp_Session_Id="a")
     assert first.transport.disconnecting and not again.transport.disconnecting
