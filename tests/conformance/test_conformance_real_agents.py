@@ -284,6 +284,14 @@ FINDINGS: dict[str, dict[str, str]] = {
             "request names a tool call (run_shell_command__call_..., write_file__call_..., "
             "resolve-prompt-...) that no tool_call of the session announced before it."
         ),
+        "TOOL-004": (
+            "SHOULD. tool-calls.mdx (Creating): 'When the language model requests a tool "
+            "invocation, the Agent SHOULD report it to the Client'. Found by the full "
+            "profile's exploration only: the model's write call, rejected in the "
+            "permission request, went back to the model as a result, and the turn ended "
+            "end_turn with no tool_call update: the client saw the call only inside the "
+            "permission request (the same root as TOOL-002)."
+        ),
     },
     "qwen-code": {
         "CONFIG-006": (
@@ -339,6 +347,13 @@ FINDINGS: dict[str, dict[str, str]] = {
             "agent_message_chunk of the session arrived after the response to its last "
             "session/prompt, before any new prompt: the client shows text of a turn that "
             "has ended."
+        ),
+        "CANCEL-001": (
+            "MUST. prompt-turn.mdx (Cancellation): 'the Agent MUST respond to the original "
+            "session/prompt request with the cancelled stop reason.' Found by the full "
+            "profile's exploration only (1 of its 3 shrink replays): a session/prompt "
+            "cancelled at once was never answered in 120 s, while requests sent 13 requests "
+            "after it were answered: the client's turn never ends."
         ),
     },
     "gptme": {
