@@ -246,6 +246,8 @@ def dumps_or_none(obj: Any) -> bytes | None:
         if nesting_exceeds(obj):  # (only if this orjson writes deeper than the limit)
             raise NestingTooDeep()
     # (Written by an orjson that refuses what nests deeper than the limit: shallow enough.)
+    if out.find(b"null") < 0:  # the common case: one search
+        return out
     return None if _may_hold_nan(out) else out
 
 
