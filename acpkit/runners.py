@@ -59,7 +59,7 @@ from acpkit.framing import LineTracer
 from acpkit.jsonrpc.asyncio_bridge import coroutine_deferred
 from acpkit.stdlib_log import bridge_stdlib_logging
 
-__all__ = ["ReactorChoiceError", "run_agent", "run_client", "select_reactor"]
+__all__ = ["ReactorChoiceError", "run_agent", "run_client", "select_reactor", "stderr_excerpt"]
 
 
 class ReactorChoiceError(RuntimeError):
@@ -189,13 +189,28 @@ def _report(failure: Failure, who: str) -> int:
     return 1
 
 
-#: How many of the agent's last stderr lines run_client shows when a request fails -32603.
+#: How many of the agent's last stderr lines run_client shows when a request fails -32603
+#: (more when they begin inside a log entry: see `stderr_excerpt`).
 STDERR_LINES_SHOWN = 20
+
+
+def stderr_excerpt(tail: str, shown: int = STDERR_LINES_SHOWN) -> list[str]:
+    """
+    The last ``shown`` lines of ``tail`` (an agent's stderr), reaching back to the first
+    line of the log entry they begin in: a traceback's indented lines go with the line
+    that says what failed (``agent: handler for session/prompt ... raised ValueError``),
+    however deep the traceback.
+    """
+    lines = tail.rstrip("\n").splitlines()
+    start = max(0, len(lines) - shown)
+    while start > 0 and lines[start][:1] in ("\t", " "):
+        start -= 1
+    return lines[start:]
 
 
 def _show_stderr_tail(tail: str, agent_name: str) -> None:
     """Write the agent's last stderr lines (an Internal error's reason, usually)."""
-    lines = tail.rstrip("\n").splitlines()[-STDERR_LINES_SHOWN:]
+    lines = stderr_excerpt(tail)
     if not lines:
         sys.stderr.write(f"{agent_name} answered Internal error and wrote nothing on stderr\n")
     else:

@@ -19,7 +19,7 @@ from twisted.internet.utils import getProcessOutputAndValue
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from acpkit.runners import ReactorChoiceError, select_reactor
+from acpkit.runners import ReactorChoiceError, select_reactor, stderr_excerpt
 
 ROOT = Path(__file__).parent.parent.parent
 PROGRAMS = str(ROOT / "tests" / "fixtures" / "runner_programs.py")
@@ -237,3 +237,26 @@ class RunClientSignalTests(TestCase):
         await protocol.ended
         self.assertEqual(protocol.exit_code, 1, protocol.err)
         self.assertTrue(gone(int(pidfile.read_text())))
+
+
+def test_the_stderr_excerpt_begins_where_its_log_entry_does() -> None:
+    """
+    The agent's last stderr lines shown on a -32603 reach back to the first line of the
+    log entry they begin in: a deep traceback never hides the line naming the handler and
+    the exception (Twisted 24.7's inlineCallbacks adds frames).
+    """
+    entry = ["agent: handler for session/prompt (id 3, from the client) raised ValueError"]
+    entry += ["\tTraceback (most recent call last):"]
+    entry += [f'\t  File "m.py", line {n}, in f{n}\n\t    g()' for n in range(15)]
+    entry += ["\tbuiltins.ValueError: the model's API key is missing"]
+    tail = "\n".join(["earlier line", *entry, "python: Internal error (code -32603)"]) + "\n"
+    shown = stderr_excerpt(tail, shown=20)
+    assert shown[0] == entry[0]
+    assert shown[-1] == "python: Internal error (code -32603)"
+    assert "earlier line" not in shown
+
+
+def test_the_stderr_excerpt_is_the_last_lines_when_they_begin_an_entry() -> None:
+    """Lines that begin at an entry's first line are shown as they are: the last N."""
+    tail = "".join(f"line {n}\n" for n in range(40))
+    assert stderr_excerpt(tail, shown=20) == [f"line {n}" for n in range(20, 40)]
