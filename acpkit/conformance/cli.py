@@ -249,7 +249,7 @@ def run_suite(
 
             probes_started = time.monotonic()
             exploring: list[ExplorationRun] = []
-            say("fixed probes: three lanes")
+            say("fixed probes: in lanes at the same time")
             try:
                 _, config = run_probes(config, verdicts, prepare=prepare, progress=say)
             except BaseException:

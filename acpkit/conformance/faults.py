@@ -363,13 +363,16 @@ def probe_eof(
     *,
     session_id: str | None = None,
     pending: bool = True,
+    grace_said: float | None = None,
 ) -> None:
     """
     FRAME-009 and FRAME-010: close stdin and wait up to ``grace`` seconds for the agent to
     exit. With ``session_id``, right after a ``session/prompt`` (mid-turn); else, with
     ``pending``, right after an unknown ``_acpkit.dev`` request (no session needed); else
     at once (a driver that has not sent ``initialize`` tests EOF before it). Every request
-    written before the EOF must be answered before the agent exits (FRAME-010).
+    written before the EOF must be answered before the agent exits (FRAME-010). A driver
+    whose stdin is already closed is only waited on (``grace`` is what is left of the wait;
+    ``grace_said`` the whole wait, for the finding's text).
     """
     observer = driver.observer
     if session_id is not None:
@@ -389,10 +392,12 @@ def probe_eof(
     with observer.probe("FRAME-009", what):
         if message is not None:
             driver.send(message)
-        driver.close_stdin()
+        if not driver.stdin_closed:
+            driver.close_stdin()
         status = driver.wait_exit(grace)
         if status is None:
-            observer.violation("FRAME-009", f"agent still running {grace:g}s after {what} (EOF)")
+            waited = grace if grace_said is None else grace_said
+            observer.violation("FRAME-009", f"agent still running {waited:g}s after {what} (EOF)")
         else:
             observer.verdicts.ok("FRAME-009")
     if message is None or status is None:

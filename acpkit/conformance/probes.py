@@ -689,8 +689,13 @@ def probe_capabilities_withheld(agent: Agent) -> None:
 
 def eof_before_initialize(
     config: SuiteConfig, verdicts: Verdicts, transcripts: list[Transcript]
-) -> None:
-    """FRAME-009: the agent, started and sent nothing, exits when its stdin is closed."""
+) -> Callable[[], None]:
+    """
+    FRAME-009: the agent, started and sent nothing, exits when its stdin is closed. The
+    agent is started and its stdin closed now; the returned function waits (up to three
+    step timeouts from now: a fresh agent may still be starting) and judges, so that the
+    caller can run other probes meanwhile.
+    """
     transcript = Transcript(name="agent")
     transcripts.append(transcript)
     observer = Observer(transcript, verdicts)
@@ -706,11 +711,20 @@ def eof_before_initialize(
         driver.start()
     except OSError as e:
         verdicts.skip("FRAME-009", f"cannot start the agent: {e}")
-        return
-    try:
-        faults.probe_eof(driver, 3 * config.timeout, pending=False)
-    finally:
-        driver.stop()
+        return lambda: None
+    grace = 3 * config.timeout
+    deadline = time.monotonic() + grace
+    driver.close_stdin()
+
+    def judge() -> None:
+        try:
+            faults.probe_eof(
+                driver, max(0.0, deadline - time.monotonic()), pending=False, grace_said=grace
+            )
+        finally:
+            driver.stop()
+
+    return judge
 
 
 def _sessions_and_turns(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
@@ -741,13 +755,18 @@ def _long_line(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
 
 
 def _eof(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
-    eof_before_initialize(config, verdicts, [])
-    with fresh(reuse=False) as agent:
-        # mid-turn when a session can be made; process lifetime needs no session
-        session = agent.new_session()
-        if session is None:
-            agent.observer.note("session/new failed: stdin is closed after a request")
-        faults.probe_eof(agent.driver, config.timeout, session_id=session)
+    # the two EOF probes run on processes of their own, at the same time: an agent that
+    # keeps running after EOF costs the longest wait, not the sum
+    judge_early_eof = eof_before_initialize(config, verdicts, [])
+    try:
+        with fresh(reuse=False) as agent:
+            # mid-turn when a session can be made; process lifetime needs no session
+            session = agent.new_session()
+            if session is None:
+                agent.observer.note("session/new failed: stdin is closed after a request")
+            faults.probe_eof(agent.driver, config.timeout, session_id=session)
+    finally:
+        judge_early_eof()
 
 
 def _services(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
@@ -802,7 +821,6 @@ def _lanes(remote: bool) -> tuple[Lane, ...]:
                 _framing,
             ),
             Group("FRAME-007", "the long-line probe", "FRAME-007", _long_line),
-            Group("FRAME-009", "the EOF probes", "FRAME-009 FRAME-010", _eof),
         ]
     first.append(
         # a turn and a cancelled turn: with the stimuli, after the stimuli-free groups
@@ -821,16 +839,9 @@ def _lanes(remote: bool) -> tuple[Lane, ...]:
             "SESSION CONTENT TURN CANCEL CAP RPC-010 RPC-014 SCHEMA",
             _sessions_and_turns,
         ),
-        Group(
-            "ELICIT-007",
-            "the client-answers probe",
-            "ELICIT TOOL TERMINAL CANCEL TURN-007 RPC-011 PATH FS EXT SESSION-010",
-            lambda fresh, verdicts, config: more.probe_client_answers(config, verdicts, fresh),
-        ),
     ]
     third = [
-        # the longest group (turns waited on, cancelled, closed): beside the session and
-        # turn probes rather than after them
+        # the longest groups (turns waited on, cancelled, closed) each lead a lane
         Group(
             "LIST-003",
             "the session-lifecycle probe",
@@ -845,6 +856,20 @@ def _lanes(remote: bool) -> tuple[Lane, ...]:
             _services,
             needs_stimuli=True,
         ),
+    ]
+    fourth: list[Group] = []
+    if not remote:
+        # stdin closed before initialize and mid-turn: an agent that does not exit at EOF
+        # is waited on for up to three step timeouts
+        fourth.append(Group("FRAME-009", "the EOF probes", "FRAME-009 FRAME-010", _eof))
+    fourth += [
+        Group(
+            "ELICIT-007",
+            "the client-answers probe",
+            "ELICIT TOOL TERMINAL CANCEL TURN-007 RPC-011 PATH FS EXT SESSION-010",
+            lambda fresh, verdicts, config: more.probe_client_answers(config, verdicts, fresh),
+            needs_stimuli=True,
+        ),
         Group(
             "INIT-006",
             "the capability-extremes probe",
@@ -854,7 +879,7 @@ def _lanes(remote: bool) -> tuple[Lane, ...]:
         ),
     ]
     if not remote:
-        third.append(
+        fourth.append(
             Group(
                 "SESSION-009",
                 "the spawn-directory probe",
@@ -867,6 +892,7 @@ def _lanes(remote: bool) -> tuple[Lane, ...]:
         Lane("probes-1", tuple(first)),
         Lane("probes-2", tuple(second), prepares=True),
         Lane("probes-3", tuple(third)),
+        Lane("probes-4", tuple(fourth)),
     )
 
 

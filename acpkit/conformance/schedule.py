@@ -2,22 +2,29 @@
 How the fixed probes run: in lanes, at the same time, each lane reusing its agent processes.
 
 Starting an agent is most of a run's time for agents that take seconds to start (Node
-agents, npx). The probe groups are independent, so they run in three lanes, each in its own
-thread with its own agent processes and its own `Verdicts` (merged, in lane order, when all
-are done, so that the report does not depend on which lane finished first). Within a lane,
-the groups that do not end their agent share one process per set of client capabilities
-(`AgentPool`); a group that closes stdin, sends a huge line or initializes with another
-version gets a process of its own, and after a group that failed (the agent died, a step
-timed out) the lane starts afresh.
+agents, npx). The probe groups are independent, so they run in four lanes, each in its own
+thread with its own agent processes and its own `Verdicts` (merged, in lane order, when
+all are done, so that the report does not depend on which lane finished first). Within a
+lane, the groups that do not end their agent share one process per set of client
+capabilities (`AgentPool`); a group that closes stdin, sends a huge line or initializes
+with another version gets a process of its own, and after a group that failed (the agent
+died, a step timed out) the lane starts afresh.
 
 - Lane 1 starts without stimuli: the transport probes (by URL), the envelope, framing,
-  initialization, authentication and MCP probes, the long line and EOF; then, with the
+  initialization, authentication and MCP probes and the long line; then, with the
   stimuli, the baseline-methods probe.
 - Lane 2 learns the stimuli first (discovery, `prepare`), then runs the session and turn
-  and client-answers probes. Once the stimuli are known, the explorer's examples
-  start beside the lanes, on agents of their own (`acpkit.conformance.machine.start_machine`).
-- Lane 3 waits for the stimuli, then runs the session-lifecycle probe (the longest group),
-  the services probes, the capability extremes and the spawn-directory probe.
+  probes. Once the stimuli are known, the explorer's examples start beside the lanes, on
+  agents of their own (`acpkit.conformance.machine.start_machine`).
+- Lane 3 waits for the stimuli, then runs the session-lifecycle probe and the services
+  probes.
+- Lane 4 closes stdin (stdio only: before ``initialize`` and in the middle of a turn, both
+  at once, each on a process of its own; an agent that keeps running after EOF is waited
+  on for up to three step timeouts), then, with the stimuli, runs the client-answers
+  probe, the capability extremes and the spawn-directory probe.
+
+The groups that wait on long turns (a cancelled ``sleep 30`` an agent may not stop) lead
+lanes of their own, so that such an agent costs the longest lane, not the sum.
 """
 
 from __future__ import annotations
