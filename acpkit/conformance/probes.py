@@ -732,17 +732,8 @@ def _sessions_and_turns(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -
         sessions = probe_sessions(agent)
         if sessions:
             probe_cancel(agent, sessions[0])
+            probe_cancel_request(agent, sessions[-1])
             probe_load(agent, sessions[1] if len(sessions) > 1 else sessions[0])
-
-
-def _cancel_request(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
-    # a session of its own: an agent that ignores the cancel keeps this turn running
-    with fresh(capabilities=client_capabilities(fs_read=True, fs_write=True)) as agent:
-        session = agent.new_session()
-        if session is None:
-            verdicts.skip("RPC-010", "session/new failed: no prompt to cancel")
-        else:
-            probe_cancel_request(agent, session)
 
 
 def _envelope(fresh: Fresh, verdicts: Verdicts, config: SuiteConfig) -> None:
@@ -897,21 +888,11 @@ def _lanes(remote: bool) -> tuple[Lane, ...]:
                 needs_stimuli=True,
             )
         )
-    fifth = [
-        Group(
-            "RPC-010",
-            "the $/cancel_request probe",
-            "RPC-010",
-            _cancel_request,
-            needs_stimuli=True,
-        ),
-    ]
     return (
         Lane("probes-1", tuple(first)),
         Lane("probes-2", tuple(second), prepares=True),
         Lane("probes-3", tuple(third)),
         Lane("probes-4", tuple(fourth)),
-        Lane("probes-5", tuple(fifth)),
     )
 
 

@@ -2,7 +2,7 @@
 How the fixed probes run: in lanes, at the same time, each lane reusing its agent processes.
 
 Starting an agent is most of a run's time for agents that take seconds to start (Node
-agents, npx). The probe groups are independent, so they run in five lanes, each in its own
+agents, npx). The probe groups are independent, so they run in four lanes, each in its own
 thread with its own agent processes and its own `Verdicts` (merged, in lane order, when
 all are done, so that the report does not depend on which lane finished first). Within a
 lane, the groups that do not end their agent share one process per set of client
@@ -22,7 +22,6 @@ died, a step timed out) the lane starts afresh.
   at once, each on a process of its own; an agent that keeps running after EOF is waited
   on for up to three step timeouts), then, with the stimuli, runs the client-answers
   probe, the capability extremes and the spawn-directory probe.
-- Lane 5 waits for the stimuli, then cancels a running prompt with ``$/cancel_request``.
 
 The groups that wait on long turns (a cancelled ``sleep 30`` an agent may not stop) lead
 lanes of their own, so that such an agent costs the longest lane, not the sum.
