@@ -363,6 +363,7 @@ def probe_eof(
     *,
     session_id: str | None = None,
     pending: bool = True,
+    closed: bool = False,
     grace_said: float | None = None,
 ) -> None:
     """
@@ -370,9 +371,9 @@ def probe_eof(
     exit. With ``session_id``, right after a ``session/prompt`` (mid-turn); else, with
     ``pending``, right after an unknown ``_acpkit.dev`` request (no session needed); else
     at once (a driver that has not sent ``initialize`` tests EOF before it). Every request
-    written before the EOF must be answered before the agent exits (FRAME-010). A driver
-    whose stdin is already closed is only waited on (``grace`` is what is left of the wait;
-    ``grace_said`` the whole wait, for the finding's text).
+    written before the EOF must be answered before the agent exits (FRAME-010). With
+    ``closed``, the caller closed stdin already: the agent is only waited on (``grace`` is
+    what is left of the wait; ``grace_said`` the whole wait, for the finding's text).
     """
     observer = driver.observer
     if session_id is not None:
@@ -392,7 +393,7 @@ def probe_eof(
     with observer.probe("FRAME-009", what):
         if message is not None:
             driver.send(message)
-        if not driver.stdin_closed:
+        if not closed:
             driver.close_stdin()
         status = driver.wait_exit(grace)
         if status is None:

@@ -719,7 +719,11 @@ def eof_before_initialize(
     def judge() -> None:
         try:
             faults.probe_eof(
-                driver, max(0.0, deadline - time.monotonic()), pending=False, grace_said=grace
+                driver,
+                max(0.0, deadline - time.monotonic()),
+                pending=False,
+                closed=True,
+                grace_said=grace,
             )
         finally:
             driver.stop()
