@@ -224,6 +224,20 @@ def probe_initialize(config: SuiteConfig, verdicts: Verdicts, fresh: Callable[..
             )
 
 
+def _error_for_line(rid: Any) -> Callable[[Mapping[str, Any]], bool]:
+    """Whether a message is the error for a malformed line: one with the line's id (when it
+    had one) or with id null (or the answer to a batch)."""
+
+    def match(message: Mapping[str, Any]) -> bool:
+        if "method" in message:
+            return False
+        if rid is not None and message.get("id") == rid:
+            return True
+        return message.get("id") is None and ("error" in message or BATCH_ANSWER in message)
+
+    return match
+
+
 def _null_or(
     agent: Agent, rid: Any, what: str, start: int = 0
 ) -> tuple[dict[str, Any] | None, StepTimeout | None]:
@@ -233,16 +247,10 @@ def _null_or(
     taken for this one's).
     """
 
-    def match(message: Mapping[str, Any]) -> bool:
-        if "method" in message:
-            return False
-        if rid is not None and message.get("id") == rid:
-            return True
-        return message.get("id") is None and ("error" in message or BATCH_ANSWER in message)
-
     driver = agent.driver
     if isinstance(driver, RemoteDriver) and driver.last_refusal is not None:
         return None, driver.last_refusal
+    match = _error_for_line(rid)
     try:
         return driver.wait_for(match, f"waiting for the error for {what}", start=start), None
     except StepTimeout as e:
@@ -273,12 +281,7 @@ def _answer_or_sentinel(
     driver.send({"jsonrpc": "2.0", "id": sentinel, "method": f"_acpkit.dev/after_{name}"})
     sentinel_key = id_key(sentinel)
 
-    def error_for_line(message: Mapping[str, Any]) -> bool:
-        if "method" in message:
-            return False
-        if fault_id is not None and message.get("id") == fault_id:
-            return True
-        return message.get("id") is None and ("error" in message or BATCH_ANSWER in message)
+    error_for_line = _error_for_line(fault_id)
 
     def either(message: Mapping[str, Any]) -> bool:
         if error_for_line(message):
