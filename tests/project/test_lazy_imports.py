@@ -65,6 +65,19 @@ CLIENT_MUST_BE_LAZY = (
 )
 
 
+def fresh_interpreter_output(code: str) -> str:
+    """What a fresh interpreter, with this checkout first on its path, prints running
+    ``code``."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env,
+        timeout=120,
+    ).stdout  # fmt: skip
+
+
 def loaded_after_import(*modules: str) -> set[str]:
     """The modules in ``sys.modules`` after a fresh interpreter imported ``modules``."""
     code = (
@@ -72,14 +85,7 @@ def loaded_after_import(*modules: str) -> set[str]:
         f"for name in {list(modules)!r}: importlib.import_module(name)\n"
         "print(json.dumps(sorted(sys.modules)))\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    output = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env,
-        timeout=120,
-    ).stdout  # fmt: skip
+    output = fresh_interpreter_output(code)
     return set(json.loads(output))
 
 
@@ -119,14 +125,7 @@ def test_clash_check_imports_no_importlib_metadata() -> None:
         "from acpkit_client.launch import acpkit_owner_problem\n"
         "print(acpkit_owner_problem(), 'importlib.metadata' in sys.modules)\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    output = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env,
-        timeout=120,
-    ).stdout  # fmt: skip
+    output = fresh_interpreter_output(code)
     assert output.split() == ["None", "False"]
 
 
@@ -142,14 +141,7 @@ def test_client_startup_reads_no_mime_tables() -> None:
         "from acpkit_client.prompt import guess_mime_type\n"
         "print(guess_mime_type('a.png'), mimetypes.inited)\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    output = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT, env=env,
-        timeout=120,
-    ).stdout  # fmt: skip
+    output = fresh_interpreter_output(code)
     assert output.split() == ["False", "image/png", "True"]
 
 
