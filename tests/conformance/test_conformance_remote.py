@@ -290,14 +290,10 @@ def test_official_python_sdk_websocket_server_passes_the_websocket_rules() -> No
         assert {statuses[r] for r in WS_RULES} == {"pass"}, statuses
 
 
-def test_turns_routed_to_session_streams_are_still_judged() -> None:
-    """A server that holds a session's messages for its session-scoped GET (the official
-    SDK servers' routing, the RFD's current one) has its turns judged: the tester opens
-    that stream once the connection stream stays silent, TURN-001 and TURN-002 pass, and
-    so does every HTTP rule (HTTP-012 included)."""
-    process, url = _start(
-        [str(FIXTURES / "conformance_remote" / "broken_server.py"), "session-streams"]
-    )
+def _turns_and_http_rules(mode: str) -> tuple[SuiteResult, dict[str, str]]:
+    """TURN-001, TURN-002 and the HTTP rules judged against the broken server in ``mode``:
+    the result and each rule's status."""
+    process, url = _start([str(FIXTURES / "conformance_remote" / "broken_server.py"), mode])
     try:
         result = run_suite(
             [], url=url, only=["TURN-001", "TURN-002", "HTTP"], timeout=5.0, explore=False
@@ -305,7 +301,15 @@ def test_turns_routed_to_session_streams_are_still_judged() -> None:
     finally:
         _stop(process)
     assert result.error is None, result.error
-    statuses = _statuses(result)
+    return result, _statuses(result)
+
+
+def test_turns_routed_to_session_streams_are_still_judged() -> None:
+    """A server that holds a session's messages for its session-scoped GET (the official
+    SDK servers' routing, the RFD's current one) has its turns judged: the tester opens
+    that stream once the connection stream stays silent, TURN-001 and TURN-002 pass, and
+    so does every HTTP rule (HTTP-012 included)."""
+    result, statuses = _turns_and_http_rules("session-streams")
     assert statuses["TURN-001"] == "pass", statuses
     assert statuses["TURN-002"] == "pass", statuses
     assert not result.failed, statuses
@@ -316,15 +320,7 @@ def test_turns_of_a_one_stream_server_are_still_judged() -> None:
     """A server of the RFD's 2026-04-23 revision (every message on the connection's GET,
     a session's GET opened idle) has its turns judged all the same: TURN-001 and TURN-002
     pass and only HTTP-012 fails, naming what the connection stream carried."""
-    process, url = _start([str(FIXTURES / "conformance_remote" / "broken_server.py"), "one-stream"])
-    try:
-        result = run_suite(
-            [], url=url, only=["TURN-001", "TURN-002", "HTTP"], timeout=5.0, explore=False
-        )
-    finally:
-        _stop(process)
-    assert result.error is None, result.error
-    statuses = _statuses(result)
+    result, statuses = _turns_and_http_rules("one-stream")
     assert statuses["TURN-001"] == "pass", statuses
     assert statuses["TURN-002"] == "pass", statuses
     assert {r.rule.id for r in result.failed} == {"HTTP-012"}, statuses
