@@ -123,6 +123,13 @@ def verdicts(results: Path) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
+def client_log(tmp_path: Path) -> str:
+    """What acpkit's client wrote (stdout, then stderr) in the elicitation scenario: the
+    order of its requests, answers and close, for a failure's message."""
+    logs = glob.glob(str(tmp_path / "elicitation" / "results" / "*" / "std*.txt"))
+    return "\n".join(f"--- {path}\n{Path(path).read_text()[-2000:]}" for path in sorted(logs))
+
+
 @pytest.mark.parametrize("scenario", EXPECTED_PASSES)
 def test_core_scenario_passes(scenario: str, tmp_path: Path) -> None:
     """Each core client scenario acpkit implements passes every check of the suite."""
@@ -155,7 +162,7 @@ def test_unimplemented_scenarios_fail_for_their_reason(tmp_path: Path) -> None:
     assert failing == set(EXPECTED_FAILURES), (failing ^ set(EXPECTED_FAILURES), output[-3000:])
     assert passing == set(EXPECTED_AUTH_PASSES), output[-3000:]
     (elicit_failure, *_) = found["elicitation-sep1034-client-defaults"]
-    assert "-32601" in elicit_failure["errorMessage"]
+    assert "-32601" in elicit_failure["errorMessage"], (elicit_failure, client_log(tmp_path))
     for stderr in glob.glob(str(tmp_path / "*" / "results" / "auth" / "*" / "stderr.txt")):
         assert "HTTP 401 Unauthorized" in Path(stderr).read_text(), stderr
     assert status == 0, output[-3000:]
