@@ -22,6 +22,7 @@ from acpkit.framing import LineTracer
 from acpkit.jsonrpc import InboundRequest, JSONRPCProtocol
 from acpkit.jsonrpc.abc_answers import ABCAnswers
 from acpkit.jsonrpc.asyncio_bridge import as_deferred, is_async, settle_now, task_awaitable
+from acpkit.jsonrpc.registry import NotificationMethod, RequestMethod
 
 __all__ = ["Role", "is_implemented", "session_id_of", "unimplemented"]
 
@@ -78,6 +79,22 @@ def is_implemented(fn: object) -> bool:
     return fn is not None and not getattr(fn, _UNIMPLEMENTED, False)
 
 
+#: Each role class's request and notification method names, made once.
+_HANDLED_NAMES: dict[type[Any], tuple[frozenset[str], frozenset[str]]] = {}
+
+
+def _handled_names(role: type[Role[Any]]) -> tuple[frozenset[str], frozenset[str]]:
+    """The request and the notification methods ``role`` handles."""
+    names = _HANDLED_NAMES.get(role)
+    if names is None:
+        handled = role._handled.values()
+        names = _HANDLED_NAMES[role] = (
+            frozenset(m.name for m in handled if m.kind == "request"),
+            frozenset(m.name for m in handled if m.kind != "request"),
+        )
+    return names
+
+
 def _all_fields_optional(cls: Any) -> bool:
     """Whether ``cls`` (an attrs params class) can be built with no arguments."""
     if not attrs.has(cls):
@@ -120,8 +137,11 @@ class Role(Generic[H]):
         if tracer is not None:
             self.protocol.tracer = tracer
         self.strict = strict
-        for method in self._handled.values():
-            self._register(method)
+        requests, notifications = _handled_names(type(self))
+        # Registered on first use: a server's idle connection holds none of them.
+        self.protocol.registry.resolve_on_first_use(
+            requests, self._request_registration, notifications, self._notification_registration
+        )
         if interface.providedBy(handler) or not callable(handler):
             self.handler = cast(H, handler)
         else:
@@ -129,23 +149,26 @@ class Role(Generic[H]):
 
     # -- inbound -------------------------------------------------------------------
 
-    def _register(self, method: schema.Method) -> None:
-        pyname = self._names[method.name]
-        # Params may be omitted on the wire when every field of the params class is optional.
-        optional = _all_fields_optional(method.params)
-        if method.kind == "request":
-            self.protocol.registry.add_request(
-                method.name,
-                lambda req: self._handle_request(method, pyname, req),
-                cancelled_result=self._cancelled_result(method.name),
-                params_optional=optional,
-            )
-        else:
-            self.protocol.registry.add_notification(
-                method.name,
-                lambda params, meta: self._handle_notification(method, pyname, params),
-                params_optional=optional,
-            )
+    def _request_registration(self, name: str) -> RequestMethod:
+        """How the ACP request ``name`` is handled (made when it first arrives)."""
+        method = self._handled[name]
+        pyname = self._names[name]
+        return RequestMethod(
+            lambda req: self._handle_request(method, pyname, req),
+            self._cancelled_result(name),
+            # Params may be omitted on the wire when every field of the params class is
+            # optional.
+            _all_fields_optional(method.params),
+        )
+
+    def _notification_registration(self, name: str) -> NotificationMethod:
+        """How the ACP notification ``name`` is handled (made when it first arrives)."""
+        method = self._handled[name]
+        pyname = self._names[name]
+        return NotificationMethod(
+            lambda params, meta: self._handle_notification(method, pyname, params),
+            _all_fields_optional(method.params),
+        )
 
     def _cancelled_result(self, method: str) -> Callable[[InboundRequest], Any] | None:
         """The result a cancelled request of ``method`` answers with (None: -32800)."""

@@ -12,7 +12,14 @@ import attrs
 
 from acpkit.jsonrpc.dispatch import CancelledResult, RequestHandler
 
-__all__ = ["MethodRegistry", "NotificationHandler", "NotificationMethod", "RequestMethod"]
+__all__ = [
+    "MethodRegistry",
+    "NotificationHandler",
+    "NotificationMethod",
+    "NotificationResolver",
+    "RequestMethod",
+    "RequestResolver",
+]
 
 #: A notification handler: called with the params and their ``_meta``.
 NotificationHandler = Callable[[Any, Mapping[str, Any] | None], Any]
@@ -35,15 +42,45 @@ class NotificationMethod:
     params_optional: bool
 
 
+#: Makes the registration of a request method on its first use (None: not handled).
+RequestResolver = Callable[[str], "RequestMethod | None"]
+#: The same for notification methods.
+NotificationResolver = Callable[[str], "NotificationMethod | None"]
+
+
 class MethodRegistry:
     """
     The methods one side handles.  Extension methods (``_vendor/...``) are registered
     the same way as ACP methods.
+
+    A fixed set of methods can instead be resolved on first use
+    (:meth:`resolve_on_first_use`): a server holding many connections then keeps, per
+    connection, only the registrations of the methods its peer called.
     """
 
     def __init__(self) -> None:
         self._requests: dict[str, RequestMethod] = {}
         self._notifications: dict[str, NotificationMethod] = {}
+        self._resolvers: tuple[RequestResolver, NotificationResolver] | None = None
+        self._resolvable: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
+
+    def resolve_on_first_use(
+        self,
+        requests: frozenset[str],
+        resolve_request: RequestResolver,
+        notifications: frozenset[str],
+        resolve_notification: NotificationResolver,
+    ) -> None:
+        """
+        Handle the methods named in ``requests`` and ``notifications`` with the
+        registrations ``resolve_request(method)`` / ``resolve_notification(method)``
+        make, each called once, when a message of that method first arrives; the
+        registration is then kept as if added.  A method added with
+        :meth:`add_request` / :meth:`add_notification` (before or after) takes
+        precedence.
+        """
+        self._resolvers = (resolve_request, resolve_notification)
+        self._resolvable = (requests, notifications)
 
     def add_request(
         self,
@@ -79,16 +116,32 @@ class MethodRegistry:
 
     def request_method(self, method: str) -> RequestMethod | None:
         """The registration for request ``method``, if any."""
-        return self._requests.get(method)
+        found = self._requests.get(method)
+        if found is None and self._resolvers is not None and method in self._resolvable[0]:
+            found = self._resolvers[0](method)
+            if found is not None:
+                self._requests[method] = found
+        return found
 
     def notification_method(self, method: str) -> NotificationMethod | None:
         """The registration for notification ``method``, if any."""
-        return self._notifications.get(method)
+        found = self._notifications.get(method)
+        if found is None and self._resolvers is not None and method in self._resolvable[1]:
+            found = self._resolvers[1](method)
+            if found is not None:
+                self._notifications[method] = found
+        return found
 
     def request_methods(self) -> frozenset[str]:
-        """Names of the registered request methods."""
-        return frozenset(self._requests)
+        """Names of the registered request methods (those resolved on first use too)."""
+        return frozenset(self._requests) | self._resolvable[0]
 
     def notification_methods(self) -> frozenset[str]:
-        """Names of the registered notification methods."""
-        return frozenset(self._notifications)
+        """Names of the registered notification methods (those resolved on first use
+        too)."""
+        return frozenset(self._notifications) | self._resolvable[1]
+
+    def registered(self) -> frozenset[str]:
+        """Names of the request and notification methods whose registration exists now:
+        those added, and those resolved on first use so far."""
+        return frozenset(self._requests) | frozenset(self._notifications)
