@@ -24,7 +24,9 @@ more requests than the server allows        the rest wait, in order, for a strea
                                             end (``SETTINGS_MAX_CONCURRENT_STREAMS``)
 a request body                              sent within the server's flow-control
                                             windows; its producer is paused while the
-                                            window is shut
+                                            window is shut; of a known length, its
+                                            last DATA frame ends the stream (no empty
+                                            DATA frame after it)
 a response body                             ``WINDOW_UPDATE`` as the body's protocol
                                             reads it; a protocol that calls
                                             ``transport.pauseProducing()`` gets nothing
@@ -690,6 +692,9 @@ class _Stream:
         self.outbox = bytearray()
         self.body_done = False
         self.body_paused = False
+        #: Bytes of a body of known length not yet given to h2 (None: unknown length):
+        #: its last DATA frame ends the stream (no empty DATA frame after it).
+        self.body_left: int | None = None
         # response body
         self.reader: IProtocol | None = None
         self.inbox: deque[tuple[bytes, int]] = deque()
@@ -702,6 +707,8 @@ class _Stream:
 
     def start_body(self, body: IBodyProducer) -> None:
         self.body = body
+        if body.length is not UNKNOWN_LENGTH:
+            self.body_left = cast(int, body.length)
         produced = body.startProducing(self)
         produced.addCallbacks(self._body_produced, self._body_failed)
 
@@ -744,8 +751,17 @@ class _Stream:
                     break
                 chunk = bytes(self.outbox[:room])
                 del self.outbox[:room]
-                h2.send_data(self.stream_id, chunk)
-            if self.body_done and not self.outbox:
+                last = False
+                if self.body_left is not None:
+                    self.body_left -= len(chunk)
+                    last = self.body_left <= 0 and not self.outbox
+                h2.send_data(self.stream_id, chunk, end_stream=last)
+                if last:
+                    # The whole body of the length announced: the request is complete
+                    # (what the producer might write beyond it is not sent).
+                    self.body = None
+                    break
+            if self.body is not None and self.body_done and not self.outbox:
                 h2.end_stream(self.stream_id)
                 self.body = None
         except StreamClosedError:

@@ -128,6 +128,14 @@ def _sse_event(message: bytes) -> bytes:
     return b"".join(b"data: " + line + b"\n" for line in lines) + b"\n"
 
 
+def _write_events(stream: Request, messages: list[bytes]) -> None:
+    """``messages`` as server-sent events on ``stream``, in one write."""
+    if len(messages) == 1:
+        stream.write(_sse_event(messages[0]))
+    else:
+        stream.write(b"".join([_sse_event(message) for message in messages]))
+
+
 def _json_error(request: Request, status: int, message: str, code: int = -32600) -> bytes:
     """A refusal: the status and a JSON-RPC error body (id null) saying why."""
     request.setResponseCode(status)
@@ -290,6 +298,10 @@ class RemoteConnection:
         self._init_waiter: tuple[Any, Deferred[bytes]] | None = None
         #: Messages for the open stream, written as one write at :meth:`flush`.
         self._batch: list[bytes] = []
+        #: Messages for each session stream (by session: the stream and its messages),
+        #: written as one write per stream at :meth:`flush`.
+        self._listener_batches: dict[str, tuple[Request, list[bytes]]] = {}
+        #: The size of the messages held in ``_batch`` and ``_listener_batches``.
         self._batch_bytes = 0
         self._batch_flush: IDelayedCall | None = None
         #: Why the connection ended, once it has.
@@ -335,19 +347,21 @@ class RemoteConnection:
         session = self.routes.session_of(message)
         listener = self.listeners.get(session) if session is not None else None
         if listener is not None:
-            listener.write(_sse_event(message))
+            assert session is not None
+            held = self._listener_batches.get(session)
+            if held is None:
+                self._listener_batches[session] = (listener, [message])
+            else:
+                held[1].append(message)
+            self._hold(len(message))
             return
+        self._to_stream(message)
+
+    def _to_stream(self, message: bytes) -> None:
+        """One message for the connection's stream: held for it, else queued (bounded)."""
         if self.stream is not None and not self._stream_paused and not self.queue:
-            # Held until the engine's flushNow (once its read is processed, or after each
-            # write made outside a read): a turn's updates and answer are one write on the
-            # stream, one HTTP chunk or HTTP/2 DATA frame, not one per message.  The
-            # reactor's next turn flushes what no flushNow followed.
             self._batch.append(message)
-            self._batch_bytes += len(message)
-            if self._batch_bytes >= MAX_BATCH_BYTES:
-                self.flush()
-            elif self._batch_flush is None:
-                self._batch_flush = self._clock.callLater(0, self.flush)
+            self._hold(len(message))
             return
         if self._overflow is not None:
             return  # closing on the next turn: nothing more is held
@@ -368,29 +382,45 @@ class RemoteConnection:
         # Not from inside the engine's write: end on the next turn.
         self._overflow = self._clock.callLater(0, self._queue_overflowed, why)
 
+    def _hold(self, size: int) -> None:
+        """
+        A message of ``size`` bytes was held for a stream until the engine's flushNow
+        (once its read is processed, or after each write made outside a read): a turn's
+        updates and answer are one write on their stream, one HTTP chunk or HTTP/2 DATA
+        frame (a TLS record), not one per message.  The reactor's next turn flushes what
+        no flushNow followed; beyond `MAX_BATCH_BYTES`, everything is written at once.
+        """
+        self._batch_bytes += size
+        if self._batch_bytes >= MAX_BATCH_BYTES:
+            self.flush()
+        elif self._batch_flush is None:
+            self._batch_flush = self._clock.callLater(0, self.flush)
+
     def flush(self) -> None:
         """
-        Write the messages held since the last flush, in order, as one write on the
-        stream; if the stream went away or paused meanwhile, they go first in the queue.
+        Write the messages held since the last flush, in order, as one write on each
+        stream; if the connection's stream went away or paused meanwhile, its messages
+        go first in the queue.
         """
         call, self._batch_flush = self._batch_flush, None
         if call is not None and call.active():
             call.cancel()
+        self._batch_bytes = 0
+        if self._listener_batches:
+            held, self._listener_batches = self._listener_batches, {}
+            for listener, messages in held.values():
+                _write_events(listener, messages)
         batch = self._batch
         if not batch:
             return
         self._batch = []
-        self._batch_bytes = 0
         stream = self.stream
         if stream is None or self._stream_paused or self.queue:
             for message in reversed(batch):
                 self.queue.appendleft(message)
                 self.queued_bytes += len(message)
             return
-        if len(batch) == 1:
-            stream.write(_sse_event(batch[0]))
-        else:
-            stream.write(b"".join([_sse_event(message) for message in batch]))
+        _write_events(stream, batch)
 
     def _answers_initialize(self, message: bytes) -> bool:
         assert self._init_waiter is not None
@@ -443,6 +473,7 @@ class RemoteConnection:
         stream (as a client of the 2026-04-23 revision, with one stream, expects). False
         when the connection has `MAX_SESSION_STREAMS` open already.
         """
+        self.flush()  # what was held for the stream it replaces goes there first
         previous = self.listeners.pop(session_id, None)
         if previous is not None:
             self._finish(previous)
@@ -454,6 +485,13 @@ class RemoteConnection:
         def gone(_: object) -> None:
             if self.listeners.get(session_id) is request:
                 del self.listeners[session_id]
+                held = self._listener_batches.pop(session_id, None)
+                if held is not None:
+                    # Not written yet: the session's messages go where they go without
+                    # a session stream, in order.
+                    for message in held[1]:
+                        self._batch_bytes -= len(message)
+                        self._to_stream(message)
                 self.listener_paused(session_id, False)
 
         # Watched before the write: one that raises does not leave it registered.

@@ -290,6 +290,26 @@ class HTTP2AgentTests(SynchronousTestCase):
         self.assertEqual(bytes(Body(result_of(first)).data), b"answer 1")
         self.assertEqual(bytes(Body(result_of(second)).data), b"answer 3")
 
+    def test_a_body_of_known_length_ends_the_stream_with_its_last_data_frame(self) -> None:
+        """A POST whose body's length is known is HEADERS and one DATA frame carrying
+        END_STREAM: no empty DATA frame after the body (a frame less for the server to
+        process per request); the server gets the body whole and the request ended."""
+        loop = Loop()
+        agent = make_agent(loop)
+        agent.request(b"POST", URL, None, BytesProducer(b'{"jsonrpc":"2.0"}'))
+        _, transport, server = loop.connections[-1]
+        events = server.h2.receive_data(transport.value())
+        transport.clear()
+        kinds = [
+            (type(e).__name__, getattr(e, "stream_id", None))
+            for e in events
+            if isinstance(e, (RequestReceived, DataReceived, StreamEnded))
+        ]
+        self.assertEqual(kinds, [("RequestReceived", 1), ("DataReceived", 1), ("StreamEnded", 1)])
+        data = [e for e in events if isinstance(e, DataReceived)]
+        self.assertEqual(data[0].data, b'{"jsonrpc":"2.0"}')
+        self.assertIs(data[0].stream_ended, events[-1])
+
     def test_bodies_larger_than_the_initial_window_both_ways(self) -> None:
         """A 200 000-byte request body is sent within the server's windows (the producer
         is paused meanwhile) and a 200 000-byte response body arrives whole: the agent

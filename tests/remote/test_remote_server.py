@@ -483,6 +483,60 @@ def test_a_turn_is_one_write_on_the_stream() -> None:
     assert events[-1]["id"] == 2
 
 
+def test_a_turn_is_one_write_on_its_session_stream() -> None:
+    """With the session's own GET open, a streamed turn's chunks and its answer, written
+    while one POST is processed, reach that stream as one write (one HTTP chunk, one
+    HTTP/2 DATA frame and TLS record), in order; nothing of it on the connection stream."""
+    server = Server()
+    cid = server.initialize()
+    main = server.stream(cid)
+    server.new_session(cid)
+    listener = server.stream(cid, Acp_Session_Id="s1")
+    writes = _count_writes(listener)
+    main_writes = _count_writes(main)
+    server.prompt(cid, "stream 20")
+    assert len(writes) == 1
+    events = Response.events_of(writes[0])
+    assert updates(events) == [str(i) for i in range(20)]
+    assert events[-1]["id"] == 2
+    assert main_writes == []
+
+
+def test_messages_held_for_a_session_stream_that_closes_go_to_the_connection_stream() -> None:
+    """A session's messages held for its stream, which closes before they are written,
+    go on the connection stream, in order, ahead of the session's later ones."""
+    server = Server()
+    cid = server.initialize()
+    main = server.stream(cid)
+    server.new_session(cid)
+    listener = server.stream(cid, Acp_Session_Id="s1")
+    connection = server.resource.connections[cid]
+    update = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1"}}
+    for name in ("one", "two"):
+        connection.protocol.sendMessage(json.dumps({**update, "n": name}).encode())
+    listener.close()
+    connection.protocol.sendMessage(json.dumps({**update, "n": "three"}).encode())
+    server.clock.advance(0)
+    assert listener.events() == []
+    assert [event.get("n") for event in main.events()[1:]] == ["one", "two", "three"]
+
+
+def test_a_turn_written_outside_a_read_reaches_its_session_stream_by_the_next_turn() -> None:
+    """A session's message the engine writes without flushing is held for the session's
+    stream at most until the reactor's next turn."""
+    server = Server()
+    cid = server.initialize()
+    server.stream(cid)
+    server.new_session(cid)
+    listener = server.stream(cid, Acp_Session_Id="s1")
+    connection = server.resource.connections[cid]
+    message = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1"}}
+    connection.protocol.sendMessage(json.dumps(message).encode())
+    assert listener.events() == []
+    server.clock.advance(0)
+    assert listener.events() == [message]
+
+
 def test_a_long_turn_is_written_as_it_goes_past_the_batch_bound() -> None:
     """A turn writing more than ``MAX_BATCH_BYTES`` is written in pieces as it goes (so
     the socket's back-pressure still reaches the agent), none much beyond the bound."""
