@@ -6,6 +6,7 @@ base for handlers that answers ``-32601`` to what it does not override.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
@@ -180,7 +181,11 @@ class AgentConnection(Role[IAgent]):
             )
 
     def _request_received(self, req: InboundRequest) -> None:
-        sid = session_id_of(req.params)
+        params = req.params
+        # session_id_of, inlined for a dict (once per request)
+        sid = params.get("sessionId") if type(params) is dict else session_id_of(params)
+        if sid is not None and not isinstance(sid, str):
+            sid = None
         if sid is not None:
             self._known_sessions.add(sid)
         if req.method == "session/prompt" and sid is not None:
@@ -194,7 +199,7 @@ class AgentConnection(Role[IAgent]):
 
     def _new_session_done(self) -> None:
         self._new_sessions_in_flight -= 1
-        if self._new_sessions_in_flight == 0:
+        if self._new_sessions_in_flight == 0 and self._held_updates:
             self._release_all_held()
 
     def _turn_ended(self, sid: str, turn: _Turn) -> None:
@@ -213,18 +218,17 @@ class AgentConnection(Role[IAgent]):
 
     def _after_handler(
         self, method: schema.Method, req: InboundRequest, params: Any
-    ) -> list[Callable[[Any], Any]]:
-        if method.name == "initialize":
-            return [
-                lambda result: (
-                    result if isinstance(result, Failure) else self._initialized(result, params)
-                )
-            ]
-        if method.name == "session/new":
-            return [lambda result: self._new_session_answered(result, req)]
-        if method.name == "session/prompt":
-            return [lambda result: self._prompt_answered(result, req)]
-        return []
+    ) -> Callable[[Any], Any] | None:
+        name = method.name
+        if name == "session/new":
+            return partial(self._new_session_answered, req)
+        if name == "session/prompt":
+            return partial(self._prompt_answered, req)
+        if name == "initialize":
+            return lambda result: (
+                result if isinstance(result, Failure) else self._initialized(result, params)
+            )
+        return None
 
     def _initialized(self, result: Any, params: schema.InitializeRequest) -> Any:
         self.client_capabilities = params.client_capabilities or schema.ClientCapabilities()
@@ -234,8 +238,11 @@ class AgentConnection(Role[IAgent]):
             self.protocol_version = version if isinstance(version, int) else None
         return result
 
-    def _new_session_answered(self, result: Any, req: InboundRequest) -> Any:
-        sid = session_id_of(result)
+    def _new_session_answered(self, req: InboundRequest, result: Any) -> Any:
+        # session_id_of, inlined for a dict (once per session/new)
+        sid = result.get("sessionId") if type(result) is dict else session_id_of(result)
+        if sid is not None and not isinstance(sid, str):
+            sid = None
         if sid is not None:
             self._known_sessions.add(sid)
             # Updates for ``sid`` are held only until it is known: from now on none is.
@@ -253,7 +260,7 @@ class AgentConnection(Role[IAgent]):
             for params in updates:
                 self.protocol.notify("session/update", params)
 
-    def _prompt_answered(self, result: Any, req: InboundRequest) -> Any:
+    def _prompt_answered(self, req: InboundRequest, result: Any) -> Any:
         turn = self._turn_of.get(req)
         cancelled = turn is not None and turn.cancelled
         if isinstance(result, Failure):

@@ -175,9 +175,7 @@ class Role(Generic[H]):
         if not is_async(result):
             # A synchronous answer: encode and finish it now, without Deferreds.
             result = self._encode_result(result, method)
-            for step in after:
-                result = step(result)
-            return result
+            return result if after is None else after(result)
         finished, result = settle_now(result)
         d: Deferred[Any]
         if finished:
@@ -188,24 +186,22 @@ class Role(Generic[H]):
             except Exception:
                 d = fail()
             else:
-                for step in after:
-                    result = step(result)
-                return result
+                return result if after is None else after(result)
         else:
             d = result
             d.addCallback(self._encode_result, method)
-        for step in after:
-            d.addBoth(step)
+        if after is not None:
+            d.addBoth(after)
         return d
 
     def _after_handler(
         self, method: schema.Method, req: InboundRequest, params: Any
-    ) -> list[Callable[[Any], Any]]:
+    ) -> Callable[[Any], Any] | None:
         """
-        Per-method steps applied to a handler's encoded result (or its Failure, when it
-        fails asynchronously), in order; each returns the result to pass on.
+        The per-method step applied to a handler's encoded result (or its Failure, when
+        it fails asynchronously), returning the result to pass on; None when there is none.
         """
-        return []
+        return None
 
     def _encode_result(self, result: Any, method: schema.Method) -> Any:
         if result is None:
