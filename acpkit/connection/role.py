@@ -8,6 +8,7 @@ connection's lifetime, back-pressure and extension methods; and the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import attrs
@@ -136,7 +137,7 @@ class Role(Generic[H]):
         if method.kind == "request":
             self.protocol.registry.add_request(
                 method.name,
-                lambda req: self._handle_request(method, pyname, req),
+                partial(self._handle_request, method, pyname),
                 cancelled_result=self._cancelled_result(method.name),
                 params_optional=optional,
             )
@@ -165,10 +166,9 @@ class Role(Generic[H]):
     def _handle_request(self, method: schema.Method, pyname: str, req: InboundRequest) -> Any:
         self._check_ready(method)
         fn = getattr(self.handler, pyname, None)
-        if not is_implemented(fn):
+        if fn is None or getattr(fn, _UNIMPLEMENTED, False):  # (is_implemented, inlined)
             # Before decoding: a method we lack is -32601 whatever its params are.
             raise MethodNotFound(method.name)
-        assert fn is not None
         params = self._decode_params(method, req.params)
         after = self._after_handler(method, req, params)
         result = fn(params)

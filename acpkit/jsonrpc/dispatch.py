@@ -469,7 +469,8 @@ class InboundDispatcher:
                     )
         if self.queue:
             self.pump()
-        self._host.check_finished()
+        if not self._draining:  # (else the end of the drain checks it)
+            self._host.check_finished()
 
     def finish(self, request: InboundRequest) -> None:
         """Mark ``request`` answered and free its slot (no reply written here)."""
