@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
+from types import FunctionType, MethodType
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import attrs
@@ -76,6 +77,12 @@ def unimplemented(fn: F) -> F:
 
 def is_implemented(fn: object) -> bool:
     """Whether ``fn`` (a handler's attribute, or ``None``) is a provided method."""
+    if type(fn) is MethodType:
+        func = fn.__func__
+        if type(func) is FunctionType:
+            # What getattr finds through the bound method, without the AttributeError it
+            # raises and catches inside when the mark is absent (once per request).
+            return not func.__dict__.get(_UNIMPLEMENTED, False)
     return fn is not None and not getattr(fn, _UNIMPLEMENTED, False)
 
 
@@ -166,9 +173,10 @@ class Role(Generic[H]):
     def _handle_request(self, method: schema.Method, pyname: str, req: InboundRequest) -> Any:
         self._check_ready(method)
         fn = getattr(self.handler, pyname, None)
-        if fn is None or getattr(fn, _UNIMPLEMENTED, False):  # (is_implemented, inlined)
+        if not is_implemented(fn):
             # Before decoding: a method we lack is -32601 whatever its params are.
             raise MethodNotFound(method.name)
+        assert fn is not None
         params = self._decode_params(method, req.params)
         after = self._after_handler(method, req, params)
         result = fn(params)
@@ -212,6 +220,8 @@ class Role(Generic[H]):
                 raise TypeError(
                     f"the {method.name} handler returned None, but its result has required fields"
                 ) from None
+        if type(result) is method.result:  # the declared model (no Mapping): encode it
+            return codec.encode(result)
         if type(result) is dict or _is_mapping(result):
             return result
         return codec.encode(result)
