@@ -6,7 +6,6 @@ base for handlers that answers ``-32601`` to what it does not override.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
@@ -15,7 +14,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit import codec, schema
-from acpkit.connection.role import Role, session_id_of, unimplemented
+from acpkit.connection.role import AfterStep, Role, session_id_of, unimplemented
 from acpkit.errors import CapabilityError, InvalidRequest, MethodNotFound
 from acpkit.framing import LineTracer
 from acpkit.interfaces import AGENT_METHOD_NAMES, IAgent, MaybeAsync
@@ -216,21 +215,18 @@ class AgentConnection(Role[IAgent]):
             return lambda req: dict(_CANCELLED_PROMPT)
         return None
 
-    def _after_handler(
-        self, method: schema.Method, req: InboundRequest, params: Any
-    ) -> Callable[[Any], Any] | None:
-        name = method.name
-        if name == "session/new":
-            return partial(self._new_session_answered, req)
-        if name == "session/prompt":
-            return partial(self._prompt_answered, req)
-        if name == "initialize":
-            return lambda result: (
-                result if isinstance(result, Failure) else self._initialized(result, params)
-            )
-        return None
+    def _after_steps_by_method(self) -> Mapping[str, AfterStep]:
+        return {
+            "initialize": self._initialized,
+            "session/new": self._new_session_answered,
+            "session/prompt": self._prompt_answered,
+        }
 
-    def _initialized(self, result: Any, params: schema.InitializeRequest) -> Any:
+    def _initialized(
+        self, result: Any, req: InboundRequest, params: schema.InitializeRequest
+    ) -> Any:
+        if isinstance(result, Failure):
+            return result
         self.client_capabilities = params.client_capabilities or schema.ClientCapabilities()
         self.client_info = params.client_info
         if isinstance(result, Mapping):
@@ -238,7 +234,7 @@ class AgentConnection(Role[IAgent]):
             self.protocol_version = version if isinstance(version, int) else None
         return result
 
-    def _new_session_answered(self, req: InboundRequest, result: Any) -> Any:
+    def _new_session_answered(self, result: Any, req: InboundRequest, params: object) -> Any:
         # session_id_of, inlined for a dict (once per session/new)
         sid = result.get("sessionId") if type(result) is dict else session_id_of(result)
         if sid is not None and not isinstance(sid, str):
@@ -260,7 +256,7 @@ class AgentConnection(Role[IAgent]):
             for params in updates:
                 self.protocol.notify("session/update", params)
 
-    def _prompt_answered(self, req: InboundRequest, result: Any) -> Any:
+    def _prompt_answered(self, result: Any, req: InboundRequest, params: object) -> Any:
         turn = self._turn_of.get(req)
         cancelled = turn is not None and turn.cancelled
         if isinstance(result, Failure):

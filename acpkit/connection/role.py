@@ -95,6 +95,10 @@ def _all_fields_optional(cls: Any) -> bool:
 
 H = TypeVar("H")
 
+#: A typed connection's step after a handler: ``step(result, request, params)`` returns
+#: the result to answer with (``result`` may be a ``Failure``; see ``Role``).
+AfterStep = Callable[[Any, InboundRequest, Any], Any]
+
 
 class Role(Generic[H]):
     """What both typed connections share: decoding, encoding, dispatch and calls."""
@@ -128,6 +132,7 @@ class Role(Generic[H]):
         if tracer is not None:
             self.protocol.tracer = tracer
         self.strict = strict
+        self._after_steps = self._after_steps_by_method()
         for method in self._handled.values():
             self._register(method)
         if interface.providedBy(handler) or not callable(handler):
@@ -178,12 +183,12 @@ class Role(Generic[H]):
             raise MethodNotFound(method.name)
         assert fn is not None
         params = self._decode_params(method, req.params)
-        after = self._after_handler(method, req, params)
+        after = self._after_steps.get(method.name)
         result = fn(params)
         if not is_async(result):
             # A synchronous answer: encode and finish it now, without Deferreds.
             result = self._encode_result(result, method)
-            return result if after is None else after(result)
+            return result if after is None else after(result, req, params)
         finished, result = settle_now(result)
         d: Deferred[Any]
         if finished:
@@ -194,22 +199,21 @@ class Role(Generic[H]):
             except Exception:
                 d = fail()
             else:
-                return result if after is None else after(result)
+                return result if after is None else after(result, req, params)
         else:
             d = result
             d.addCallback(self._encode_result, method)
         if after is not None:
-            d.addBoth(after)
+            d.addBoth(after, req, params)
         return d
 
-    def _after_handler(
-        self, method: schema.Method, req: InboundRequest, params: Any
-    ) -> Callable[[Any], Any] | None:
+    def _after_steps_by_method(self) -> Mapping[str, AfterStep]:
         """
-        The per-method step applied to a handler's encoded result (or its Failure, when
-        it fails asynchronously), returning the result to pass on; None when there is none.
+        The per-method steps (asked once, at construction): each is called with a
+        handler's encoded result (or its Failure, when it fails asynchronously), the
+        request and its decoded params, and returns the result to pass on.
         """
-        return None
+        return {}
 
     def _encode_result(self, result: Any, method: schema.Method) -> Any:
         if result is None:
