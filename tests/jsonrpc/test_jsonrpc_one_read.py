@@ -103,7 +103,7 @@ def wire(messages: list[tuple[str, int]]) -> bytes:
 
 def run(messages: list[tuple[str, int]], slots: int, queue: int, held: bool) -> World:
     """Deliver ``messages`` in one read (after a holding notification when ``held``),
-    release the hold, then fire the waiting handlers in id order."""
+    release the hold, then fire the waiting handlers in id order until none waits."""
     world = World(slots, queue)
     data = wire(messages)
     if held:
@@ -114,10 +114,9 @@ def run(messages: list[tuple[str, int]], slots: int, queue: int, held: bool) -> 
         world.hold.callback(None)
     else:
         world.proto.dataReceived(data)
-    for number in sorted(world.pending):
-        d = world.pending[number]
-        if not d.called:
-            d.callback({"waited": number})
+    while waiting := sorted(n for n, d in world.pending.items() if not d.called):
+        # (firing one may start a queued one, which waits in turn)
+        world.pending[waiting[0]].callback({"waited": waiting[0]})
     return world
 
 
@@ -250,3 +249,61 @@ def test_a_message_delivered_while_one_is_processed_is_processed_right_after_it(
         ("fed", 1),
         ("start", 2),
     ]
+
+
+MISSING = object()
+envelope_ids = st.one_of(
+    st.integers(-(2**40), 2**40), st.text(max_size=5), st.booleans(), st.floats(0, 9),
+    st.none(), st.just([1]), st.just(MISSING),
+)  # fmt: skip
+envelope_methods = st.sampled_from(["value", "nope", 7, None, ["value"], MISSING])
+envelope_versions = st.sampled_from(["2.0", "1.0", 2.0, None, MISSING])
+envelope_params = st.sampled_from([{}, {"a": 1}, [], "x", None, MISSING])
+
+
+@given(
+    request_id=envelope_ids,
+    method=envelope_methods,
+    version=envelope_versions,
+    params=envelope_params,
+)
+def test_a_message_with_a_method_and_an_id_is_answered_as_the_engine_documents(
+    request_id: Any, method: Any, version: Any, params: Any
+) -> None:
+    """
+    The reader tells a well-formed request without building its event; every other
+    message with a method and an id still gets the answer the engine's docstring lists:
+    an invalid id -32600 with id null, a wrong "jsonrpc" or a method that is no string
+    -32600 with its id, an unknown method -32601, params that are no object -32602,
+    else the handler's result.
+    """
+    message: dict[str, Any] = {}
+    for key, value in (("jsonrpc", version), ("id", request_id), ("method", method)):
+        if value is not MISSING:
+            message[key] = value
+    if params is not MISSING:
+        message["params"] = params
+    world = World(slots=2, queue=2)
+    world.proto.dataReceived(json.dumps(message).encode() + b"\n")
+    written = world.written()
+    if "method" not in message:
+        return  # (a response or no envelope: not what this test is about)
+    if "id" not in message:
+        assert written == []  # a notification: never answered
+        return
+    valid_id = type(request_id) in (int, str)
+    assert len(written) == 1
+    answer = written[0]
+    if not valid_id:
+        expected: tuple[Any, Any] = (None, -32600)
+    elif version != "2.0" or type(method) is not str:
+        expected = (request_id, -32600)
+    elif method != "value":
+        expected = (request_id, -32601)
+    elif type(params) is not dict:
+        expected = (request_id, -32602)
+    else:
+        expected = (request_id, None)
+    assert (answer["id"], answer.get("error", {}).get("code")) == expected
+    if expected[1] is None:
+        assert answer["result"] == {"ok": request_id}
