@@ -10,7 +10,12 @@ pipe delivers a burst.  Printed: the best of
 ``--repeat`` runs in µs of this process's CPU per request; with ``--profile``, the
 cProfile of one more run (sorted by ``--sort``, the first ``--top`` lines).
 
-Run: ``python benchmarks/profile_pipelined.py [--n 20000] [--repeat 5] [--profile]``.
+``--agent twisted`` measures instead the ``twisted`` agent of ``pipes_agents.py`` (a bare
+Twisted protocol: ``json.loads`` of each line, ``transport.write`` of each answer's
+``json.dumps``) on a ``StringTransport``: the floor of an agent on Twisted, in process.
+
+Run: ``python benchmarks/profile_pipelined.py [--n 20000] [--repeat 5] [--profile]
+[--transport string|stdio] [--agent acpkit|twisted]``.
 Compare two trees with ``PYTHONPATH=<other tree>`` (the first line says which ``acpkit``).
 """
 
@@ -24,6 +29,7 @@ import os
 import pstats
 import time
 
+from twisted.internet.protocol import Protocol
 from twisted.internet.testing import StringTransport
 
 import acpkit
@@ -82,6 +88,41 @@ def run_string(chunks: list[bytes], n: int) -> float:
     return elapsed
 
 
+class TwistedFloor(Protocol):
+    """The ``twisted`` agent of ``pipes_agents.py``, for ``session/new`` only."""
+
+    buffer = b""
+    count = 0
+
+    def dataReceived(self, data: bytes) -> None:
+        *lines, self.buffer = (self.buffer + data).split(b"\n")
+        for line in lines:
+            message = json.loads(line)
+            if "method" in message and "id" in message:
+                self.count += 1
+                result = {"sessionId": f"s{self.count}"}
+                reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+                assert self.transport is not None
+                self.transport.write(json.dumps(reply).encode() + b"\n")
+
+
+def run_twisted(chunks: list[bytes], n: int) -> float:
+    """CPU seconds for the bare Twisted agent to answer the requests in ``chunks``."""
+    protocol = TwistedFloor()
+    transport = StringTransport()
+    protocol.makeConnection(transport)
+    answered = 0
+    gc.collect()
+    start = time.process_time()
+    for chunk in chunks:
+        protocol.dataReceived(chunk)
+        answered += transport.value().count(b"\n")
+        transport.clear()
+    elapsed = time.process_time() - start
+    assert answered == n, (answered, n)
+    return elapsed
+
+
 def run_stdio(chunks: list[bytes], n: int) -> float:
     """CPU seconds to answer the requests in ``chunks`` on the stdio transport."""
     read_end, write_end = os.pipe()
@@ -112,14 +153,18 @@ def main() -> None:
     parser.add_argument("--sort", default="tottime")
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--transport", choices=["string", "stdio"], default="string")
+    parser.add_argument("--agent", choices=["acpkit", "twisted"], default="acpkit")
     args = parser.parse_args()
     data = request_lines(args.n)
     chunks = [data[i : i + READ] for i in range(0, len(data), READ)]
     run = run_stdio if args.transport == "stdio" else run_string
+    label = args.transport
+    if args.agent == "twisted":
+        run, label = run_twisted, "bare Twisted agent, string"
     print(f"acpkit from {acpkit.__file__}")
     best = min(run(chunks, args.n) for _ in range(args.repeat))
     print(
-        f"session/new, {args.n} pipelined in 64 KiB reads ({args.transport}): "
+        f"session/new, {args.n} pipelined in 64 KiB reads ({label}): "
         f"{best / args.n * 1e6:.2f} µs/request"
     )
     if args.profile:
