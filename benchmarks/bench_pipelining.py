@@ -11,16 +11,19 @@ while the other reads the ``N`` answers.  Two ways of writing:
   while writing).
 
 The agents (``pipes_agents.py``): ``floor`` (a blocking ``json.loads``/``json.dumps``
-loop, no framework), ``acpkit`` (a minimal acpkit agent), ``sdk`` (the official SDK's).
+loop, no framework), ``twisted`` (the same answers from a bare Twisted protocol on stock
+``StandardIO``: the floor of any agent on Twisted's reactor), ``acpkit`` (a minimal acpkit
+agent), ``sdk`` (the official SDK's).
 Each round runs every agent once per size and way, in a rotating order.  Printed: requests
 per second (median and min-max over the rounds), the agent's CPU share of the wall time,
-and each agent's per-round throughput ratio to the floor (median, min-max).
+and each agent's per-round throughput ratio to the floor and to the ``twisted`` agent
+(median, min-max).
 
 ``--baseline DIR`` adds ``acpkit-before``: acpkit's agent with ``PYTHONPATH=DIR``, a
 checkout of another commit, in the same rounds.
 
 Run: ``python benchmarks/bench_pipelining.py [--baseline DIR] [--sizes 1000,10000,100000]
-[--rounds 3] [--agents floor,acpkit,sdk]``.
+[--rounds 3] [--agents floor,twisted,acpkit,sdk]``.
 """
 
 from __future__ import annotations
@@ -113,7 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--agents", default="floor,acpkit,sdk")
+    parser.add_argument("--agents", default="floor,twisted,acpkit,sdk")
     parser.add_argument("--ways", default="burst,lines")
     parser.add_argument("--baseline", type=Path, default=None)
     args = parser.parse_args()
@@ -131,18 +134,30 @@ def main() -> None:
                 for agent in order:
                     runs.setdefault((agent, n, way), []).append(run_once(agent, n, way))
     print(f"{'agent':<14}{'N':>8} {'way':<7}{'requests/s: median (min-max)':>32}{'CPU':>7}"
-          f"{'/ floor':>22}")  # fmt: skip
+          f"{'/ floor':>22}{'/ twisted':>22}")  # fmt: skip
     for n in sizes:
         for way in ways:
             for agent in agents:
                 samples = runs[(agent, n, way)]
                 rates = [rate for rate, _ in samples]
                 share = statistics.median(cpu for _, cpu in samples)
-                ratio = ""
-                if "floor" in agents:
-                    floor = [rate for rate, _ in runs[("floor", n, way)]]
-                    ratio = spread([a / f for a, f in zip(rates, floor, strict=True)], 2)
-                print(f"{agent:<14}{n:>8} {way:<7}{spread(rates):>32}{share:>6.0%}{ratio:>22}")
+                ratios = [ratio_to(runs, rates, peer, n, way) for peer in ("floor", "twisted")]
+                print(f"{agent:<14}{n:>8} {way:<7}{spread(rates):>32}{share:>6.0%}"
+                      f"{ratios[0]:>22}{ratios[1]:>22}")  # fmt: skip
+
+
+def ratio_to(
+    runs: dict[tuple[str, int, str], list[tuple[float, float]]],
+    rates: list[float],
+    peer: str,
+    n: int,
+    way: str,
+) -> str:
+    """Per-round throughput ratio to ``peer`` (median, min-max), or "" if it did not run."""
+    if (peer, n, way) not in runs:
+        return ""
+    others = [rate for rate, _ in runs[(peer, n, way)]]
+    return spread([a / b for a, b in zip(rates, others, strict=True)], 2)
 
 
 if __name__ == "__main__":

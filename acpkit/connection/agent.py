@@ -14,7 +14,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from acpkit import codec, schema
-from acpkit.connection.role import Role, session_id_of, unimplemented
+from acpkit.connection.role import AfterStep, Role, session_id_of, unimplemented
 from acpkit.errors import CapabilityError, InvalidRequest, MethodNotFound
 from acpkit.framing import LineTracer
 from acpkit.interfaces import AGENT_METHOD_NAMES, IAgent, MaybeAsync
@@ -180,7 +180,11 @@ class AgentConnection(Role[IAgent]):
             )
 
     def _request_received(self, req: InboundRequest) -> None:
-        sid = session_id_of(req.params)
+        params = req.params
+        # session_id_of, inlined for a dict (once per request)
+        sid = params.get("sessionId") if type(params) is dict else session_id_of(params)
+        if sid is not None and not isinstance(sid, str):
+            sid = None
         if sid is not None:
             self._known_sessions.add(sid)
         if req.method == "session/prompt" and sid is not None:
@@ -194,7 +198,7 @@ class AgentConnection(Role[IAgent]):
 
     def _new_session_done(self) -> None:
         self._new_sessions_in_flight -= 1
-        if self._new_sessions_in_flight == 0:
+        if self._new_sessions_in_flight == 0 and self._held_updates:
             self._release_all_held()
 
     def _turn_ended(self, sid: str, turn: _Turn) -> None:
@@ -211,22 +215,18 @@ class AgentConnection(Role[IAgent]):
             return lambda req: dict(_CANCELLED_PROMPT)
         return None
 
-    def _after_handler(
-        self, method: schema.Method, req: InboundRequest, params: Any
-    ) -> list[Callable[[Any], Any]]:
-        if method.name == "initialize":
-            return [
-                lambda result: (
-                    result if isinstance(result, Failure) else self._initialized(result, params)
-                )
-            ]
-        if method.name == "session/new":
-            return [lambda result: self._new_session_answered(result, req)]
-        if method.name == "session/prompt":
-            return [lambda result: self._prompt_answered(result, req)]
-        return []
+    def _after_steps_by_method(self) -> Mapping[str, AfterStep]:
+        return {
+            "initialize": self._initialized,
+            "session/new": self._new_session_answered,
+            "session/prompt": self._prompt_answered,
+        }
 
-    def _initialized(self, result: Any, params: schema.InitializeRequest) -> Any:
+    def _initialized(
+        self, result: Any, req: InboundRequest, params: schema.InitializeRequest
+    ) -> Any:
+        if isinstance(result, Failure):
+            return result
         self.client_capabilities = params.client_capabilities or schema.ClientCapabilities()
         self.client_info = params.client_info
         if isinstance(result, Mapping):
@@ -234,8 +234,11 @@ class AgentConnection(Role[IAgent]):
             self.protocol_version = version if isinstance(version, int) else None
         return result
 
-    def _new_session_answered(self, result: Any, req: InboundRequest) -> Any:
-        sid = session_id_of(result)
+    def _new_session_answered(self, result: Any, req: InboundRequest, params: object) -> Any:
+        # session_id_of, inlined for a dict (once per session/new)
+        sid = result.get("sessionId") if type(result) is dict else session_id_of(result)
+        if sid is not None and not isinstance(sid, str):
+            sid = None
         if sid is not None:
             self._known_sessions.add(sid)
             # Updates for ``sid`` are held only until it is known: from now on none is.
@@ -253,7 +256,7 @@ class AgentConnection(Role[IAgent]):
             for params in updates:
                 self.protocol.notify("session/update", params)
 
-    def _prompt_answered(self, result: Any, req: InboundRequest) -> Any:
+    def _prompt_answered(self, result: Any, req: InboundRequest, params: object) -> Any:
         turn = self._turn_of.get(req)
         cancelled = turn is not None and turn.cancelled
         if isinstance(result, Failure):

@@ -8,6 +8,8 @@ connection's lifetime, back-pressure and extension methods; and the
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
+from types import FunctionType, MethodType
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import attrs
@@ -76,6 +78,12 @@ def unimplemented(fn: F) -> F:
 
 def is_implemented(fn: object) -> bool:
     """Whether ``fn`` (a handler's attribute, or ``None``) is a provided method."""
+    if type(fn) is MethodType:
+        func = fn.__func__
+        if type(func) is FunctionType:
+            # What getattr finds through the bound method, without the AttributeError it
+            # raises and catches inside when the mark is absent (once per request).
+            return not func.__dict__.get(_UNIMPLEMENTED, False)
     return fn is not None and not getattr(fn, _UNIMPLEMENTED, False)
 
 
@@ -103,6 +111,10 @@ def _all_fields_optional(cls: Any) -> bool:
 
 
 H = TypeVar("H")
+
+#: A typed connection's step after a handler: ``step(result, request, params)`` returns
+#: the result to answer with (``result`` may be a ``Failure``; see ``Role``).
+AfterStep = Callable[[Any, InboundRequest, Any], Any]
 
 
 class Role(Generic[H]):
@@ -137,6 +149,7 @@ class Role(Generic[H]):
         if tracer is not None:
             self.protocol.tracer = tracer
         self.strict = strict
+        self._after_steps = self._after_steps_by_method()
         requests, notifications = _handled_names(type(self))
         # Registered on first use: a server's idle connection holds none of them.
         self.protocol.registry.resolve_on_first_use(
@@ -154,7 +167,7 @@ class Role(Generic[H]):
         method = self._handled[name]
         pyname = self._names[name]
         return RequestMethod(
-            lambda req: self._handle_request(method, pyname, req),
+            partial(self._handle_request, method, pyname),
             self._cancelled_result(name),
             # Params may be omitted on the wire when every field of the params class is
             # optional.
@@ -193,14 +206,12 @@ class Role(Generic[H]):
             raise MethodNotFound(method.name)
         assert fn is not None
         params = self._decode_params(method, req.params)
-        after = self._after_handler(method, req, params)
+        after = self._after_steps.get(method.name)
         result = fn(params)
         if not is_async(result):
             # A synchronous answer: encode and finish it now, without Deferreds.
             result = self._encode_result(result, method)
-            for step in after:
-                result = step(result)
-            return result
+            return result if after is None else after(result, req, params)
         finished, result = settle_now(result)
         d: Deferred[Any]
         if finished:
@@ -211,24 +222,21 @@ class Role(Generic[H]):
             except Exception:
                 d = fail()
             else:
-                for step in after:
-                    result = step(result)
-                return result
+                return result if after is None else after(result, req, params)
         else:
             d = result
             d.addCallback(self._encode_result, method)
-        for step in after:
-            d.addBoth(step)
+        if after is not None:
+            d.addBoth(after, req, params)
         return d
 
-    def _after_handler(
-        self, method: schema.Method, req: InboundRequest, params: Any
-    ) -> list[Callable[[Any], Any]]:
+    def _after_steps_by_method(self) -> Mapping[str, AfterStep]:
         """
-        Per-method steps applied to a handler's encoded result (or its Failure, when it
-        fails asynchronously), in order; each returns the result to pass on.
+        The per-method steps (asked once, at construction): each is called with a
+        handler's encoded result (or its Failure, when it fails asynchronously), the
+        request and its decoded params, and returns the result to pass on.
         """
-        return []
+        return {}
 
     def _encode_result(self, result: Any, method: schema.Method) -> Any:
         if result is None:
@@ -239,6 +247,8 @@ class Role(Generic[H]):
                 raise TypeError(
                     f"the {method.name} handler returned None, but its result has required fields"
                 ) from None
+        if type(result) is method.result:  # the declared model (no Mapping): encode it
+            return codec.encode(result)
         if type(result) is dict or _is_mapping(result):
             return result
         return codec.encode(result)

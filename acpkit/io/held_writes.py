@@ -28,6 +28,10 @@ class ReadWrites:
         self._descriptor = writer
         self._held: list[bytes] = []
         self._size = 0
+        # The descriptor's buffer size once it was found idle during this read, until
+        # the next release (None: not looked at since).  Only this object writes to the
+        # descriptor while a read is processed, so it stays idle until then.
+        self._limit: int | None = None
         #: True while the protocol processes a read.
         self.reading = False
 
@@ -37,8 +41,12 @@ class ReadWrites:
         go to the descriptor now (what is held is then written first, to keep the order).
         """
         if self.reading:
-            writer = self._descriptor()
-            if writer_idle(writer) and self._size + size <= writer.bufferSize:
+            limit = self._limit
+            if limit is None:
+                writer = self._descriptor()
+                if writer_idle(writer):
+                    limit = self._limit = writer.bufferSize
+            if limit is not None and self._size + size <= limit:
                 self._held.extend(chunks)
                 self._size += size
                 return True
@@ -47,6 +55,7 @@ class ReadWrites:
 
     def release(self) -> None:
         """Write what is held: at once when the descriptor is idle."""
+        self._limit = None
         if not self._held:
             return
         data = b"".join(self._held)

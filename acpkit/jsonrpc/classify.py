@@ -426,7 +426,8 @@ def classify(obj: Any) -> Event:
         method = obj["method"]
         if "id" in obj:
             request_id = obj["id"]
-            if not is_valid_id(request_id):
+            kind = type(request_id)
+            if kind is not int and kind is not str and not is_valid_id(request_id):
                 return Invalid("request", "the id must be a string or an integer", obj)
             if obj.get("jsonrpc") != "2.0":
                 return Invalid(

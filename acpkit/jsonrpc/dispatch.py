@@ -161,7 +161,8 @@ class InboundRequest:
     )
     _state: _State = attrs.field(default=_State.NEW, init=False)
     _deferred: Deferred[Any] | None = attrs.field(default=None, init=False, repr=False)
-    _after: list[Callable[[], None]] = attrs.field(factory=list, init=False, repr=False)
+    # The after-reply callbacks (None until the first: most requests have none).
+    _after: list[Callable[[], None]] | None = attrs.field(default=None, init=False, repr=False)
     #: True once cancel() was called.
     cancel_requested: bool = attrs.field(default=False, init=False)
 
@@ -188,6 +189,8 @@ class InboundRequest:
         """
         if self.answered:
             fn()
+        elif self._after is None:
+            self._after = [fn]
         else:
             self._after.append(fn)
 
@@ -211,6 +214,31 @@ class InboundDispatcher:
         self.held: Deferred[Any] | None = None
 
     # -- wire order ------------------------------------------------------------------
+
+    def receive(self, data: bytes, oversized: bool = False) -> None:
+        """
+        A message from the framing (``oversized``: the head of one too long): process it
+        now when nothing waits before it, else after what does (:meth:`drain`).
+        """
+        if self._draining or self.backlog or self.held is not None:
+            self.backlog.append((data, oversized))
+            self.drain()
+            return
+        # Nothing before it: processed as drain would, without the trip through the backlog.
+        host = self._host
+        self._draining = True
+        try:
+            if oversized:
+                host.process_oversized(data)
+            else:
+                host.process_message(data)
+        finally:
+            self._draining = False
+        if self.backlog:  # (what arrived while it was processed, from an in-memory peer)
+            self.drain()
+            return
+        host.update_reading()
+        host.check_finished()
 
     def drain(self) -> None:
         """Process the backlog in order until it is empty or a handler holds the stream."""
@@ -269,8 +297,9 @@ class InboundDispatcher:
     def is_full(self) -> bool:
         """True when a new request could neither start nor wait in the queue."""
         host = self._host
-        return (self.running >= host.max_concurrent_requests or host.output_over_budget()) and (
-            len(self.queue) >= host.max_queued_requests
+        # (the queue first: it is empty almost always, and the budget is a call)
+        return len(self.queue) >= host.max_queued_requests and (
+            self.running >= host.max_concurrent_requests or host.output_over_budget()
         )
 
     def accept(self, request: InboundRequest) -> None:
@@ -284,9 +313,25 @@ class InboundDispatcher:
                 self._host.log.failure("{peer}: on_request_received failed", peer=self._host.name)
         if request.answered:
             return
-        request._state = _State.QUEUED
-        self.queue.append(request)
-        self.pump()
+        host = self._host
+        if (
+            self.queue
+            or self._pumping
+            or self.running >= host.max_concurrent_requests
+            or host.output_over_budget()
+        ):
+            request._state = _State.QUEUED
+            self.queue.append(request)
+            self.pump()
+            return
+        # A free slot and nobody waiting: start it as pump() would, without the queue.
+        self._pumping = True
+        try:
+            self._start(request)
+        finally:
+            self._pumping = False
+        if self.queue:
+            self.pump()
 
     def abandon_all(self) -> None:
         """
@@ -324,6 +369,11 @@ class InboundDispatcher:
             result = handler(request)
         except BaseException:
             self._handler_done(Failure(), request)
+            return
+        if type(result) is dict:
+            # The common case (a typed connection's handler answers with the encoded
+            # result): a plain value, answered now (answer() ignores an answered request).
+            self.answer(request, result=result)
             return
         if not is_async(result):
             # A synchronous handler: answer now, no Deferred needed.
@@ -407,8 +457,9 @@ class InboundDispatcher:
             message = {"jsonrpc": "2.0", "id": request.id, "result": result}
         written = self._host.write_reply(request, message, error is not None)
         self.finish(request)
-        if written:
-            after, request._after = request._after, []
+        after = request._after
+        if written and after is not None:
+            request._after = None
             for fn in after:
                 try:
                     fn()
@@ -418,7 +469,8 @@ class InboundDispatcher:
                     )
         if self.queue:
             self.pump()
-        self._host.check_finished()
+        if not self._draining:  # (else the end of the drain checks it)
+            self._host.check_finished()
 
     def finish(self, request: InboundRequest) -> None:
         """Mark ``request`` answered and free its slot (no reply written here)."""

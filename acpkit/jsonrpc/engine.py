@@ -795,16 +795,12 @@ class JSONRPCEngine(Protocol):
     # -- reading: what the framing delivers (IFramedMessageReceiver) ----------------------
 
     def messageReceived(self, data: bytes) -> None:
-        """One whole message from the framing: queue it for in-order processing."""
-        dispatch = self._dispatch
-        dispatch.backlog.append((data, False))
-        dispatch.drain()
+        """One whole message from the framing: process it in wire order."""
+        self._dispatch.receive(data)
 
     def messageLengthExceeded(self, head: bytes) -> None:
-        """The head of an oversized message: queue it for in-order processing."""
-        dispatch = self._dispatch
-        dispatch.backlog.append((head, True))
-        dispatch.drain()
+        """The head of an oversized message: process it in wire order."""
+        self._dispatch.receive(head, True)
 
     def framingFailed(self, reason: str) -> None:
         """

@@ -16,7 +16,7 @@ in wire order.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from twisted.logger import Logger
 
@@ -142,12 +142,26 @@ class MessageReader:
         obj, huge = decoded
         if huge and isinstance(obj, dict) and self._refuse_huge_ints(obj, huge):
             return
+        if type(obj) is dict and "method" in obj and "id" in obj:
+            # The common case, a well-formed request, told as classify() tells it without
+            # building its event (once per request); anything else goes to classify().
+            request_id = obj["id"]
+            method = obj["method"]
+            id_kind = type(request_id)
+            if (
+                (id_kind is int or id_kind is str)
+                and type(method) is str
+                and obj.get("jsonrpc") == "2.0"
+            ):
+                self._process_request(request_id, method, obj.get("params"), obj)
+                return
         event = classify(obj)
         kind = type(event)
         if kind is Notification:
             self._process_notification(event)  # type: ignore[arg-type]
         elif kind is Request:
-            self._process_request(event)  # type: ignore[arg-type]
+            event_ = cast(Request, event)
+            self._process_request(event_.id, event_.method, event_.params, event_.value)
         elif kind is Response:
             self._process_response(event)  # type: ignore[arg-type]
         else:
@@ -279,12 +293,13 @@ class MessageReader:
             encode_message({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()})
         )
 
-    def _process_request(self, event: Request) -> None:
-        request_id = event.id
-        method = event.method
+    def _process_request(
+        self, request_id: RequestId, method: str, params: Any, value: dict[str, Any]
+    ) -> None:
+        """A well-formed request (``value``: the whole message)."""
         dispatch = self._dispatch
         if request_id in dispatch.inbound:
-            self._invalid(request_id, "this id belongs to a request still in progress", event.value)
+            self._invalid(request_id, "this id belongs to a request still in progress", value)
             return
         registration = self._host.registry.request_method(method)
         if registration is None:
@@ -293,7 +308,6 @@ class MessageReader:
             )
             self.send_error(request_id, MethodNotFound(method))
             return
-        params = event.params
         if not isinstance(params, dict) and not (params is None and registration.params_optional):
             self.send_error(request_id, InvalidParams("$.params", "must be an object"))
             return

@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import pytest
 from twisted.internet import process as process_module
+from twisted.internet.abstract import FileDescriptor
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Protocol
 from twisted.internet.testing import MemoryReactor
@@ -20,6 +21,7 @@ from zope.interface import implementer
 
 from acpkit.compat import StandardIO, stdio_writer
 from acpkit.io import serve_stdio
+from acpkit.io.held_writes import ReadWrites
 from acpkit.io.spawn import AgentTransport
 
 
@@ -199,3 +201,55 @@ def test_a_spawned_agents_transport_writes_a_reads_answers_at_its_end(
     assert writer in reactor.getWriters()
     transport.flushNow()
     assert readable(pipes[2]) == b"later\n"
+
+
+def test_the_writes_of_one_read_look_at_the_descriptor_once(
+    pipes: tuple[int, int, int],
+) -> None:
+    """Many writes held during one read look the descriptor up (and check that it is
+    idle) once, not once per write; after the descriptor was written to (a flush, a write
+    that did not fit), the next write looks again."""
+    transport, _ = serve(Protocol(), pipes)
+    looked: list[object] = []
+
+    def descriptor() -> Any:
+        looked.append(None)
+        return stdio_writer(transport)
+
+    writes = ReadWrites(descriptor)
+    writes.reading = True
+    for number in range(100):
+        assert writes.hold([b"%d\n" % number], 2)
+    assert len(looked) == 1
+    writes.release()
+    assert writes.hold([b"after\n"], 6)
+    assert len(looked) == 3  # (the release wrote to it; the next hold looked again)
+    writes.reading = False
+    writes.release()
+    expected = b"".join(b"%d\n" % number for number in range(100)) + b"after\n"
+    assert readable(pipes[2]) == expected
+
+
+def test_a_write_after_one_that_did_not_fit_follows_it(pipes: tuple[int, int, int]) -> None:
+    """In one read: a small write, one larger than the writer's buffer, a small one: the
+    pipe receives them in that order."""
+    big = b"y" * (FileDescriptor.bufferSize + 1)
+
+    class Three(Protocol):
+        def dataReceived(self, data: bytes) -> None:
+            assert self.transport is not None
+            self.transport.write(b"x\n")
+            self.transport.write(big)
+            self.transport.write(b"z\n")
+
+    transport, _ = serve(Three(), pipes)
+    writer = stdio_writer(transport)
+    assert writer.bufferSize == FileDescriptor.bufferSize
+    transport.childDataReceived("read", b"go")
+    received = b""
+    for _ in range(100):
+        received += readable(pipes[2])
+        if len(received) == 4 + len(big):
+            break
+        writer.doWrite()
+    assert received == b"x\n" + big + b"z\n"

@@ -6,6 +6,7 @@ answered -32601 before its params are decoded, so malformed params never turn it
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -92,3 +93,42 @@ def test_bob_load_with_sessions_disabled_and_malformed_params_is_method_not_foun
     h.start()
     assert not h.runtime.config.sessions_enabled
     assert _code(h.pair, "session/load", params) == -32601
+
+
+def test_is_implemented_agrees_with_the_mark_on_every_kind_of_callable() -> None:
+    """is_implemented reads the mark the same way getattr finds it, whatever the handler's
+    attribute is: a bound method (marked or not, of the base's stub bound on the instance,
+    a wrapped one, a classmethod), a plain function or lambda, a partial, None."""
+
+    def marked_function() -> None:
+        pass
+
+    unimplemented(marked_function)
+
+    class Handler(Agent):
+        @classmethod
+        def made(cls) -> None:
+            pass
+
+        @functools.wraps(Agent.set_mode)
+        def wrapped(self, *args: Any) -> None:
+            pass
+
+    handler = Handler()
+    handler.load_session = Agent().load_session  # type: ignore[method-assign]
+    candidates: list[object] = [
+        handler.new_session,
+        handler.set_mode,
+        handler.load_session,
+        handler.made,
+        handler.wrapped,
+        marked_function,
+        lambda params: None,
+        functools.partial(marked_function),
+        None,
+    ]
+    for fn in candidates:
+        expected = fn is not None and not getattr(fn, "__acpkit_unimplemented__", False)
+        assert is_implemented(fn) is expected, fn
+    assert not is_implemented(handler.wrapped)  # functools.wraps copied the mark
+    assert not is_implemented(handler.load_session)
