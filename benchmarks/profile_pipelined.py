@@ -10,12 +10,16 @@ pipe delivers a burst.  Printed: the best of
 ``--repeat`` runs in µs of this process's CPU per request; with ``--profile``, the
 cProfile of one more run (sorted by ``--sort``, the first ``--top`` lines).
 
+``--method prompt`` sends empty prompts (an ``async def`` handler that awaits nothing)
+instead of ``session/new``; ``--sequential`` gives one request per read, as a client that
+waits for each answer does (the sequential round trip's agent side, without the pipes).
+
 ``--agent twisted`` measures instead the ``twisted`` agent of ``pipes_agents.py`` (a bare
 Twisted protocol: ``json.loads`` of each line, ``transport.write`` of each answer's
 ``json.dumps``) on a ``StringTransport``: the floor of an agent on Twisted, in process.
 
 Run: ``python benchmarks/profile_pipelined.py [--n 20000] [--repeat 5] [--profile]
-[--transport string|stdio] [--agent acpkit|twisted]``.
+[--transport string|stdio] [--agent acpkit|twisted] [--method new|prompt] [--sequential]``.
 Compare two trees with ``PYTHONPATH=<other tree>`` (the first line says which ``acpkit``).
 """
 
@@ -55,17 +59,36 @@ class BenchAgent(Agent):
         self.count += 1
         return schema.NewSessionResponse(session_id=f"s{self.count}")
 
+    async def prompt(self, params: schema.PromptRequest) -> schema.PromptResponse:
+        self.count += 1
+        return schema.PromptResponse(stop_reason=schema.StopReason.END_TURN)
 
-def request_lines(n: int) -> bytes:
-    params = {"cwd": "/", "mcpServers": []}
-    lines = [
-        json.dumps({"jsonrpc": "2.0", "id": i, "method": "session/new", "params": params})
+
+#: Each measured method's params.
+PARAMS: dict[str, dict[str, object]] = {
+    "session/new": {"cwd": "/", "mcpServers": []},
+    "session/prompt": {"sessionId": "s1", "prompt": []},
+}
+
+
+def request_lines(n: int, method: str = "session/new") -> list[bytes]:
+    params = PARAMS[method]
+    return [
+        json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode() + b"\n"
         for i in range(1, n + 1)
     ]
-    return "".join(line + "\n" for line in lines).encode()
 
 
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}
+#: Before the measured requests: initialize, then the session the prompts name.
+SETUP = (
+    json.dumps(INIT).encode()
+    + b"\n"
+    + json.dumps(
+        {"jsonrpc": "2.0", "id": -1, "method": "session/new", "params": PARAMS["session/new"]}
+    ).encode()
+    + b"\n"
+)
 
 
 def run_string(chunks: list[bytes], n: int) -> float:
@@ -74,7 +97,7 @@ def run_string(chunks: list[bytes], n: int) -> float:
     transport = StringTransport()
     conn.protocol.makeConnection(transport)
     receive = conn.protocol.dataReceived
-    receive(json.dumps(INIT).encode() + b"\n")
+    receive(SETUP)
     transport.clear()
     answered = 0
     gc.collect()
@@ -130,14 +153,14 @@ def run_stdio(chunks: list[bytes], n: int) -> float:
     try:
         conn = AgentConnection(BenchAgent)
         transport = serve_stdio(conn.protocol, stdin=read_end, stdout=sink)
-        transport.childDataReceived("read", json.dumps(INIT).encode() + b"\n")
+        transport.childDataReceived("read", SETUP)
         gc.collect()
         start = time.process_time()
         for chunk in chunks:
             transport.childDataReceived("read", chunk)
         elapsed = time.process_time() - start
         handler = conn.handler
-        assert isinstance(handler, BenchAgent) and handler.count == n, n
+        assert isinstance(handler, BenchAgent) and handler.count == n + 1, n
         assert conn.protocol.requests_in_progress == 0
         transport.loseConnection()
         return elapsed
@@ -154,19 +177,24 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument("--transport", choices=["string", "stdio"], default="string")
     parser.add_argument("--agent", choices=["acpkit", "twisted"], default="acpkit")
+    parser.add_argument("--method", choices=["new", "prompt"], default="new")
+    parser.add_argument("--sequential", action="store_true")
     args = parser.parse_args()
-    data = request_lines(args.n)
-    chunks = [data[i : i + READ] for i in range(0, len(data), READ)]
+    method = f"session/{args.method}"
+    lines = request_lines(args.n, method)
+    if args.sequential:
+        chunks, how = lines, "one per read"
+    else:
+        data = b"".join(lines)
+        chunks = [data[i : i + READ] for i in range(0, len(data), READ)]
+        how = "pipelined in 64 KiB reads"
     run = run_stdio if args.transport == "stdio" else run_string
     label = args.transport
     if args.agent == "twisted":
         run, label = run_twisted, "bare Twisted agent, string"
     print(f"acpkit from {acpkit.__file__}")
     best = min(run(chunks, args.n) for _ in range(args.repeat))
-    print(
-        f"session/new, {args.n} pipelined in 64 KiB reads ({label}): "
-        f"{best / args.n * 1e6:.2f} µs/request"
-    )
+    print(f"{method}, {args.n} {how} ({label}): {best / args.n * 1e6:.2f} µs/request")
     if args.profile:
         profile = cProfile.Profile()
         profile.runcall(run, chunks, args.n)
