@@ -17,7 +17,8 @@ with the standard library for what orjson does differently:
   Dataclasses and datetimes, which orjson would write and json refuses, are refused.
 
 Output bytes are the compact json encoder's (``ensure_ascii=False``, ``","``/``":"``),
-but for the exponent of small floats (orjson ``1e-7``, json ``1e-07``: the same number).
+but for the notation of some small floats (orjson ``1e-7``, json ``1e-07``; orjson
+``0.00001``, json ``1e-05``: the same number).
 
 Nesting depth
 =============

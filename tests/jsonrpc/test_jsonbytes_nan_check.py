@@ -51,13 +51,57 @@ def test_nan_and_infinities_are_still_refused(value: Any) -> None:
         dumps(value)
 
 
+def _has_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    if isinstance(value, list):
+        return any(_has_float(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_float(item) for item in value.values())
+    return False
+
+
+def _same_text_read(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` (values read from JSON text) are the same, types, numbers, strings
+    and key order included."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same_text_read(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same_text_read, a, b))
+    return bool(a == b)
+
+
 @given(_values)
 def test_dumps_is_the_json_encoders_output(value: Any) -> None:
-    """For any JSON-like value, dumps gives json's compact bytes, or both refuse it."""
+    """For any JSON-like value, dumps gives json's compact bytes, or both refuse it; a
+    float may be written in orjson's notation instead (``1.5e-7`` for json's ``1.5e-07``,
+    ``0.00001`` for ``1e-05``: the same number), so a value holding floats reads back
+    the same from both texts, floats exactly."""
     try:
         expected = _reference(value).encode()
     except ValueError:
         with pytest.raises(ValueError):
             dumps(value)
         return
-    assert dumps(value) == expected
+    written = dumps(value)
+    if _has_float(value):
+        assert _same_text_read(json.loads(written), json.loads(expected)), (written, expected)
+    else:
+        assert written == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "orjson_text"),
+    [
+        (1.5e-07, b"1.5e-7"),
+        (1e-05, b"0.00001"),
+        ([1.2017950240340976e-06], b"[1.2017950240340976e-6]"),
+    ],
+)
+def test_small_floats_in_orjson_notation(value: Any, orjson_text: bytes) -> None:
+    """The floats whose notation differs from json's are written as orjson writes them,
+    and read back as the same number."""
+    assert dumps(value) == orjson_text
+    assert json.loads(orjson_text) == value
