@@ -357,6 +357,25 @@ def _is_json(line: bytes) -> bool:
     return True
 
 
+#: How often the EOF probe looks whether the request it sent before the EOF is answered.
+_EOF_POLL = 0.05
+
+
+def _answered_or_exited(driver: AgentDriver, method: str, grace: float) -> tuple[int | None, bool]:
+    """
+    Wait up to ``grace`` seconds (counted in the driver's waits) until the agent has
+    answered the request of ``method`` sent before the EOF, or has exited: its exit status
+    (None: still running) and whether the request is answered.
+    """
+    left = grace
+    while True:
+        status = driver.wait_exit(min(_EOF_POLL, max(0.0, left)))
+        answered = not any(p.method == method for _, p in driver.observer.unanswered())
+        left -= _EOF_POLL
+        if status is not None or answered or left <= 0:
+            return status, answered
+
+
 def probe_eof(
     driver: AgentDriver,
     grace: float,
@@ -368,12 +387,14 @@ def probe_eof(
 ) -> None:
     """
     FRAME-009 and FRAME-010: close stdin and wait up to ``grace`` seconds for the agent to
-    exit. With ``session_id``, right after a ``session/prompt`` (mid-turn); else, with
-    ``pending``, right after an unknown ``_acpkit.dev`` request (no session needed); else
-    at once (a driver that has not sent ``initialize`` tests EOF before it). Every request
-    written before the EOF must be answered before the agent exits (FRAME-010). With
-    ``closed``, the caller closed stdin already: the agent is only waited on (``grace`` is
-    what is left of the wait; ``grace_said`` the whole wait, for the finding's text).
+    exit; when a request was sent before the EOF, up to ``grace`` seconds for its answer,
+    then up to ``grace`` more, from the answer, for the exit. With ``session_id``, right
+    after a ``session/prompt`` (mid-turn); else, with ``pending``, right after an unknown
+    ``_acpkit.dev`` request (no session needed); else at once (a driver that has not sent
+    ``initialize`` tests EOF before it). Every request written before the EOF must be
+    answered before the agent exits (FRAME-010). With ``closed``, the caller closed stdin
+    already: the agent is only waited on (``grace`` is what is left of the wait;
+    ``grace_said`` the whole wait, for the finding's text).
     """
     observer = driver.observer
     if session_id is not None:
@@ -395,10 +416,23 @@ def probe_eof(
             driver.send(message)
         if not closed:
             driver.close_stdin()
-        status = driver.wait_exit(grace)
+        if message is None:
+            status = driver.wait_exit(grace)
+            after = what
+        else:
+            # The agent answers what it read, then exits (FRAME-010, FRAME-009): the
+            # answer gets a step, as any answer does, and the exit a step of its own from
+            # the answer, so that a turn that ends late in its step is not read as
+            # "never exits".  An agent that neither answers nor exits gets one step.
+            status, answered = _answered_or_exited(driver, message["method"], grace)
+            if status is None and answered:
+                status = driver.wait_exit(grace)
+                after = f"it answered the {message['method']} request it read before {what}"
+            else:
+                after = what
         if status is None:
             waited = grace if grace_said is None else grace_said
-            observer.violation("FRAME-009", f"agent still running {waited:g}s after {what} (EOF)")
+            observer.violation("FRAME-009", f"agent still running {waited:g}s after {after} (EOF)")
         else:
             observer.verdicts.ok("FRAME-009")
     if message is None or status is None:

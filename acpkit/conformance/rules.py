@@ -225,7 +225,10 @@ RULES: tuple[Rule, ...] = (
         "Stimulus: the tester closes the agent's stdin before initialize (waiting three step "
         "timeouts: the agent may still be starting), and during a turn (or, when session/new "
         "fails, right after an unknown request: process lifetime needs no session). Violated "
-        "when the process is still alive after the timeout. No spec sentence requires it (the "
+        "when the process is still alive after the timeout; when a request was written just "
+        "before the EOF, the timeout counts from its answer (the agent answers what it read, "
+        "then exits: FRAME-010), the answer itself waited for one step. No spec sentence "
+        "requires it (the "
         "transport diagram only shows 'Close stdin, terminate subprocess'); SHOULD.",
     ),
     _r(

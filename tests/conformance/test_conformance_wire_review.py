@@ -342,3 +342,61 @@ def test_frame_010_the_request_is_judged_once() -> None:
     observer.judge_unanswered(lambda _: 0.0)
     assert _rules(verdicts) == {"FRAME-010"}
     assert verdicts.undecided == {}
+
+
+class _TimedDriver(_ExitingDriver):
+    """A stdio driver stand-in on a clock of its own: its waits advance the clock; the
+    agent answers the last request sent at ``answer_at`` (None: never) and exits at
+    ``exit_at`` (None: never)."""
+
+    def __init__(self, observer: Observer, answer_at: float | None, exit_at: float | None):
+        super().__init__(observer)
+        self.ids = 100  # after the ids observer_with_session used
+        self.now = 0.0
+        self.answer_at = answer_at
+        self.exit_at = exit_at
+
+    def wait_exit(self, timeout: float) -> int | None:
+        self.now += timeout
+        if self.answer_at is not None and self.now >= self.answer_at:
+            self.answer_at = None
+            answer = {"jsonrpc": "2.0", "id": self.ids, "result": {"stopReason": "end_turn"}}
+            self.observer.received(json_line(answer))
+        if self.exit_at is not None and self.now >= self.exit_at:
+            return 0
+        return None
+
+
+def _eof_verdicts(answer_at: float | None, exit_at: float | None) -> tuple[Verdicts, float]:
+    """The verdicts of the mid-turn EOF probe (grace 10 s) on a _TimedDriver, and how long
+    it waited."""
+    observer = observer_with_session()
+    driver = _TimedDriver(observer, answer_at, exit_at)
+    probe_eof(driver, 10.0, session_id="s")
+    return observer.verdicts, driver.now
+
+
+def test_frame_009_the_exit_is_awaited_from_the_answer() -> None:
+    """FRAME-009: an agent that answers the turn it read late in the step (9 s of 10) and
+    exits 9 s after that is judged to exit at EOF: the exit gets a step of its own from the
+    answer, as the rule says (exit after answering what was read)."""
+    verdicts, waited = _eof_verdicts(answer_at=9.0, exit_at=18.0)
+    assert _rules(verdicts) == set()
+    assert verdicts.exercised.get("FRAME-009") == 1 and verdicts.exercised.get("FRAME-010") == 1
+    assert 17.99 <= waited < 19.1
+
+
+def test_frame_009_an_agent_that_answers_and_stays_is_found() -> None:
+    """FRAME-009: an agent that answers the turn and keeps running is found once a step
+    has passed after the answer, not later."""
+    verdicts, waited = _eof_verdicts(answer_at=2.0, exit_at=None)
+    assert _rules(verdicts) == {"FRAME-009"}
+    assert 11.99 <= waited < 12.2
+
+
+def test_frame_009_an_agent_that_neither_answers_nor_exits_gets_one_step() -> None:
+    """FRAME-009: an agent that neither answers the turn nor exits is found after one step
+    (no second wait)."""
+    verdicts, waited = _eof_verdicts(answer_at=None, exit_at=None)
+    assert "FRAME-009" in _rules(verdicts)
+    assert 9.99 <= waited < 10.2
