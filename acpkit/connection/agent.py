@@ -180,11 +180,7 @@ class AgentConnection(Role[IAgent]):
             )
 
     def _request_received(self, req: InboundRequest) -> None:
-        params = req.params
-        # session_id_of, inlined for a dict (once per request)
-        sid = params.get("sessionId") if type(params) is dict else session_id_of(params)
-        if sid is not None and not isinstance(sid, str):
-            sid = None
+        sid = session_id_of(req.params)
         if sid is not None:
             self._known_sessions.add(sid)
         if req.method == "session/prompt" and sid is not None:
@@ -235,10 +231,7 @@ class AgentConnection(Role[IAgent]):
         return result
 
     def _new_session_answered(self, result: Any, req: InboundRequest, params: object) -> Any:
-        # session_id_of, inlined for a dict (once per session/new)
-        sid = result.get("sessionId") if type(result) is dict else session_id_of(result)
-        if sid is not None and not isinstance(sid, str):
-            sid = None
+        sid = session_id_of(result)
         if sid is not None:
             self._known_sessions.add(sid)
             # Updates for ``sid`` are held only until it is known: from now on none is.
