@@ -59,6 +59,7 @@ __all__ = [
     "decode_message",
     "encode_message",
     "error_message",
+    "is_plain_request",
     "is_valid_id",
     "parse_decimal_id",
     "read_envelope",
@@ -413,6 +414,23 @@ class Invalid:
 
 
 Event = Request | Notification | Response | Invalid
+
+
+def is_plain_request(obj: dict[str, Any]) -> bool:
+    """
+    Whether ``obj`` is a request :func:`classify` accepts, in its common form: a
+    ``str`` method, an ``int`` or ``str`` id and ``"jsonrpc": "2.0"``.  A reader that
+    needs no :class:`Request` event may take such a message as it is (once per request);
+    False leaves ``obj`` to :func:`classify`, which says what it is.
+    """
+    if "method" not in obj or "id" not in obj:
+        return False
+    id_kind = type(obj["id"])
+    return (
+        (id_kind is int or id_kind is str)
+        and type(obj["method"]) is str
+        and obj.get("jsonrpc") == "2.0"
+    )
 
 
 def classify(obj: Any) -> Event:

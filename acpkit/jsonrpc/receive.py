@@ -44,6 +44,7 @@ from acpkit.jsonrpc.classify import (
     classify,
     decode_message,
     encode_message,
+    is_plain_request,
     is_valid_id,
 )
 from acpkit.jsonrpc.dispatch import InboundDispatcher, InboundRequest
@@ -142,19 +143,10 @@ class MessageReader:
         obj, huge = decoded
         if huge and isinstance(obj, dict) and self._refuse_huge_ints(obj, huge):
             return
-        if type(obj) is dict and "method" in obj and "id" in obj:
-            # The common case, a well-formed request, told as classify() tells it without
-            # building its event (once per request); anything else goes to classify().
-            request_id = obj["id"]
-            method = obj["method"]
-            id_kind = type(request_id)
-            if (
-                (id_kind is int or id_kind is str)
-                and type(method) is str
-                and obj.get("jsonrpc") == "2.0"
-            ):
-                self._process_request(request_id, method, obj.get("params"), obj)
-                return
+        if type(obj) is dict and is_plain_request(obj):
+            # The common case, without building classify()'s event (once per request).
+            self._process_request(obj["id"], obj["method"], obj.get("params"), obj)
+            return
         event = classify(obj)
         kind = type(event)
         if kind is Notification:

@@ -21,6 +21,7 @@ from acpkit.jsonrpc.classify import (
     decode_message,
     encode_message,
     error_message,
+    is_plain_request,
     parse_decimal_id,
     result_message,
 )
@@ -150,3 +151,34 @@ def test_parse_decimal_id() -> None:
     assert parse_decimal_id("-3") == -3
     assert parse_decimal_id("012") is None
     assert parse_decimal_id("1e3") is None
+
+
+_envelope_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.sampled_from(["2.0", "1.0", "", "session/new", "x"]),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "cwd"]), st.integers(), max_size=2),
+)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["jsonrpc", "id", "method", "params", "result", "error"]),
+        _envelope_values,
+    )
+)
+def test_is_plain_request_agrees_with_classify(obj: dict[str, Any]) -> None:
+    """Any envelope is_plain_request takes is one classify reads as a Request with the
+    same id, method, params and message; whatever classify reads as a Request with an int
+    or str id and a str method is taken too."""
+    event = classify(obj)
+    if is_plain_request(obj):
+        assert isinstance(event, Request)
+        assert (event.id, event.method, event.params, event.value) == (
+            obj["id"], obj["method"], obj.get("params"), obj,
+        )  # fmt: skip
+    elif isinstance(event, Request):
+        assert not (type(event.id) in (int, str) and type(event.method) is str)
