@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from acpkit.conformance.driver import AgentDriver, AgentGone, StepTimeout, encode
+from acpkit.conformance.observer import Observer
 
 __all__ = [
     "JUNK_LINES",
@@ -361,6 +362,11 @@ def _is_json(line: bytes) -> bool:
 _EOF_POLL = 0.05
 
 
+def _waiting_for(observer: Observer, method: str) -> bool:
+    """Whether a request of ``method`` the tester sent is still unanswered."""
+    return any(p.method == method for _, p in observer.unanswered())
+
+
 def _answered_or_exited(driver: AgentDriver, method: str, grace: float) -> tuple[int | None, bool]:
     """
     Wait up to ``grace`` seconds (counted in the driver's waits) until the agent has
@@ -370,7 +376,7 @@ def _answered_or_exited(driver: AgentDriver, method: str, grace: float) -> tuple
     left = grace
     while True:
         status = driver.wait_exit(min(_EOF_POLL, max(0.0, left)))
-        answered = not any(p.method == method for _, p in driver.observer.unanswered())
+        answered = not _waiting_for(driver.observer, method)
         left -= _EOF_POLL
         if status is not None or answered or left <= 0:
             return status, answered
@@ -437,8 +443,7 @@ def probe_eof(
             observer.verdicts.ok("FRAME-009")
     if message is None or status is None:
         return
-    unanswered = [p for _, p in observer.unanswered() if p.method == message["method"]]
-    if unanswered:
+    if _waiting_for(observer, message["method"]):
         observer.judged_unanswered(message["id"])  # judged here, not again when stopped
         observer.violation(
             "FRAME-010",
