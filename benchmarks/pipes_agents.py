@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from typing import Any, cast
 
 
@@ -108,10 +109,14 @@ def answer(message: dict[str, Any], count: int) -> tuple[dict[str, Any], int]:
     return {"jsonrpc": "2.0", "id": message["id"], "result": result}, count
 
 
-def run_twisted() -> None:
+def twisted_floor(on_lost: Callable[[], object] = lambda: None) -> Any:
+    """
+    The ``twisted`` agent's protocol: ``json.loads`` of each line, ``transport.write`` of
+    each answer's ``json.dumps`` (the floor's answers); ``on_lost`` is called when its
+    connection ends.  Twisted is imported here, not by the other agents.
+    """
     import json
 
-    from twisted.internet import reactor, stdio
     from twisted.internet.protocol import Protocol
 
     class Floor(Protocol):
@@ -127,9 +132,15 @@ def run_twisted() -> None:
                     self.transport.write(json.dumps(reply).encode() + b"\n")  # type: ignore[union-attr]
 
         def connectionLost(self, reason: object = None) -> None:
-            reactor.stop()
+            on_lost()
 
-    stdio.StandardIO(Floor())
+    return Floor()
+
+
+def run_twisted() -> None:
+    from twisted.internet import reactor, stdio
+
+    stdio.StandardIO(twisted_floor(reactor.stop))
     reactor.run()
 
 

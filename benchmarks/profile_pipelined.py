@@ -33,7 +33,7 @@ import os
 import pstats
 import time
 
-from twisted.internet.protocol import Protocol
+from pipes_agents import twisted_floor  # type: ignore[import-not-found]
 from twisted.internet.testing import StringTransport
 
 import acpkit
@@ -111,27 +111,9 @@ def run_string(chunks: list[bytes], n: int) -> float:
     return elapsed
 
 
-class TwistedFloor(Protocol):
-    """The ``twisted`` agent of ``pipes_agents.py``, for ``session/new`` only."""
-
-    buffer = b""
-    count = 0
-
-    def dataReceived(self, data: bytes) -> None:
-        *lines, self.buffer = (self.buffer + data).split(b"\n")
-        for line in lines:
-            message = json.loads(line)
-            if "method" in message and "id" in message:
-                self.count += 1
-                result = {"sessionId": f"s{self.count}"}
-                reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
-                assert self.transport is not None
-                self.transport.write(json.dumps(reply).encode() + b"\n")
-
-
 def run_twisted(chunks: list[bytes], n: int) -> float:
     """CPU seconds for the bare Twisted agent to answer the requests in ``chunks``."""
-    protocol = TwistedFloor()
+    protocol = twisted_floor()
     transport = StringTransport()
     protocol.makeConnection(transport)
     answered = 0
