@@ -252,6 +252,17 @@ def updates(events: list[dict[str, Any]]) -> list[str]:
     ]
 
 
+def turn_ended(rid: int, stop_reason: str = "end_turn") -> dict[str, Any]:
+    """The answer to prompt ``rid``, ended with ``stop_reason``."""
+    return {"jsonrpc": "2.0", "id": rid, "result": {"stopReason": stop_reason}}
+
+
+def allow(request: dict[str, Any]) -> dict[str, Any]:
+    """The client's answer to ``request`` (a request_permission): the "allow" option."""
+    outcome = {"outcome": "selected", "optionId": "allow"}
+    return {"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": outcome}}
+
+
 # -- the RFD's routing and validation ------------------------------------------------------
 
 
@@ -374,7 +385,7 @@ def test_delete_cancels_running_turns() -> None:
     server.prompt(cid, "wait")
     server.request("DELETE", {"Acp-Connection-Id": cid})
     answers = [e for e in stream.events() if e.get("id") == 2]
-    assert answers == [{"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}]
+    assert answers == [turn_ended(2, "cancelled")]
 
 
 def test_session_scoped_post_needs_acp_session_id() -> None:
@@ -445,7 +456,7 @@ def test_stream_carries_every_message_in_order() -> None:
     server.prompt(cid, "stream 20")
     events = stream.events()
     assert updates(events) == [str(i) for i in range(20)]
-    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    assert events[-1] == turn_ended(2)
 
 
 def _count_writes(stream: Response) -> list[bytes]:
@@ -657,7 +668,7 @@ def test_a_sessions_messages_go_on_its_session_stream() -> None:
     assert not listener.transport.disconnecting
     events = listener.events()
     assert updates(events) == ["0", "1"]
-    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    assert events[-1] == turn_ended(2)
     assert main.events() == [{"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "s1"}}]
 
 
@@ -671,7 +682,7 @@ def test_without_a_session_stream_a_sessions_messages_use_the_connection_stream(
     server.prompt(cid, "stream 2")
     events = main.events()
     assert updates(events) == ["0", "1"]
-    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    assert events[-1] == turn_ended(2)
 
 
 def test_permission_round_trip_on_the_session_stream() -> None:
@@ -686,23 +697,14 @@ def test_permission_round_trip_on_the_session_stream() -> None:
     server.prompt(cid, "ask")
     request = listener.events()[-1]
     assert request["method"] == "session/request_permission"
-    answer = {
-        "jsonrpc": "2.0",
-        "id": request["id"],
-        "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
-    }
-    assert server.post(answer, cid).status == 202
+    assert server.post(allow(request), cid).status == 202
     events = listener.events()
     assert updates(events) == ["allow"]
-    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    assert events[-1] == turn_ended(2)
     server.prompt(cid, "wait", rid=3)
     cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}
     assert server.post(cancel, cid, Acp_Session_Id="s1").status == 202
-    assert listener.events()[-1] == {
-        "jsonrpc": "2.0",
-        "id": 3,
-        "result": {"stopReason": "cancelled"},
-    }
+    assert listener.events()[-1] == turn_ended(3, "cancelled")
     assert len(main.events()) == 1  # session/new's response only
 
 
@@ -717,15 +719,10 @@ def test_a_closed_session_stream_sends_the_rest_to_the_connection_stream() -> No
     server.prompt(cid, "ask")
     request = listener.events()[-1]
     listener.close()
-    answer = {
-        "jsonrpc": "2.0",
-        "id": request["id"],
-        "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
-    }
-    assert server.post(answer, cid).status == 202
+    assert server.post(allow(request), cid).status == 202
     events = main.events()
     assert updates(events) == ["allow"]
-    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    assert events[-1] == turn_ended(2)
 
 
 def test_a_get_for_an_unknown_session_is_404() -> None:
@@ -803,16 +800,11 @@ def test_permission_round_trip() -> None:
     server.prompt(cid, "ask")
     request = stream.events()[-1]
     assert request["method"] == "session/request_permission"
-    answer = {
-        "jsonrpc": "2.0",
-        "id": request["id"],
-        "result": {"outcome": {"outcome": "selected", "optionId": "allow"}},
-    }
     # A response carries no sessionId: no Acp-Session-Id needed (the SDK sends none).
-    assert server.post(answer, cid).status == 202
+    assert server.post(allow(request), cid).status == 202
     events = stream.events()
     assert updates(events) == ["allow"]
-    assert events[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}
+    assert events[-1] == turn_ended(2)
 
 
 def test_cancel() -> None:
@@ -824,7 +816,7 @@ def test_cancel() -> None:
     server.prompt(cid, "wait")
     cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s1"}}
     assert server.post(cancel, cid, Acp_Session_Id="s1").status == 202
-    assert stream.events()[-1] == {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}
+    assert stream.events()[-1] == turn_ended(2, "cancelled")
 
 
 # -- the grace period ----------------------------------------------------------------------
