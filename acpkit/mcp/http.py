@@ -30,7 +30,11 @@ after ``initialize``                        ``MCP-Protocol-Version: <negotiated>
                                             request
 ``notifications/initialized`` sent          ``GET`` opens the server's stream for
                                             server-initiated messages; 405: the server
-                                            has none (:attr:`get_stream` ``"none"``)
+                                            has none (:attr:`get_stream` ``"none"``);
+                                            :func:`connect_http` fires once that GET is
+                                            answered (at most ``handshake_timeout``
+                                            later): a server may drop what it sends
+                                            while the stream is not open
 an SSE stream ends before the response,     resumed with ``GET`` + ``Last-Event-ID`` after
 an event id was seen                        the server's ``retry`` ms (default 1 s), at
                                             most ``max_resumes`` times in a row without
@@ -74,8 +78,9 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from twisted.internet.defer import CancelledError, Deferred, fail
+from twisted.internet.defer import CancelledError, Deferred, fail, succeed
 from twisted.internet.error import ConnectError, DNSLookupError
+from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from acpkit.errors import clip
@@ -98,7 +103,7 @@ from acpkit.jsonrpc import JSONRPCProtocol, MethodRegistry
 from acpkit.jsonrpc.cancel import MCP_CANCELLATION
 from acpkit.jsonrpc.classify import read_envelope
 from acpkit.jsonrpc.jsonbytes import NestingTooDeep, loads
-from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient
+from acpkit.mcp.client import DEFAULT_CLIENT_INFO, McpClient, McpHandshakeError
 from acpkit.mcp.schema import Implementation
 
 if TYPE_CHECKING:
@@ -202,9 +207,10 @@ class StreamableHTTPTransport(HTTPTransportBase):
         self.session_id: str | None = None
         #: The protocol version the ``initialize`` answer negotiated, if any.
         self.protocol_version: str | None = None
-        #: The server's own stream (GET): ``"unopened"``, ``"open"``, ``"none"`` (405),
-        #: ``"failed"`` or ``"closed"``.
+        #: The server's own stream (GET): ``"unopened"``, ``"opening"`` (asked, not yet
+        #: answered), ``"open"``, ``"none"`` (405), ``"failed"`` or ``"closed"``.
         self.get_stream = "unopened"
+        self._get_waiters: list[Deferred[str]] = []
         self._init_id: Any = None
         self._out = bytearray()
         self._pending: dict[Any, _Pending] = {}
@@ -233,6 +239,35 @@ class StreamableHTTPTransport(HTTPTransportBase):
 
     def _forget(self) -> None:
         self._pending.clear()
+        self._get_answered()
+
+    # -- the server's stream, as a caller sees it -----------------------------------------
+
+    def when_server_stream_answered(self) -> Deferred[str]:
+        """
+        Fires with :attr:`get_stream` once the server has answered the GET that opens its
+        own stream (``"open"``, ``"none"``, ``"failed"``), or at once when that is
+        already so or the GET was never sent.  Fires with ``"closed"`` if the connection
+        ends first.  Never fails.
+
+        A server may drop what it sends while no GET stream is open (the TypeScript
+        SDK's server does): a request that makes the server send something unrelated to
+        it should wait for this first.  :func:`connect_http` does.
+        """
+        if self._lost:
+            return succeed("closed")
+        if self.get_stream != "opening":
+            return succeed(self.get_stream)
+        d: Deferred[str] = Deferred()
+        self._get_waiters.append(d)
+        return d
+
+    def _get_answered(self, state: str | None = None) -> None:
+        if state is not None:
+            self.get_stream = state
+        waiters, self._get_waiters = self._get_waiters, []
+        for d in waiters:
+            d.callback(state if state is not None else "closed")
 
     @staticmethod
     def _error_detail(body: bytes) -> str:
@@ -271,9 +306,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
         d.addErrback(self._post_failed, pending, method)
         d.addErrback(self._bug)
         if method == "notifications/initialized" and self.get_stream == "unopened":
-            # Now, not once the POST is answered: the stream is then open before the
-            # client's next requests, so whatever they make the server send has a
-            # stream to go to.
+            # Now, not once the POST is answered: the GET then races only the
+            # client's next requests, and when_server_stream_answered() closes that race.
+            self.get_stream = "opening"
             self._open_get_stream()
 
     # -- answers to POST -----------------------------------------------------------------
@@ -548,24 +583,24 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 self._discard(response)
                 return
             if response.code == 405:
-                self.get_stream = "none"
                 self._discard(response)
+                self._get_answered("none")
                 return
             if self._session_ended(response, "ended our session"):
                 return
             if response.code != 200 or content_type(response) != "text/event-stream":
-                self.get_stream = "failed"
                 self._error_status(response, None, "GET (server stream)")
+                self._get_answered("failed")
                 return
-            self.get_stream = "open"
             parser = SSEParser(self.max_message_size)
             parser.last_event_id, parser.retry = last_event_id, retry
             self._read_stream(response, None, parser)
+            self._get_answered("open")
 
         def failed(failure: Failure) -> None:
             if self._lost or self.disconnecting:
                 return
-            self.get_stream = "failed"
+            self._get_answered("failed")
             self._log.warn(
                 "{peer}: GET stream from {url} failed: {why}",
                 peer=self.name,
@@ -634,7 +669,9 @@ class StreamableHTTPTransport(HTTPTransportBase):
     # -- the end -------------------------------------------------------------------------
 
 
-#: Seconds a server has to answer ``initialize``.
+_log = Logger("acpkit.mcp.http")
+
+#: Seconds a server has to answer ``initialize`` (and then the GET for its stream).
 DEFAULT_HANDSHAKE_TIMEOUT = 30.0
 
 
@@ -665,7 +702,12 @@ def connect_http(
 ) -> Deferred[McpClient]:
     """
     Connect to the MCP server at ``url`` (Streamable HTTP) and initialize it; fires with
-    the started :class:`McpClient` (its :meth:`McpClient.close` DELETEs the session).
+    the started :class:`McpClient` (its :meth:`McpClient.close` DELETEs the session)
+    once the server has also answered the GET that opens its own stream, or
+    ``handshake_timeout`` seconds after ``initialize`` was answered if it has not (a
+    warning is logged).  Before that answer, a server may drop what it sends
+    unrelated to a request (the TypeScript SDK's server drops it), such as the
+    ``elicitation/create`` a tool call makes it send.
 
     ``headers`` go with every HTTP request (for example ``{"Authorization": "Bearer
     ..."}``) and are never logged.  Fails like :func:`acpkit.mcp.stdio.connect_stdio`'s
@@ -691,6 +733,37 @@ def connect_http(
     done: Deferred[McpClient] = Deferred()
 
     def started(_: object) -> None:
+        # The server's own stream first: what the server sends unrelated to a request
+        # (elicitation/create, log messages) is lost while that stream is not open.
+        waited = transport.when_server_stream_answered()
+        if handshake_timeout is not None:
+            timer = reactor.callLater(handshake_timeout, waited.cancel)
+            waited.addBoth(lambda state: (timer.active() and timer.cancel(), state)[1])
+        waited.addCallbacks(ready, slow_stream)
+
+    def ready(state: object) -> None:
+        if state != "closed":
+            done.callback(client)
+            return
+
+        def ended(f: Failure) -> None:
+            done.errback(
+                McpHandshakeError(
+                    f'MCP server "{name}" ended the connection while its stream opened: '
+                    f"{f.getErrorMessage()}"
+                )
+            )
+
+        protocol.when_closed().addErrback(ended)
+
+    def slow_stream(f: Failure) -> None:
+        f.trap(CancelledError)
+        _log.warn(
+            "{peer}: the server has not answered the GET for its own stream in {timeout} s;"
+            " what it sends before that may be lost",
+            peer=name,
+            timeout=handshake_timeout,
+        )
         done.callback(client)
 
     def failed(f: Failure) -> None:

@@ -244,6 +244,14 @@ class ScriptedMcp(Resource):
         self.on_delete(request, None)
         return NOT_DONE_YET
 
+    def posts_without_method(self) -> list[tuple[dict[str, str], Any]]:
+        """The POSTs holding a response (our answers to the server's requests)."""
+        return [
+            (headers, message)
+            for verb, headers, message in self.seen
+            if verb == "POST" and isinstance(message, dict) and "method" not in message
+        ]
+
     def posts(self, method: str) -> list[tuple[dict[str, str], Any]]:
         return [
             (headers, message)
@@ -704,6 +712,89 @@ class StreamableHTTPTests(TestCase):
             for url in ("ftp://host/mcp", "http:///mcp", "localhost:3001/mcp"):
                 with pytest.raises(ValueError, match="http"):
                     await connect_http(reactor, url, name="bad")
+
+        return ensureDeferred(run())
+
+    def test_connect_http_waits_for_the_server_stream(self) -> Deferred[None]:
+        """connect_http fires only once the server has answered the GET for its own
+        stream, so a server that drops what it sends while no GET stream is open (the
+        TypeScript SDK's does) loses nothing: an elicitation/create it sends on that
+        stream during the next tools/call is answered -32601, and the call completes."""
+        held: list[Request] = []
+        self.mcp.on_get = lambda request, _: held.append(request)
+        calls: list[tuple[Request, Any]] = []
+
+        def on_call(request: Request, message: Any) -> None:
+            # Like the TypeScript SDK: a request unrelated to the call goes to the GET
+            # stream, or nowhere if there is none.
+            calls.append((request, message))
+            for stream in held:
+                sse_event(stream, {"jsonrpc": "2.0", "id": 90, "method": "elicitation/create"})
+
+        def on_response(request: Request, message: Any) -> None:
+            ScriptedMcp.status(request, 202)
+            call_request, call = calls.pop()
+            json_answer(call_request, result(call, {"content": [], "isError": False}))
+
+        self.mcp.on_post["tools/call"] = on_call
+        self.mcp.on_post["<response>"] = on_response
+
+        async def run() -> None:
+            connecting = connect_http(reactor, self.url, name="scripted")
+            await wait_until(
+                lambda: bool(held) and bool(self.mcp.posts("notifications/initialized"))
+            )
+            assert not connecting.called
+            sse_start(held[0])
+            held[0].write(b": open\n\n")
+            client = await connecting
+            self.addCleanup(client.close)
+            transport = client.protocol.transport
+            assert isinstance(transport, StreamableHTTPTransport)
+            assert transport.get_stream == "open"
+            answer = await client.call_tool("x", {})
+            assert answer.is_error is False
+            ((_, reply),) = self.mcp.posts_without_method()
+            assert reply["id"] == 90 and reply["error"]["code"] == -32601
+
+        return ensureDeferred(run())
+
+    def test_connect_http_server_stream_never_answered(self) -> Deferred[None]:
+        """A server that never answers the GET for its stream does not hold connect_http
+        longer than handshake_timeout: the client is given then, a warning says what may
+        be lost, and calls work."""
+        self.mcp.on_get = lambda request, _: None
+
+        async def run() -> None:
+            client = await connect_http(reactor, self.url, name="slow", handshake_timeout=0.3)
+            self.addCleanup(client.close)
+            assert any(
+                "has not answered the GET for its own stream" in line for line in self.log.lines
+            )
+            await client.ping()
+
+        return ensureDeferred(run())
+
+    def test_connect_http_session_ends_at_the_server_stream(self) -> Deferred[None]:
+        """A 404 to the GET for the server's stream (the session is gone already) fails
+        connect_http with McpHandshakeError naming the ended session."""
+        self.mcp.on_get = lambda request, _: ScriptedMcp.status(request, 404)
+
+        async def run() -> None:
+            with pytest.raises(McpHandshakeError, match=r"while its stream opened.*session"):
+                await connect_http(reactor, self.url, name="gone")
+
+        return ensureDeferred(run())
+
+    def test_server_stream_answered_before_initialized(self) -> Deferred[None]:
+        """Before notifications/initialized no GET was sent: when_server_stream_answered
+        fires at once with "unopened"; a 405 later makes it fire with "none"."""
+
+        async def run() -> None:
+            proto, transport = self.connect()
+            assert await transport.when_server_stream_answered() == "unopened"
+            await self.initialize(proto)
+            assert await transport.when_server_stream_answered() == "none"
 
         return ensureDeferred(run())
 
