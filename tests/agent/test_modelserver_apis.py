@@ -9,6 +9,7 @@ thread (``deferToThread``) so the reactor keeps serving. ``openai``, ``anthropic
 from __future__ import annotations
 
 import json
+import platform
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -40,6 +41,12 @@ from acpkit.testing.script import Script, script_of
 from tests.helpers import examples
 
 T = TypeVar("T")
+
+# The vendors' SDKs send platform.processor() in their headers, and the first call in a
+# process runs ``uname -p`` (platform caches the answer). Asked here, at collection, so
+# that no test starts that child process: the spawn guard caught it in the first test of
+# a worker to build a client.
+platform.processor()
 
 SCHEMA: dict[str, object] = {
     "type": "object",
