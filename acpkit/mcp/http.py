@@ -79,6 +79,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from twisted.internet.defer import CancelledError, Deferred, fail, succeed
+from twisted.internet.defer import TimeoutError as DeferredTimeout
 from twisted.internet.error import ConnectError, DNSLookupError
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -737,8 +738,7 @@ def connect_http(
         # (elicitation/create, log messages) is lost while that stream is not open.
         waited = transport.when_server_stream_answered()
         if handshake_timeout is not None:
-            timer = reactor.callLater(handshake_timeout, waited.cancel)
-            waited.addBoth(lambda state: (timer.active() and timer.cancel(), state)[1])
+            waited.addTimeout(handshake_timeout, reactor)
         waited.addCallbacks(ready, slow_stream)
 
     def ready(state: object) -> None:
@@ -757,7 +757,7 @@ def connect_http(
         protocol.when_closed().addErrback(ended)
 
     def slow_stream(f: Failure) -> None:
-        f.trap(CancelledError)
+        f.trap(DeferredTimeout)
         _log.warn(
             "{peer}: the server has not answered the GET for its own stream in {timeout} s;"
             " what it sends before that may be lost",
