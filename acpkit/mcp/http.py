@@ -32,8 +32,8 @@ after ``initialize``                        ``MCP-Protocol-Version: <negotiated>
                                             server-initiated messages; 405: the server
                                             has none (:attr:`get_stream` ``"none"``);
                                             :func:`connect_http` fires once that GET is
-                                            answered (at most ``handshake_timeout``
-                                            later): a server may drop what it sends
+                                            answered (at most ``stream_timeout``,
+                                            5 s, later): a server may drop what it sends
                                             while the stream is not open
 an SSE stream ends before the response,     resumed with ``GET`` + ``Last-Event-ID`` after
 an event id was seen                        the server's ``retry`` ms (default 1 s), at
@@ -672,8 +672,12 @@ class StreamableHTTPTransport(HTTPTransportBase):
 
 _log = Logger("acpkit.mcp.http")
 
-#: Seconds a server has to answer ``initialize`` (and then the GET for its stream).
+#: Seconds a server has to answer ``initialize``.
 DEFAULT_HANDSHAKE_TIMEOUT = 30.0
+
+#: Seconds :func:`connect_http` waits, after ``initialize``, for the server to answer the
+#: GET for its own stream (it answers at once, with headers, when it has one).
+DEFAULT_STREAM_TIMEOUT = 5.0
 
 
 def mcp_http_protocol(
@@ -696,6 +700,7 @@ def connect_http(
     *,
     name: str,
     handshake_timeout: float | None = DEFAULT_HANDSHAKE_TIMEOUT,
+    stream_timeout: float = DEFAULT_STREAM_TIMEOUT,
     client_info: Implementation = DEFAULT_CLIENT_INFO,
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
     connect_timeout: float = 30.0,
@@ -705,7 +710,7 @@ def connect_http(
     Connect to the MCP server at ``url`` (Streamable HTTP) and initialize it; fires with
     the started :class:`McpClient` (its :meth:`McpClient.close` DELETEs the session)
     once the server has also answered the GET that opens its own stream, or
-    ``handshake_timeout`` seconds after ``initialize`` was answered if it has not (a
+    ``stream_timeout`` seconds after ``initialize`` was answered if it has not (a
     warning is logged).  Before that answer, a server may drop what it sends
     unrelated to a request (the TypeScript SDK's server drops it), such as the
     ``elicitation/create`` a tool call makes it send.
@@ -737,8 +742,7 @@ def connect_http(
         # The server's own stream first: what the server sends unrelated to a request
         # (elicitation/create, log messages) is lost while that stream is not open.
         waited = transport.when_server_stream_answered()
-        if handshake_timeout is not None:
-            waited.addTimeout(handshake_timeout, reactor)
+        waited.addTimeout(stream_timeout, reactor)
         waited.addCallbacks(ready, slow_stream)
 
     def ready(state: object) -> None:
@@ -762,7 +766,7 @@ def connect_http(
             "{peer}: the server has not answered the GET for its own stream in {timeout} s;"
             " what it sends before that may be lost",
             peer=name,
-            timeout=handshake_timeout,
+            timeout=stream_timeout,
         )
         done.callback(client)
 

@@ -761,12 +761,12 @@ class StreamableHTTPTests(TestCase):
 
     def test_connect_http_server_stream_never_answered(self) -> Deferred[None]:
         """A server that never answers the GET for its stream does not hold connect_http
-        longer than handshake_timeout: the client is given then, a warning says what may
-        be lost, and calls work."""
+        longer than stream_timeout: the client is given then, a warning says what may be
+        lost, and calls work."""
         self.mcp.on_get = lambda request, _: None
 
         async def run() -> None:
-            client = await connect_http(reactor, self.url, name="slow", handshake_timeout=0.3)
+            client = await connect_http(reactor, self.url, name="slow", stream_timeout=0.3)
             self.addCleanup(client.close)
             assert any(
                 "has not answered the GET for its own stream" in line for line in self.log.lines
