@@ -247,28 +247,28 @@ class StreamableHTTPTransport(HTTPTransportBase):
     def when_server_stream_answered(self) -> Deferred[str]:
         """
         Fires with :attr:`get_stream` once the server has answered the GET that opens its
-        own stream (``"open"``, ``"none"``, ``"failed"``), or at once when that is
-        already so or the GET was never sent.  Fires with ``"closed"`` if the connection
-        ends first.  Never fails.
+        own stream (``"open"``, ``"none"``, ``"failed"``; ``"closed"`` if the stream it
+        opened has ended already), or at once when that is already so or the GET was
+        never sent.  Fires with ``"lost"`` if the connection ends first.  Never fails.
 
         A server may drop what it sends while no GET stream is open (the TypeScript
         SDK's server does): a request that makes the server send something unrelated to
         it should wait for this first.  :func:`connect_http` does.
         """
         if self._lost:
-            return succeed("closed")
+            return succeed("lost")
         if self.get_stream != "opening":
             return succeed(self.get_stream)
         d: Deferred[str] = Deferred()
         self._get_waiters.append(d)
         return d
 
-    def _get_answered(self, state: str | None = None) -> None:
-        if state is not None:
-            self.get_stream = state
+    def _get_answered(self) -> None:
+        """Fire the waiters of :meth:`when_server_stream_answered` with the state now."""
         waiters, self._get_waiters = self._get_waiters, []
+        state = "lost" if self._lost else self.get_stream
         for d in waiters:
-            d.callback(state if state is not None else "closed")
+            d.callback(state)
 
     @staticmethod
     def _error_detail(body: bytes) -> str:
@@ -584,24 +584,28 @@ class StreamableHTTPTransport(HTTPTransportBase):
                 self._discard(response)
                 return
             if response.code == 405:
+                self.get_stream = "none"
                 self._discard(response)
-                self._get_answered("none")
+                self._get_answered()
                 return
             if self._session_ended(response, "ended our session"):
                 return
             if response.code != 200 or content_type(response) != "text/event-stream":
+                self.get_stream = "failed"
                 self._error_status(response, None, "GET (server stream)")
-                self._get_answered("failed")
+                self._get_answered()
                 return
+            self.get_stream = "open"
             parser = SSEParser(self.max_message_size)
             parser.last_event_id, parser.retry = last_event_id, retry
             self._read_stream(response, None, parser)
-            self._get_answered("open")
+            self._get_answered()
 
         def failed(failure: Failure) -> None:
             if self._lost or self.disconnecting:
                 return
-            self._get_answered("failed")
+            self.get_stream = "failed"
+            self._get_answered()
             self._log.warn(
                 "{peer}: GET stream from {url} failed: {why}",
                 peer=self.name,
@@ -746,7 +750,7 @@ def connect_http(
         waited.addCallbacks(ready, slow_stream)
 
     def ready(state: object) -> None:
-        if state != "closed":
+        if state != "lost":
             done.callback(client)
             return
 

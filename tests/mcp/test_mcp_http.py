@@ -775,6 +775,26 @@ class StreamableHTTPTests(TestCase):
 
         return ensureDeferred(run())
 
+    def test_connect_http_server_stream_ends_at_once(self) -> Deferred[None]:
+        """A GET answered 200 with an SSE body that ends at once (no event id): the stream
+        is "closed", not the connection; connect_http gives the client, and calls work."""
+
+        def on_get(request: Request, _: Any) -> None:
+            sse_start(request)
+            request.finish()
+
+        self.mcp.on_get = on_get
+
+        async def run() -> None:
+            client = await connect_http(reactor, self.url, name="brief")
+            self.addCleanup(client.close)
+            transport = client.protocol.transport
+            assert isinstance(transport, StreamableHTTPTransport)
+            await wait_until(lambda: transport.get_stream == "closed")
+            await client.ping()
+
+        return ensureDeferred(run())
+
     def test_connect_http_session_ends_at_the_server_stream(self) -> Deferred[None]:
         """A 404 to the GET for the server's stream (the session is gone already) fails
         connect_http with McpHandshakeError naming the ended session."""
