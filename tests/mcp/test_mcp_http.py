@@ -244,15 +244,9 @@ class ScriptedMcp(Resource):
         self.on_delete(request, None)
         return NOT_DONE_YET
 
-    def posts_without_method(self) -> list[tuple[dict[str, str], Any]]:
-        """The POSTs holding a response (our answers to the server's requests)."""
-        return [
-            (headers, message)
-            for verb, headers, message in self.seen
-            if verb == "POST" and isinstance(message, dict) and "method" not in message
-        ]
-
-    def posts(self, method: str) -> list[tuple[dict[str, str], Any]]:
+    def posts(self, method: str | None) -> list[tuple[dict[str, str], Any]]:
+        """The POSTs of ``method`` messages; ``None``: those holding a response (our
+        answers to the server's requests)."""
         return [
             (headers, message)
             for verb, headers, message in self.seen
@@ -754,7 +748,7 @@ class StreamableHTTPTests(TestCase):
             assert transport.get_stream == "open"
             answer = await client.call_tool("x", {})
             assert answer.is_error is False
-            ((_, reply),) = self.mcp.posts_without_method()
+            ((_, reply),) = self.mcp.posts(None)
             assert reply["id"] == 90 and reply["error"]["code"] == -32601
 
         return ensureDeferred(run())
