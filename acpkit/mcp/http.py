@@ -132,6 +132,8 @@ DEFAULT_MAX_MESSAGE_SIZE = 64 * 1024 * 1024
 #: How much of an error body is read to explain an HTTP error status.
 ERROR_BODY_KEPT = http_transport.ERROR_BODY_KEPT
 
+_log = Logger()
+
 #: Wait before resuming a stream when the server gave no ``retry`` (ms).
 DEFAULT_RETRY_MS = 1000
 
@@ -673,8 +675,6 @@ class StreamableHTTPTransport(HTTPTransportBase):
 
     # -- the end -------------------------------------------------------------------------
 
-
-_log = Logger("acpkit.mcp.http")
 
 #: Seconds a server has to answer ``initialize``.
 DEFAULT_HANDSHAKE_TIMEOUT = 30.0
